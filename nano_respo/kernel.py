@@ -1,0 +1,425 @@
+"""ReSPO and its baselines as one pure-tensor policy loss.
+
+Objective (spec section 1, ../shared/respo-spec.md). For a prompt x, a group of responses
+y_i ~ mu (the behaviour policy that sampled them) and advantages A_i, every method in this
+file is a *coefficient* phi on the plain policy gradient:
+
+    grad J = mean_i  phi_i * A_i * grad log pi_theta(y_i | x)
+
+implemented as   loss = -mean_i stopgrad(phi_i) * A_i * agg_i(log pi_theta(y_i,t | ...)).
+
+ReSPO (spec section 3) replaces the clip with a smooth two-branch kernel on the sequence
+weight w = pi_theta(y|x) / mu(y|x), chosen by the sign of the advantage:
+
+    phi_s(w) = w**alpha_s * exp(-lambda_s * (w - 1)),   s in {+, -}
+
+The positive branch (0 <= alpha_+ < 1) keeps a nonzero weight for under-generated
+positives (w -> 0); the negative branch (lambda_- > 0) sends the weight of over-generated
+negatives (w -> infinity) to zero.
+
+Reconstructed from the paper's abstract (Chen, Ban, Hsieh, "ReSPO: Reshaped Sequence
+Policy Optimization for Gradient Starvation in Off-Policy Learning"): the kernel family
+and its properties follow the spec; the paper's own constants are unknown, so every
+parameter is a LossConfig field.
+
+Deliberately left out: KL-to-reference penalties, entropy bonuses, value functions and
+any distributed reduction (a caller that shards a batch must reduce the loss itself).
+The loss *value* is not a progress signal: only its gradient is meaningful.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+import torch
+
+METHODS = (
+    "respo", "grpo", "dapo", "dual_clip", "seq_clip", "gspo",
+    "cispo", "sapo", "vespo", "topr", "is", "no_is",
+)
+AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+SCALES = ("none", "std")
+
+
+@dataclass
+class LossConfig:
+    """Every knob of every method; fields left None take the method's published default."""
+
+    method: str = "respo"
+    """Which coefficient to use: one of METHODS."""
+    alpha_pos: float = 0.0
+    """ReSPO positive branch power alpha_+ in [0, 1] (1 only as the plain-IS corner)."""
+    lambda_pos: float = 0.1
+    """ReSPO positive branch tilt lambda_+ >= 0; the w -> 0 floor is exp(lambda_+) at alpha_+ = 0."""
+    alpha_neg: float = 3.0
+    """ReSPO negative branch power alpha_- >= 0; alpha_- > lambda_- keeps a trust region below w = 1."""
+    lambda_neg: float = 2.0
+    """ReSPO negative branch tilt lambda_- >= 0; > 0 sends the weight of high-w negatives to 0."""
+    eps_low: float | None = None
+    """Lower clip range (ratio >= 1 - eps_low); None = the method's default (METHOD_TABLE)."""
+    eps_high: float | None = None
+    """Upper clip range (ratio <= 1 + eps_high); None = the method's default (METHOD_TABLE)."""
+    dual_clip_c: float = 3.0
+    """dual_clip: negatives with ratio above c get zero gradient (c > 1)."""
+    sapo_tau_pos: float = 1.0
+    """sapo: gate temperature for A > 0."""
+    sapo_tau_neg: float = 1.05
+    """sapo: gate temperature for A < 0."""
+    vespo_k_pos: float = 2.0
+    """vespo: power k for A >= 0."""
+    vespo_lambda_pos: float = 3.0
+    """vespo: tilt lambda for A >= 0."""
+    vespo_k_neg: float = 3.0
+    """vespo: power k for A < 0."""
+    vespo_lambda_neg: float = 2.0
+    """vespo: tilt lambda for A < 0."""
+    agg: str = "seq-mean-token-sum-norm"
+    """How token terms become one loss: one of AGG_MODES (verl's names)."""
+    norm_len: int | None = None
+    """Constant divisor of seq-mean-token-sum-norm; None = the padded length T of the batch."""
+    length_norm: bool | None = None
+    """Use the length-normalised log-weight s / |y| (GSPO-style); None = the method's default."""
+    diag_eps: float = 0.2
+    """Clip range the diagnostics measure against (low-w threshold 1 - diag_eps, clip shares)."""
+    log_w_max: float = 20.0
+    """Numerical guard: exp() never sees a log-weight or log-coefficient above this."""
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> "LossConfig":
+        if self.method not in METHODS:
+            raise ValueError(f"method: unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
+        if self.agg not in AGG_MODES:
+            raise ValueError(f"agg: unknown aggregation {self.agg!r}; choose one of {', '.join(AGG_MODES)}")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"{f.name}: must be finite, got {value}")
+        if not 0.0 <= self.alpha_pos <= 1.0:
+            raise ValueError(f"alpha_pos: must lie in [0, 1], got {self.alpha_pos}")
+        for name in ("alpha_neg", "lambda_pos", "lambda_neg", "vespo_k_pos", "vespo_lambda_pos",
+                     "vespo_k_neg", "vespo_lambda_neg", "sapo_tau_pos", "sapo_tau_neg"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")
+        for name in ("eps_low", "eps_high", "diag_eps"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"{name}: must be >= 0, got {value}")
+        if self.dual_clip_c <= 1:
+            raise ValueError(f"dual_clip_c: must be > 1, got {self.dual_clip_c}")
+        if self.norm_len is not None and self.norm_len < 1:
+            raise ValueError(f"norm_len: must be >= 1, got {self.norm_len}")
+        if self.log_w_max <= 0:
+            raise ValueError(f"log_w_max: must be > 0, got {self.log_w_max}")
+        return self
+
+
+# --- Spec section 1: the sequence log-weight -------------------------------------------
+
+def masked_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Row sums over the response tokens; padding may hold anything, even inf."""
+    return torch.where(mask, x, torch.zeros_like(x)).sum(-1)  # [B]
+
+
+def sequence_log_weight(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor,
+                        length_norm: bool = False) -> torch.Tensor:
+    """s = sum_t m_t (log pi - log mu): log of the true product weight w = pi(y|x) / mu(y|x).
+
+    length_norm divides by the response length (GSPO's geometric-mean ratio). An empty
+    response has s = 0 (w = 1). Spec section 1.
+    """
+    mask = mask.bool()
+    s = masked_sum(logp.detach().float() - old_logp.float(), mask)  # [B]
+    if length_norm:
+        s = s / mask.sum(-1).clamp(min=1)  # [B]
+    return s
+
+
+# --- Spec section 3: the ReSPO kernel ---------------------------------------------------
+
+def power_tilt(log_w: torch.Tensor, alpha: float, lam: float, log_w_max: float = 20.0) -> torch.Tensor:
+    """w**alpha * exp(-lam (w - 1)), in log space: finite for every finite log w.
+
+    log phi = alpha * s - lam * (exp(min(s, s_max)) - 1), capped at s_max before exp.
+    """
+    log_phi = alpha * log_w - lam * torch.expm1(log_w.clamp(max=log_w_max))
+    return torch.exp(log_phi.clamp(max=log_w_max))
+
+
+def respo_coefficient(log_w: torch.Tensor, positive: torch.Tensor, alpha_pos: float = 0.0,
+                      lambda_pos: float = 0.1, alpha_neg: float = 3.0, lambda_neg: float = 2.0,
+                      log_w_max: float = 20.0) -> torch.Tensor:
+    """phi_+(w) where the advantage is positive, phi_-(w) elsewhere. Spec section 3."""
+    return torch.where(positive,
+                       power_tilt(log_w, alpha_pos, lambda_pos, log_w_max),
+                       power_tilt(log_w, alpha_neg, lambda_neg, log_w_max))
+
+
+# --- Spec section 4.3: the surrogate whose gradient is the ReSPO coefficient -------------
+
+def exp1(x: torch.Tensor) -> torch.Tensor:
+    """Exponential integral E1(x) = int_x^inf e^-u / u du for x > 0, differentiable.
+
+    Power series below 1, continued fraction above (Numerical Recipes' expint, n = 0).
+    """
+    small = x <= 1.0
+    xs = torch.where(small, x, torch.ones_like(x))
+    series = -0.5772156649015329 - torch.log(xs)
+    term = torch.ones_like(xs)
+    for k in range(1, 30):
+        term = -term * xs / k
+        series = series - term / k
+    xl = torch.where(small, torch.full_like(x, 2.0), x)
+    b = xl + 1.0
+    c = torch.full_like(xl, 1e300 if x.dtype == torch.float64 else 1e30)
+    d = 1.0 / b
+    h = d
+    for i in range(1, 60):
+        an = -float(i * i)
+        b = b + 2.0
+        d = 1.0 / (an * d + b)
+        c = b + an / c
+        h = h * c * d
+    return torch.where(small, series, h * torch.exp(-xl))
+
+
+def respo_surrogate(log_w: torch.Tensor, alpha: float, lam: float) -> torch.Tensor:
+    """Phi(w) = int_1^w u**(alpha-1) exp(-lam (u-1)) du, in closed form; Phi(1) = 0.
+
+    d Phi(w) / d theta = phi(w) * grad log pi(y|x): A * Phi is the objective whose gradient
+    the detached ReSPO coefficient reproduces (with sequence-sum aggregation).
+    """
+    w = torch.exp(log_w)
+    if lam == 0.0:
+        return log_w if alpha == 0.0 else torch.expm1(alpha * log_w) / alpha
+    if alpha == 0.0:
+        return math.exp(lam) * (exp1(torch.full_like(w, lam)) - exp1(lam * w))
+    scale = math.exp(lam - alpha * math.log(lam) + math.lgamma(alpha))
+    a = torch.full_like(w, alpha)
+    return scale * (torch.special.gammainc(a, lam * w) - torch.special.gammainc(a, torch.full_like(w, lam)))
+
+
+# --- Spec section 5: the baselines, as coefficients of the same shape --------------------
+# Each takes (log-ratio, positive, cfg, eps) where the log-ratio is per token [B, T] or per
+# sequence [B] as METHOD_TABLE says, and returns the coefficient phi of the same shape.
+
+def clip_coefficient(log_r, positive, cfg, eps):
+    """PPO's min(r A, clip(r) A): r inside the trust region, 0 where the clip is active."""
+    r = torch.exp(log_r.clamp(max=cfg.log_w_max))
+    clipped = torch.where(positive, r > 1 + eps[1], r < 1 - eps[0])
+    return torch.where(clipped, torch.zeros_like(r), r)
+
+
+def dual_clip_coefficient(log_r, positive, cfg, eps):
+    """PPO clip plus a floor c A on negatives: a negative's ratio above c gets 0."""
+    phi = clip_coefficient(log_r, positive, cfg, eps)
+    return torch.where(~positive & (log_r > math.log(cfg.dual_clip_c)), torch.zeros_like(phi), phi)
+
+
+def cispo_coefficient(log_r, positive, cfg, eps):
+    """CISPO: stopgrad(min(r, 1 + eps_high)) on every token, no token is dropped."""
+    return torch.exp(log_r.clamp(max=math.log1p(eps[1])))
+
+
+def sapo_coefficient(log_r, positive, cfg, eps):
+    """SAPO's soft gate (4/tau) sigmoid(tau (r - 1)) has gradient r sech^2(tau (r - 1) / 2)."""
+    r = torch.exp(log_r.clamp(max=cfg.log_w_max))
+    tau = torch.where(positive, cfg.sapo_tau_pos, cfg.sapo_tau_neg)
+    return r / torch.cosh(tau * (r - 1) / 2) ** 2
+
+
+def respo_method_coefficient(log_w, positive, cfg, eps):
+    return respo_coefficient(log_w, positive, cfg.alpha_pos, cfg.lambda_pos,
+                             cfg.alpha_neg, cfg.lambda_neg, cfg.log_w_max)
+
+
+def vespo_coefficient(log_w, positive, cfg, eps):
+    """VESPO: the same family with powers >= 2 on both branches."""
+    return respo_coefficient(log_w, positive, cfg.vespo_k_pos, cfg.vespo_lambda_pos,
+                             cfg.vespo_k_neg, cfg.vespo_lambda_neg, cfg.log_w_max)
+
+
+def topr_coefficient(log_w, positive, cfg, eps):
+    """TOPR: 1 on positives, truncated IS min(w, 1) on negatives."""
+    return torch.where(positive, torch.ones_like(log_w), torch.exp(log_w.clamp(max=0.0)))
+
+
+def is_coefficient(log_w, positive, cfg, eps):
+    return torch.exp(log_w.clamp(max=cfg.log_w_max))
+
+
+def no_is_coefficient(log_w, positive, cfg, eps):
+    return torch.ones_like(log_w)
+
+
+TOKEN, SEQUENCE = "token", "sequence"
+METHOD_TABLE = {
+    # method:    (ratio level, coefficient,               (eps_low, eps_high), length_norm)
+    "respo":     (SEQUENCE, respo_method_coefficient,     (0.2, 0.2),   False),
+    "grpo":      (TOKEN,    clip_coefficient,             (0.2, 0.2),   False),
+    "dapo":      (TOKEN,    clip_coefficient,             (0.2, 0.28),  False),
+    "dual_clip": (TOKEN,    dual_clip_coefficient,        (0.2, 0.2),   False),
+    "seq_clip":  (SEQUENCE, clip_coefficient,             (0.2, 0.2),   False),
+    "gspo":      (SEQUENCE, clip_coefficient,             (3e-4, 4e-4), True),
+    "cispo":     (TOKEN,    cispo_coefficient,            (0.2, 0.28),  False),
+    "sapo":      (TOKEN,    sapo_coefficient,             (0.2, 0.2),   False),
+    "vespo":     (SEQUENCE, vespo_coefficient,            (0.2, 0.2),   False),
+    "topr":      (SEQUENCE, topr_coefficient,             (0.2, 0.2),   False),
+    "is":        (SEQUENCE, is_coefficient,               (0.2, 0.2),   False),
+    "no_is":     (SEQUENCE, no_is_coefficient,            (0.2, 0.2),   False),
+}
+assert tuple(METHOD_TABLE) == METHODS
+
+
+def resolved_eps(cfg: LossConfig) -> tuple[float, float]:
+    low, high = METHOD_TABLE[cfg.method][2]
+    return (low if cfg.eps_low is None else cfg.eps_low,
+            high if cfg.eps_high is None else cfg.eps_high)
+
+
+def resolved_length_norm(cfg: LossConfig) -> bool:
+    return METHOD_TABLE[cfg.method][3] if cfg.length_norm is None else cfg.length_norm
+
+
+# --- Aggregation (verl's loss_agg_mode names) ----------------------------------------
+
+def aggregate(terms: torch.Tensor, mask: torch.Tensor, mode: str, norm_len: int | None = None) -> torch.Tensor:
+    """Reduce per-token terms [B, T] to a scalar. Empty responses do not count as sequences.
+
+    seq-mean-token-sum is the exact sequence gradient (grad log pi(y|x) = sum_t grad log pi_t);
+    seq-mean-token-sum-norm is that divided by one constant (Dr. GRPO), so the same direction.
+    Unlike verl, which divides the token sum by the constant alone, we also average over
+    sequences so that the loss scale does not grow with the batch size.
+    """
+    terms = torch.where(mask, terms, torch.zeros_like(terms))  # [B, T]
+    lengths = mask.sum(-1)  # [B]
+    n_seq = (lengths > 0).sum().clamp(min=1)
+    if mode == "token-mean":
+        return terms.sum() / lengths.sum().clamp(min=1)
+    if mode == "seq-mean-token-mean":
+        return (terms.sum(-1) / lengths.clamp(min=1)).sum() / n_seq
+    if mode == "seq-mean-token-sum":
+        return terms.sum() / n_seq
+    if mode == "seq-mean-token-sum-norm":
+        return terms.sum() / n_seq / (norm_len or mask.shape[-1])
+    raise ValueError(f"agg: unknown aggregation {mode!r}; choose one of {', '.join(AGG_MODES)}")
+
+
+# --- The loss ------------------------------------------------------------------------
+
+def check_inputs(logp, old_logp, advantages, mask):
+    if logp.dim() != 2:
+        raise ValueError(f"logp: expected shape [B, T], got {tuple(logp.shape)}")
+    for name, t in (("old_logp", old_logp), ("mask", mask)):
+        if t.shape != logp.shape:
+            raise ValueError(f"{name}: shape {tuple(t.shape)} does not match logp's {tuple(logp.shape)}")
+    if advantages.shape != logp.shape[:1]:
+        raise ValueError(f"advantages: expected shape [{logp.shape[0]}], got {tuple(advantages.shape)}")
+    mask = mask.bool()
+    for name, t in (("logp", logp.detach()), ("old_logp", old_logp)):
+        if not torch.where(mask, t, torch.zeros_like(t)).isfinite().all():
+            raise ValueError(f"{name}: NaN or inf at a response token (mask = 1)")
+    if not advantages.isfinite().all():
+        raise ValueError("advantages: NaN or inf")
+    return mask
+
+
+def coefficients(logp, old_logp, advantages, mask, cfg):
+    """Per-token coefficient phi [B, T] (sequence methods broadcast theirs) and the log-weight s [B]."""
+    level, coefficient, _, _ = METHOD_TABLE[cfg.method]
+    eps = resolved_eps(cfg)
+    positive = advantages > 0  # [B]
+    log_w = sequence_log_weight(logp, old_logp, mask, resolved_length_norm(cfg))  # [B]
+    if level == SEQUENCE:
+        phi = coefficient(log_w, positive, cfg, eps)[:, None].expand_as(logp)  # [B, T]
+    else:
+        log_r = torch.where(mask, logp.detach().float() - old_logp.float(), torch.zeros_like(logp, dtype=torch.float))
+        phi = coefficient(log_r, positive[:, None].expand_as(log_r), cfg, eps)  # [B, T]
+    return phi, log_w
+
+
+def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
+                mask: torch.Tensor, cfg: LossConfig | None = None):
+    """loss = -agg(stopgrad(phi) * A * log pi_theta); returns (loss, stats).
+
+    logp:       [B, T] per-token log-probs under the current policy (requires grad)
+    old_logp:   [B, T] per-token log-probs under the behaviour policy mu (the sampler)
+    advantages: [B]    one advantage per response
+    mask:       [B, T] 1 on response tokens, 0 on padding
+    stats:      dict of python floats, spec section 6 (nan where a set is empty)
+    """
+    cfg = (cfg or LossConfig()).validate()
+    mask = check_inputs(logp, old_logp, advantages, mask)
+    phi, log_w = coefficients(logp, old_logp, advantages, mask, cfg)  # [B, T], [B]
+    terms = -(phi * advantages.float()[:, None]).detach() * logp.float()  # [B, T]
+    loss = aggregate(terms, mask, cfg.agg, cfg.norm_len)
+    return loss, diagnostics(phi, log_w, logp, old_logp, advantages, mask, cfg)
+
+
+# --- Spec section 2 and 6: what to watch ----------------------------------------------
+
+def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "none"):
+    """A_i = r_i - mean_group(r), optionally / (std_group + 1e-6); groups are contiguous.
+
+    Returns (advantages [N], stats) with stats counting zero-variance groups, which carry
+    no learning signal (every advantage in them is 0).
+    """
+    if scale not in SCALES:
+        raise ValueError(f"scale: unknown scale {scale!r}; choose one of {', '.join(SCALES)}")
+    if group_size < 1 or rewards.dim() != 1 or rewards.numel() % group_size:
+        raise ValueError(f"group_size: {group_size} does not divide the {tuple(rewards.shape)} rewards")
+    if not rewards.isfinite().all():
+        raise ValueError("rewards: NaN or inf")
+    grouped = rewards.float().view(-1, group_size)  # [G, group_size]
+    adv = grouped - grouped.mean(-1, keepdim=True)
+    zero_var = (grouped == grouped[:, :1]).all(-1)  # [G]
+    if scale == "std" and group_size > 1:
+        adv = adv / (grouped.std(-1, keepdim=True) + 1e-6)
+    adv = torch.where(zero_var[:, None], torch.zeros_like(adv), adv)
+    return adv.view(-1), {"zero_var_groups": int(zero_var.sum()), "zero_var_frac": zero_var.float().mean().item()}
+
+
+def masked_quantiles(x: torch.Tensor, keep: torch.Tensor, qs=(0.1, 0.5, 0.9)) -> list[torch.Tensor]:
+    if not keep.any():
+        return [x.new_tensor(float("nan"))] * len(qs)
+    return list(torch.quantile(x[keep], x.new_tensor(qs)))
+
+
+@torch.no_grad()
+def diagnostics(phi, log_w, logp, old_logp, advantages, mask, cfg) -> dict[str, float]:
+    """Spec section 6 statistics of one batch, as python floats (one host sync)."""
+    lengths = mask.sum(-1)  # [B]
+    nonempty = lengths > 0
+    pos, neg = (advantages > 0) & nonempty, (advantages < 0) & nonempty  # [B]
+    phi_seq = masked_sum(phi, mask) / lengths.clamp(min=1)  # [B] mean coefficient of a response
+    true_log_w = sequence_log_weight(logp, old_logp, mask)  # [B] always the true product
+    low_w = pos & (true_log_w < math.log(1 - cfg.diag_eps))  # [B] what a sequence clip starves
+    d = torch.where(mask, logp.detach().float() - old_logp.float(), torch.zeros_like(phi))  # [B, T]
+    r = torch.exp(d.clamp(max=cfg.log_w_max))
+    tok_pos = pos[:, None] & mask
+    tok_neg = neg[:, None] & mask
+    tok_clipped = (tok_pos & (r > 1 + cfg.diag_eps)) | (tok_neg & (r < 1 - cfg.diag_eps))
+    w_true = torch.exp(true_log_w.clamp(max=cfg.log_w_max))
+    seq_clipped = (pos & (w_true > 1 + cfg.diag_eps)) | (neg & (w_true < 1 - cfg.diag_eps))
+    nan = phi.new_tensor(float("nan"))
+    n_tok = mask.sum().clamp(min=1)
+    stats = {
+        "frac_pos": pos.float().mean(),
+        "frac_neg": neg.float().mean(),
+        "low_w_pos_frac": low_w.sum() / pos.sum() if pos.any() else nan,
+        "low_w_pos_phi_mass": phi_seq[low_w].sum() / phi_seq[pos].sum().clamp(min=1e-30) if pos.any() else nan,
+        "phi_mean_pos": phi_seq[pos].mean() if pos.any() else nan,
+        "phi_mean_neg": phi_seq[neg].mean() if neg.any() else nan,
+        "phi_max_neg": phi_seq[neg].max() if neg.any() else nan,
+        "clip_frac_token": (tok_clipped.sum() / (tok_pos | tok_neg).sum().clamp(min=1)),
+        "clip_frac_seq": seq_clipped.sum() / (pos | neg).sum().clamp(min=1),
+        "approx_kl": (torch.expm1(d.clamp(max=cfg.log_w_max)) - d)[mask].sum() / n_tok,  # k3 of KL(mu || pi)
+    }
+    for sign, keep in (("pos", pos), ("neg", neg)):
+        for q, value in zip((10, 50, 90), masked_quantiles(true_log_w, keep)):
+            stats[f"log_w_q{q}_{sign}"] = value
+    keys = list(stats)
+    values = torch.stack([v.float().reshape(()) for v in stats.values()]).tolist()
+    return dict(zip(keys, values))
