@@ -118,6 +118,11 @@ class LossConfig:
 
 # --- Spec section 1: the sequence log-weight -------------------------------------------
 
+def compute_dtype(x: torch.Tensor) -> torch.dtype:
+    """float32 at least (bf16 log-ratios summed over a long response lose the weight), float64 kept."""
+    return torch.promote_types(x.dtype, torch.float32)
+
+
 def masked_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Row sums over the response tokens; padding may hold anything, even inf."""
     return torch.where(mask, x, torch.zeros_like(x)).sum(-1)  # [B]
@@ -131,7 +136,8 @@ def sequence_log_weight(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.
     response has s = 0 (w = 1). Spec section 1.
     """
     mask = mask.bool()
-    s = masked_sum(logp.detach().float() - old_logp.float(), mask)  # [B]
+    dtype = compute_dtype(logp)
+    s = masked_sum(logp.detach().to(dtype) - old_logp.to(dtype), mask)  # [B]
     if length_norm:
         s = s / mask.sum(-1).clamp(min=1)  # [B]
     return s
@@ -335,7 +341,7 @@ def coefficients(logp, old_logp, advantages, mask, cfg):
     if level == SEQUENCE:
         phi = coefficient(log_w, positive, cfg, eps)[:, None].expand_as(logp)  # [B, T]
     else:
-        log_r = torch.where(mask, logp.detach().float() - old_logp.float(), torch.zeros_like(logp, dtype=torch.float))
+        log_r = torch.where(mask, logp.detach() - old_logp, torch.zeros_like(logp)).to(log_w.dtype)  # [B, T]
         phi = coefficient(log_r, positive[:, None].expand_as(log_r), cfg, eps)  # [B, T]
     return phi, log_w
 
@@ -353,7 +359,8 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     cfg = (cfg or LossConfig()).validate()
     mask = check_inputs(logp, old_logp, advantages, mask)
     phi, log_w = coefficients(logp, old_logp, advantages, mask, cfg)  # [B, T], [B]
-    terms = -(phi * advantages.float()[:, None]).detach() * logp.float()  # [B, T]
+    dtype = compute_dtype(logp)
+    terms = -(phi * advantages.to(dtype)[:, None]).detach() * logp.to(dtype)  # [B, T]
     loss = aggregate(terms, mask, cfg.agg, cfg.norm_len)
     return loss, diagnostics(phi, log_w, logp, old_logp, advantages, mask, cfg)
 
@@ -396,7 +403,7 @@ def diagnostics(phi, log_w, logp, old_logp, advantages, mask, cfg) -> dict[str, 
     phi_seq = masked_sum(phi, mask) / lengths.clamp(min=1)  # [B] mean coefficient of a response
     true_log_w = sequence_log_weight(logp, old_logp, mask)  # [B] always the true product
     low_w = pos & (true_log_w < math.log(1 - cfg.diag_eps))  # [B] what a sequence clip starves
-    d = torch.where(mask, logp.detach().float() - old_logp.float(), torch.zeros_like(phi))  # [B, T]
+    d = torch.where(mask, logp.detach().to(phi.dtype) - old_logp.to(phi.dtype), torch.zeros_like(phi))  # [B, T]
     r = torch.exp(d.clamp(max=cfg.log_w_max))
     tok_pos = pos[:, None] & mask
     tok_neg = neg[:, None] & mask

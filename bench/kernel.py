@@ -1,0 +1,58 @@
+"""The ReSPO loss against the token-level clip loss (grpo) at a large batch.
+
+    python bench/kernel.py [--batch 256] [--length 1024] [--repeats 7]
+
+Both are elementwise work over [B, T] plus reductions, so the ratio should be near 1; the
+diagnostics (quantiles, one host sync) are timed too, since policy_loss always returns them.
+Prints min / median / max over repeats of forward + backward, alternating the two methods.
+"""
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
+from nano_respo.kernel import LossConfig, policy_loss
+
+
+def time_once(cfg, logp_leaf, old_logp, adv, mask):
+    logp_leaf.grad = None
+    start = time.perf_counter()
+    loss, _ = policy_loss(logp_leaf, old_logp, adv, mask, cfg)
+    loss.backward()
+    return time.perf_counter() - start
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--length", type=int, default=1024)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    g = torch.Generator().manual_seed(0)
+    B, T = args.batch, args.length
+    old_logp = -torch.rand(B, T, generator=g) * 3
+    logp = (old_logp + 0.05 * torch.randn(B, T, generator=g)).requires_grad_(True)
+    mask = torch.arange(T)[None] < torch.randint(T // 4, T + 1, (B, 1), generator=g)
+    adv = torch.randn(B, generator=g)
+    configs = {"respo": LossConfig(method="respo"), "grpo": LossConfig(method="grpo")}
+    times = {name: [] for name in configs}
+    for name, cfg in configs.items():  # warm-up
+        time_once(cfg, logp, old_logp, adv, mask)
+    for _ in range(args.repeats):
+        for name, cfg in configs.items():
+            times[name].append(time_once(cfg, logp, old_logp, adv, mask))
+    for name, ts in times.items():
+        print(f"{name:6s} forward+backward at [{B}, {T}]: median {statistics.median(ts) * 1e3:.1f} ms")
+    ratios = [r / g for r, g in zip(times["respo"], times["grpo"])]
+    print(f"ratio respo / grpo: min {min(ratios):.2f}  median {statistics.median(ratios):.2f}  max {max(ratios):.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""Family 8: numerics at the extremes, bad input, and the small helpers around the loss."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nano_respo.kernel import AGG_MODES, METHODS, LossConfig, group_advantages, policy_loss
+
+finite_log_ratio = st.floats(min_value=-1e4, max_value=1e4, allow_nan=False, allow_infinity=False)
+
+
+@st.composite
+def extreme_batches(draw):
+    B = draw(st.integers(1, 4))
+    T = draw(st.integers(1, 6))
+    log_ratio = torch.tensor(draw(st.lists(finite_log_ratio, min_size=B * T, max_size=B * T))).view(B, T)
+    lengths = torch.tensor(draw(st.lists(st.integers(0, T), min_size=B, max_size=B)))
+    adv = torch.tensor(draw(st.lists(st.sampled_from([0.0, 1.0, -1.0, 0.37, -2.5]), min_size=B, max_size=B)))
+    return log_ratio, lengths, adv
+
+
+@settings(max_examples=60, deadline=None)
+@given(extreme_batches())
+def test_loss_and_gradient_are_finite_for_every_finite_input(batch):
+    log_ratio, lengths, adv = batch
+    B, T = log_ratio.shape
+    mask = torch.arange(T)[None] < lengths[:, None]
+    old_logp = torch.full((B, T), -1.0)
+    for method in METHODS:
+        for agg in AGG_MODES:
+            logp = (old_logp + log_ratio).requires_grad_(True)
+            loss, stats = policy_loss(logp, old_logp, adv, mask, LossConfig(method=method, agg=agg))
+            loss.backward()
+            assert torch.isfinite(loss), (method, agg)
+            assert torch.isfinite(logp.grad).all(), (method, agg)
+            # stats are nan for an empty set (no positives, say), never inf
+            assert not any(abs(v) == float("inf") for v in stats.values()), stats
+
+
+def test_all_zero_masks_and_zero_advantages_give_zero_gradient():
+    logp = torch.randn(3, 4, requires_grad=True)
+    for mask, adv in ((torch.zeros(3, 4, dtype=torch.bool), torch.randn(3)),
+                      (torch.ones(3, 4, dtype=torch.bool), torch.zeros(3))):
+        for method in METHODS:
+            loss, _ = policy_loss(logp, logp.detach() - 0.3, adv, mask, LossConfig(method=method))
+            (grad,) = torch.autograd.grad(loss, logp)
+            assert loss.item() == 0 and (grad == 0).all()
+
+
+def test_padding_may_hold_anything():
+    logp = torch.randn(2, 4)
+    logp[0, 3] = float("-inf")
+    old = logp.clone()
+    old[1, 2] = float("nan")
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]], dtype=torch.bool)
+    loss, _ = policy_loss(logp.requires_grad_(True), old, torch.tensor([1.0, -1.0]), mask)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(logp.grad).all()
+
+
+@pytest.mark.parametrize("kwargs,argument", [
+    ({"method": "ppo2"}, "method"),
+    ({"agg": "mean"}, "agg"),
+    ({"lambda_pos": -0.1}, "lambda_pos"),
+    ({"lambda_neg": -1.0}, "lambda_neg"),
+    ({"alpha_pos": 1.5}, "alpha_pos"),
+    ({"alpha_pos": -0.5}, "alpha_pos"),
+    ({"alpha_neg": -1.0}, "alpha_neg"),
+    ({"eps_low": -0.2}, "eps_low"),
+    ({"dual_clip_c": 0.5}, "dual_clip_c"),
+    ({"lambda_neg": float("nan")}, "lambda_neg"),
+])
+def test_bad_config_names_the_argument(kwargs, argument):
+    with pytest.raises(ValueError, match=rf"^{argument}:"):
+        LossConfig(**kwargs)
+
+
+def test_a_config_mutated_after_construction_is_checked_again():
+    cfg = LossConfig()
+    cfg.lambda_neg = -2.0
+    with pytest.raises(ValueError, match="^lambda_neg:"):
+        policy_loss(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1), torch.ones(1, 2), cfg)
+
+
+def make(B=2, T=3):
+    return torch.zeros(B, T), torch.zeros(B, T), torch.ones(B), torch.ones(B, T, dtype=torch.bool)
+
+
+@pytest.mark.parametrize("position,bad,argument", [
+    (0, torch.zeros(2, 3, 1), "logp"),
+    (1, torch.zeros(2, 4), "old_logp"),
+    (2, torch.ones(3), "advantages"),
+    (3, torch.ones(2, 2, dtype=torch.bool), "mask"),
+    (0, torch.tensor([[0.0, float("nan"), 0.0], [0.0, 0.0, 0.0]]), "logp"),
+    (1, torch.tensor([[0.0, 0.0, 0.0], [float("inf"), 0.0, 0.0]]), "old_logp"),
+    (2, torch.tensor([1.0, float("nan")]), "advantages"),
+])
+def test_bad_tensors_name_the_argument(position, bad, argument):
+    args = list(make())
+    args[position] = bad
+    with pytest.raises(ValueError, match=rf"^{argument}:"):
+        policy_loss(*args)
+
+
+def test_group_advantages_centre_scale_and_count_zero_variance_groups():
+    rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0])
+    adv, stats = group_advantages(rewards, 4)
+    torch.testing.assert_close(adv.view(3, 4).sum(-1), torch.zeros(3))
+    torch.testing.assert_close(adv[:4], torch.tensor([0.5, -0.5, -0.5, 0.5]))
+    assert stats == {"zero_var_groups": 1, "zero_var_frac": pytest.approx(1 / 3)}
+    assert (adv[4:8] == 0).all()
+    scaled, _ = group_advantages(rewards, 4, scale="std")
+    torch.testing.assert_close(scaled.view(3, 4)[[0, 2]].std(-1), torch.ones(2), atol=1e-5, rtol=1e-5)
+    assert (scaled[4:8] == 0).all()
+
+
+@pytest.mark.parametrize("args,argument", [
+    ((torch.ones(6), 4), "group_size"),
+    ((torch.ones(6), 0), "group_size"),
+    ((torch.tensor([1.0, float("nan")]), 2), "rewards"),
+    ((torch.ones(4), 2, "rank"), "scale"),
+])
+def test_group_advantages_bad_input(args, argument):
+    with pytest.raises(ValueError, match=rf"^{argument}:"):
+        group_advantages(*args)
+
+
+def test_importing_the_kernel_does_not_import_transformers():
+    code = "import sys, nano_respo.kernel; print('transformers' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
