@@ -168,7 +168,7 @@ def respo_coefficient(log_w: torch.Tensor, positive: torch.Tensor, alpha_pos: fl
 def exp1(x: torch.Tensor) -> torch.Tensor:
     """Exponential integral E1(x) = int_x^inf e^-u / u du for x > 0, differentiable.
 
-    Power series below 1, continued fraction above (Numerical Recipes' expint, n = 0).
+    Power series below 1, Lentz's continued fraction above (Numerical Recipes' expint, n = 1).
     """
     small = x <= 1.0
     xs = torch.where(small, x, torch.ones_like(x))

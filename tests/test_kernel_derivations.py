@@ -177,6 +177,12 @@ def test_surrogate_phi_is_zero_at_one_and_its_derivative_is_phi(alpha, lam):
     (dPhi_dlogw,) = torch.autograd.grad(Phi.sum(), log_w)
     torch.testing.assert_close(dPhi_dlogw, power_tilt(log_w.detach(), alpha, lam))
     assert abs(respo_surrogate(torch.zeros(1), alpha, lam).item()) < 1e-12
+    # and the closed form's values, against quadrature of Phi(w) = int_0^{log w} phi(e^v) dv
+    for end in (3.0, -3.0):
+        grid = torch.linspace(0, end, 30001)
+        quadrature = torch.trapezoid(power_tilt(grid, alpha, lam), grid)
+        torch.testing.assert_close(respo_surrogate(torch.tensor([end]), alpha, lam)[0], quadrature,
+                                   rtol=1e-7, atol=1e-9)
 
 
 # --- 4. The corners -------------------------------------------------------------------

@@ -52,10 +52,11 @@ def run_mutant(old: str, new: str) -> tuple[str, list[str]]:
         (Path(tmp) / "nano_respo/kernel.py").write_text(source.replace(old, new))
         out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS],
                              cwd=tmp, capture_output=True, text=True).stdout
-    failed = sorted(set(re.findall(r"^FAILED \S+::(\w+)", out, re.M)))
-    families = sorted({f for name in failed for p, f in FAMILIES.items() if name.startswith(p)}
-                      | ({"8"} if any("numerics" in line for line in out.splitlines() if line.startswith("FAILED")) else set()))
-    return ("caught" if failed else "SURVIVED"), [f"families {','.join(families) or '-'}: {len(failed)} tests"]
+    failed = sorted(set(re.findall(r"^FAILED (\S+)::(\w+)", out, re.M)))
+    families = sorted({"8" if "numerics" in path else FAMILIES.get(next((p for p in FAMILIES if name.startswith(p)), ""), "?")
+                       for path, name in failed})
+    return ("caught" if failed else "SURVIVED"), [f"families {','.join(families) or '-'} ({len(failed)} tests:",
+                                                 ", ".join(name for _, name in failed) + ")"]
 
 
 if __name__ == "__main__":
