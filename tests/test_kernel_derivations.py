@@ -14,7 +14,14 @@ import torch
 from nano_respo.kernel import (AGG_MODES, METHODS, LossConfig, aggregate, policy_loss, power_tilt,
                                respo_coefficient, respo_surrogate, sequence_log_weight)
 
-torch.set_default_dtype(torch.float64)
+
+@pytest.fixture(autouse=True)
+def float64():
+    """Derivations are checked in float64, so tolerances measure the math, not rounding."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
 
 
 def random_batch(seed, B=12, T=7, V=5, drift=0.0):
