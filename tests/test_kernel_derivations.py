@@ -72,6 +72,17 @@ def test_on_policy_every_method_is_the_policy_gradient(method, agg):
     assert stats["clip_frac_token"] == 0 and stats["clip_frac_seq"] == 0
 
 
+def test_aggregation_modes_match_their_definitions():
+    """The four modes on a hand-sized example: rows of lengths 2, 1 and 0 (empty)."""
+    terms = torch.tensor([[1.0, 2.0, 99.0], [4.0, 99.0, 99.0], [99.0, 99.0, 99.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0], [0, 0, 0]], dtype=torch.bool)
+    expected = {"token-mean": (1 + 2 + 4) / 3, "seq-mean-token-mean": ((1 + 2) / 2 + 4 / 1) / 2,
+                "seq-mean-token-sum": ((1 + 2) + 4) / 2, "seq-mean-token-sum-norm": ((1 + 2) + 4) / 2 / 3}
+    for mode, value in expected.items():
+        assert aggregate(terms, mask, mode).item() == pytest.approx(value), mode
+    assert aggregate(terms, mask, "seq-mean-token-sum-norm", norm_len=7).item() == pytest.approx(7 / 2 / 7)
+
+
 # --- 2. Each baseline is the gradient of its own original surrogate --------------------
 
 def surrogate_terms(method, logp, old_logp, adv, mask, cfg):

@@ -23,17 +23,23 @@ def extreme_batches(draw):
     return log_ratio, lengths, adv
 
 
+respo_branches = st.tuples(st.sampled_from([0.0, 0.3, 1.0]), st.sampled_from([0.0, 0.1, 2.0]),
+                           st.sampled_from([0.0, 1.0, 3.0]), st.sampled_from([0.0, 2.0]))
+
+
 @settings(max_examples=60, deadline=None)
-@given(extreme_batches())
-def test_loss_and_gradient_are_finite_for_every_finite_input(batch):
+@given(extreme_batches(), respo_branches)
+def test_loss_and_gradient_are_finite_for_every_finite_input(batch, branches):
     log_ratio, lengths, adv = batch
     B, T = log_ratio.shape
     mask = torch.arange(T)[None] < lengths[:, None]
     old_logp = torch.full((B, T), -1.0)
+    respo = dict(zip(("alpha_pos", "lambda_pos", "alpha_neg", "lambda_neg"), branches))
     for method in METHODS:
         for agg in AGG_MODES:
             logp = (old_logp + log_ratio).requires_grad_(True)
-            loss, stats = policy_loss(logp, old_logp, adv, mask, LossConfig(method=method, agg=agg))
+            cfg = LossConfig(method=method, agg=agg, **respo)  # the corners (1, 0) and (0, 0) included
+            loss, stats = policy_loss(logp, old_logp, adv, mask, cfg)
             loss.backward()
             assert torch.isfinite(loss), (method, agg)
             assert torch.isfinite(logp.grad).all(), (method, agg)

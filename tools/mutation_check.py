@@ -1,6 +1,7 @@
 """Break the kernel on purpose and check that the derivation tests notice.
 
     python tools/mutation_check.py            # all mutants, ~1 minute each on one core
+    python tools/mutation_check.py tilt SAPO  # only the mutants whose names contain these
 
 Each mutant is one textual edit of nano_respo/kernel.py, applied to a temporary copy of the
 package; the kernel tests run against the copy and the families that fail are printed. A
@@ -19,7 +20,7 @@ TESTS = ["tests/test_kernel_derivations.py", "tests/test_kernel_numerics.py"]
 FAMILIES = {  # test-name prefix -> the issue's family number
     "test_on_policy": "1", "test_baseline": "2", "test_clip_table": "2", "test_surrogate": "3",
     "test_corners": "4", "test_alpha_divergence": "5", "test_variational": "6",
-    "test_positive_branch": "7", "test_negative_branch": "7",
+    "test_positive_branch": "7", "test_negative_branch": "7", "test_aggregation": "agg",
 }
 MUTANTS = [
     ("flip the sign of the loss", "terms = -(phi * advantages", "terms = (phi * advantages"),
@@ -39,6 +40,8 @@ MUTANTS = [
     ("token-mean over sequences", "return terms.sum() / lengths.sum().clamp(min=1)", "return terms.sum() / n_seq"),
     ("advantages not centred", "adv = grouped - grouped.mean(-1, keepdim=True)", "adv = grouped.clone()"),
     ("no log-space guard", "torch.exp(log_phi.clamp(max=log_w_max))", "torch.exp(log_phi)"),
+    ("plain IS truncated at 1", "return torch.exp(log_w.clamp(max=cfg.log_w_max))", "return torch.exp(log_w.clamp(max=0.0))"),
+    ("empty responses divide by zero", "(terms.sum(-1) / lengths.clamp(min=1))", "(terms.sum(-1) / lengths)"),
 ]
 
 
@@ -60,10 +63,11 @@ def run_mutant(old: str, new: str) -> tuple[str, list[str]]:
 
 
 if __name__ == "__main__":
+    only = sys.argv[1:]  # optional substrings of mutant names
     survived = 0
-    for name, old, new in MUTANTS:
+    for name, old, new in [m for m in MUTANTS if not only or any(o in m[0] for o in only)]:
         verdict, detail = run_mutant(old, new)
         survived += verdict != "caught"
         print(f"{verdict:8s} {name:45s} {' '.join(detail)}", flush=True)
-    print(f"{len(MUTANTS) - survived}/{len(MUTANTS)} mutants caught")
+    print(f"{survived} mutant(s) survived" if survived else "every mutant was caught")
     sys.exit(1 if survived else 0)
