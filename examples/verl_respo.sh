@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# ReSPO in verl 0.9.1: GRPO on GSM8K with loss_mode=respo, on one node of $GPUS GPUs.
+# Needs a GPU machine with verl's full install (pip install "verl[vllm]==0.9.1"), GSM8K as
+# parquet (verl's examples/data_preprocess/gsm8k.py writes it) and nano_respo importable in
+# every Ray worker: this script puts the repository on PYTHONPATH; on several nodes install
+# the repository on each. Rollout reuse: 256 prompts x 8 responses per rollout, 4
+# mini-batches of 64 prompts, 2 epochs = 8 optimizer steps on each rollout.
+# Extra Hydra overrides pass through: bash examples/verl_respo.sh trainer.total_epochs=1
+set -euo pipefail
+DATA=${DATA:-$HOME/data/gsm8k}
+MODEL=${MODEL:-Qwen/Qwen3-0.6B}
+GPUS=${GPUS:-8}
+export PYTHONPATH="$(cd "$(dirname "$0")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"
+
+python3 -m verl.trainer.main_ppo \
+  algorithm.adv_estimator=grpo \
+  algorithm.use_kl_in_reward=false \
+  data.train_files="$DATA/train.parquet" \
+  data.val_files="$DATA/test.parquet" \
+  data.train_batch_size=256 \
+  data.max_prompt_length=512 \
+  data.max_response_length=1024 \
+  actor_rollout_ref.model.path="$MODEL" \
+  actor_rollout_ref.rollout.name=vllm \
+  actor_rollout_ref.rollout.n=8 \
+  actor_rollout_ref.rollout.tensor_model_parallel_size=1 \
+  actor_rollout_ref.rollout.gpu_memory_utilization=0.6 \
+  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16 \
+  actor_rollout_ref.actor.optim.lr=1e-6 \
+  actor_rollout_ref.actor.ppo_mini_batch_size=64 \
+  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16 \
+  actor_rollout_ref.actor.ppo_epochs=2 \
+  actor_rollout_ref.actor.use_kl_loss=false \
+  actor_rollout_ref.actor.entropy_coeff=0 \
+  actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm \
+  actor_rollout_ref.actor.policy_loss._target_=nano_respo.integrations.verl.ReSPOPolicyLossConfig \
+  actor_rollout_ref.actor.policy_loss.loss_mode=respo \
+  +actor_rollout_ref.actor.policy_loss.alpha_pos=0.0 \
+  +actor_rollout_ref.actor.policy_loss.lambda_pos=0.1 \
+  +actor_rollout_ref.actor.policy_loss.alpha_neg=3.0 \
+  +actor_rollout_ref.actor.policy_loss.lambda_neg=2.0 \
+  trainer.n_gpus_per_node="$GPUS" \
+  trainer.nnodes=1 \
+  trainer.total_epochs=15 \
+  trainer.logger='["console"]' \
+  trainer.project_name=nano-respo \
+  trainer.experiment_name=respo-gsm8k \
+  "$@"
