@@ -295,9 +295,8 @@ def aggregate(terms: torch.Tensor, mask: torch.Tensor, mode: str, norm_len: int 
     """Reduce per-token terms [B, T] to a scalar. Empty responses do not count as sequences.
 
     seq-mean-token-sum is the exact sequence gradient (grad log pi(y|x) = sum_t grad log pi_t);
-    seq-mean-token-sum-norm is that divided by one constant (Dr. GRPO), so the same direction.
-    Unlike verl, which divides the token sum by the constant alone, we also average over
-    sequences so that the loss scale does not grow with the batch size.
+    seq-mean-token-sum-norm is that divided by one constant (Dr. GRPO), so the same direction;
+    as in verl 0.9, it is the sequence mean of token sums divided by that constant.
     """
     terms = torch.where(mask, terms, torch.zeros_like(terms))  # [B, T]
     lengths = mask.sum(-1)  # [B]
