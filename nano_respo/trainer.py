@@ -42,7 +42,7 @@ class TrainConfig(LossConfig):
     task_size: int | None = None
     """Task difficulty: digits per operand (addition) or string length (reverse); None = the task's default."""
     heldout_file: str | None = None
-    """JSONL tasks: held-out problems from this file instead of a hashed 10% of --task."""
+    """JSONL tasks: held-out problems from this file instead of a hashed tenth of --task."""
     iterations: int = 60
     """RL iterations; each samples one rollout batch and takes `reuse` optimizer steps on it."""
     prompts_per_iteration: int = 32
