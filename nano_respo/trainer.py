@@ -43,7 +43,7 @@ class TrainConfig(LossConfig):
     """Task difficulty: digits per operand (addition) or string length (reverse); None = the task's default."""
     heldout_file: str | None = None
     """JSONL tasks: held-out problems from this file instead of a hashed tenth of --task."""
-    iterations: int = 60
+    iterations: int = 40
     """RL iterations; each samples one rollout batch and takes `reuse` optimizer steps on it."""
     prompts_per_iteration: int = 32
     """Prompts per rollout batch (P); the batch holds P x group_size episodes."""
@@ -97,6 +97,8 @@ class TrainConfig(LossConfig):
     """Model dtype: float32, bfloat16 (recommended on GPU) or float16."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (large models)."""
+    micro_batch: int | None = None
+    """Sequences per forward/backward; gradients accumulate over a mini-batch. None = the whole mini-batch."""
     logprob_chunk: int = 1024
     """Token positions per chunk of the log-prob routine (bounds the float32 vocabulary buffer)."""
     plots: bool = True
@@ -111,6 +113,8 @@ class TrainConfig(LossConfig):
                      "logprob_chunk"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        if self.micro_batch is not None and self.micro_batch < 1:
+            raise ValueError(f"micro_batch: must be >= 1, got {self.micro_batch}")
         if self.sft_steps is not None and self.sft_steps < 0:
             raise ValueError(f"sft_steps: must be >= 0, got {self.sft_steps}")
         if self.reuse % self.epochs:
@@ -147,24 +151,50 @@ class TrainConfig(LossConfig):
 RESUMABLE = {"iterations", "resume", "threads", "plots", "save_every", "device"}
 
 
+def micro_share(mask: torch.Tensor, full_mask: torch.Tensor, agg: str) -> float:
+    """The part of the mini-batch loss's normaliser a micro-batch holds: scaled micro losses sum to the full loss."""
+    if agg == "token-mean":
+        return mask.sum().item() / max(1, full_mask.sum().item())
+    return (mask.sum(-1) > 0).sum().item() / max(1, (full_mask.sum(-1) > 0).sum().item())
+
+
 def rl_step(model, optimizer, batch: RolloutBatch, cfg: TrainConfig, loss_cfg: LossConfig) -> dict:
-    """One optimizer step on one mini-batch; a NaN/inf loss or gradient skips the step untouched."""
-    (logp, entropy), aux_loss = policy_logprobs(model, batch, cfg.temperature, cfg.logprob_chunk,
-                                                with_entropy=True)  # [B, C]
-    mask = batch.completion_mask
-    stats = {"entropy": entropy[mask].mean().item() if mask.any() else float("nan")}
-    if aux_loss is not None:
-        stats["router_aux_loss"] = aux_loss.item()
-    if not torch.where(mask, logp.detach(), torch.zeros_like(logp)).isfinite().all():
-        return {**stats, "skipped": 1, "skip_reason": "non-finite log-prob"}
-    loss, kernel_stats = policy_loss(logp, batch.old_logp, batch.advantages, mask, loss_cfg)
-    if aux_loss is not None and cfg.router_aux_coef:
-        loss = loss + cfg.router_aux_coef * aux_loss
-    stats.update(kernel_stats, loss=loss.item())
-    if not loss.isfinite():
-        return {**stats, "skipped": 1, "skip_reason": "non-finite loss"}
+    """One optimizer step on one mini-batch, gradients accumulated over micro-batches of cfg.micro_batch.
+
+    A NaN/inf log-prob, loss or gradient skips the step: weights and optimizer state stay untouched.
+    The logged statistics are those of the whole mini-batch (loss_cfg.norm_len must be set, so
+    that every micro-batch divides by the same constant).
+    """
+    n = len(batch.advantages)
+    full_mask = batch.completion_mask  # [B, C]
+    logp_all = torch.zeros_like(batch.old_logp)  # [B, C] detached, for the mini-batch statistics
+    entropy_all = torch.zeros_like(batch.old_logp)  # [B, C]
+    loss_total, aux_total = 0.0, None
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    for index in torch.arange(n, device=full_mask.device).split(cfg.micro_batch or n):
+        micro = batch.select(index)
+        width = micro.completion_mask.shape[1]
+        (logp, entropy), aux_loss = policy_logprobs(model, micro, cfg.temperature, cfg.logprob_chunk,
+                                                    with_entropy=True)  # [b, c]
+        logp_all[index, :width], entropy_all[index, :width] = logp.detach(), entropy
+        if not torch.where(micro.completion_mask, logp.detach(), 0.0).isfinite().all():
+            optimizer.zero_grad(set_to_none=True)
+            return {"skipped": 1, "skip_reason": "non-finite log-prob"}
+        loss, _ = policy_loss(logp, micro.old_logp, micro.advantages, micro.completion_mask, loss_cfg)
+        loss = loss * micro_share(micro.completion_mask, full_mask, loss_cfg.agg)
+        if aux_loss is not None:
+            aux_total = (aux_total or 0.0) + aux_loss.item() * len(index) / n
+            if cfg.router_aux_coef:
+                loss = loss + cfg.router_aux_coef * aux_loss * len(index) / n
+        if not loss.isfinite():
+            optimizer.zero_grad(set_to_none=True)
+            return {"skipped": 1, "skip_reason": "non-finite loss"}
+        loss.backward()
+        loss_total += loss.item()
+    _, stats = policy_loss(logp_all, batch.old_logp, batch.advantages, full_mask, loss_cfg)
+    stats.update(loss=loss_total, entropy=entropy_all[full_mask].mean().item() if full_mask.any() else float("nan"))
+    if aux_total is not None:
+        stats["router_aux_loss"] = aux_total
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
     if not grad_norm.isfinite():
         optimizer.zero_grad(set_to_none=True)

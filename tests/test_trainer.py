@@ -1,5 +1,6 @@
 """The trainer end to end on the tiny models: smoke runs, w == 1, resume, checkpoints, bad input."""
 
+import copy
 import dataclasses
 import json
 import os
@@ -240,3 +241,24 @@ def test_metrics_lines_are_plain_json(tmp_path, varied_reward):
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
         json.loads(line)  # nan is written as null, never as the non-JSON NaN
         assert "NaN" not in line
+
+
+def test_micro_batches_accumulate_to_the_same_update_and_statistics():
+    torch.manual_seed(0)
+    net, tokenizer = load_model("tiny-qwen3")
+    parts = sample(net, tokenizer, [f"{a}+1=" for a in range(3) for _ in range(2)], 8)
+    batch = RolloutBatch(*parts[:4], torch.zeros(6), torch.tensor([0.5, -0.5, 1.0, -1.0, 0.25, -0.25]))
+    results = []
+    for micro_batch in (None, 4, 1):
+        model = copy.deepcopy(net)
+        optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+        cfg = TrainConfig(sft_steps=0, micro_batch=micro_batch, max_grad_norm=1e9)
+        stats = rl_step(model, optimizer, batch, cfg, cfg.loss_config())
+        results.append((stats, torch.cat([p.detach().flatten() for p in model.parameters()])))
+    (full_stats, full_params), *others = results
+    assert not torch.equal(full_params, torch.cat([p.detach().flatten() for p in net.parameters()]))
+    for stats, params in others:
+        assert torch.allclose(params, full_params, atol=1e-6)
+        assert stats["loss"] == pytest.approx(full_stats["loss"], abs=1e-6)
+        assert stats["grad_norm"] == pytest.approx(full_stats["grad_norm"], rel=1e-4)
+        assert stats["log_w_q50_neg"] == pytest.approx(full_stats["log_w_q50_neg"], abs=1e-5)
