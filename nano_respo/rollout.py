@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 import torch
+import torch.nn.functional as F
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 
 from .logprobs import token_logprobs
@@ -98,8 +99,8 @@ def eos_ids_of(tokenizer, model) -> list[int]:
 
 @torch.no_grad()
 def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperature: float = 1.0,
-           greedy: bool = False):
-    """Generate one completion per prompt (repeat prompts for groups).
+           greedy: bool = False, batch_size: int | None = None):
+    """Generate one completion per prompt (repeat prompts for groups), batch_size prompts per generate call.
 
     Returns (input_ids [N, P + C], attention_mask, completion_mask [N, C], old_logp [N, C]
     or None when greedy, completion texts).
@@ -111,32 +112,41 @@ def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperatur
                               max_new_tokens=max_new_tokens, eos_token_id=eos_ids,
                               pad_token_id=tokenizer.pad_token_id, use_cache=True,
                               return_dict_in_generate=True)
-    recorder = SamplingLogprobRecorder(temperature)
     was_training = model.training
     model.eval()
-    out = model.generate(**prompt, generation_config=config,
-                         logits_processor=LogitsProcessorList([] if greedy else [recorder]))
+    completions, logps = [], []
+    for start in range(0, len(prompts), batch_size or len(prompts)):
+        part = {k: v[start:start + (batch_size or len(prompts))] for k, v in prompt.items()}
+        recorder = SamplingLogprobRecorder(temperature)
+        out = model.generate(**part, generation_config=config,
+                             logits_processor=LogitsProcessorList([] if greedy else [recorder]))
+        completions.append(out.sequences[:, part["input_ids"].shape[1]:])  # [n, c]
+        logps.append(None if greedy else recorder.result(completions[-1][:, -1]))  # [n, c]
     model.train(was_training)
-    sequences = out.sequences  # [N, P + C]
-    completion_ids = sequences[:, prompt["input_ids"].shape[1]:]  # [N, C]
+    # A call that stopped early had every row finished, so padding its tail changes no mask.
+    width = max(c.shape[1] for c in completions)
+    completion_ids = torch.cat([F.pad(c, (0, width - c.shape[1]), value=tokenizer.pad_token_id)
+                                for c in completions])  # [N, C]
+    old_logp = None if greedy else torch.cat([F.pad(lp, (0, width - lp.shape[1])) for lp in logps])  # [N, C]
     completion_mask = completion_mask_of(completion_ids, eos_ids)  # [N, C]
+    sequences = torch.cat([prompt["input_ids"], completion_ids], 1)  # [N, P + C]
     attention_mask = torch.cat([prompt["attention_mask"], completion_mask.long()], 1)  # [N, P + C]
-    old_logp = None if greedy else recorder.result(completion_ids[:, -1])  # [N, C]
     texts = tokenizer.batch_decode(torch.where(completion_mask, completion_ids, tokenizer.pad_token_id),
                                    skip_special_tokens=True)
     return sequences, attention_mask, completion_mask, old_logp, texts
 
 
 def score(reward_fn, texts: list[str], problems: list[Problem]):
-    """(rewards [N], number of reward-function errors); an error scores 0 instead of crashing."""
-    rewards, errors = [], 0
+    """(rewards [N], error messages); a reward function that raises or returns NaN/inf scores 0."""
+    rewards, errors = [], []
     for text, problem in zip(texts, problems):
         try:
             value = float(reward_fn(text, problem.answer))
             if value != value or value in (float("inf"), float("-inf")):
                 raise ValueError(f"non-finite reward {value}")
-        except Exception:  # a user verifier may fail in any way; one bad sample must not end the run
-            value, errors = 0.0, errors + 1
+        except Exception as error:  # a user verifier may fail in any way; one bad sample must not end the run
+            value = 0.0
+            errors.append(f"{type(error).__name__}: {error}")
         rewards.append(value)
     return torch.tensor(rewards), errors
 

@@ -12,6 +12,7 @@ pieces a distributed trainer reuses; everything else is bookkeeping.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import signal
@@ -97,6 +98,10 @@ class TrainConfig(LossConfig):
     """Model dtype: float32, bfloat16 (recommended on GPU) or float16."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (large models)."""
+    autocast: bool = False
+    """CUDA only: run forwards and sampling under bfloat16 autocast; weights and AdamW stay in --dtype."""
+    rollout_batch: int | None = None
+    """Sequences per generate call (bounds the KV cache); None = the whole rollout batch at once."""
     micro_batch: int | None = None
     """Sequences per forward/backward; gradients accumulate over a mini-batch. None = the whole mini-batch."""
     logprob_chunk: int = 1024
@@ -113,8 +118,9 @@ class TrainConfig(LossConfig):
                      "logprob_chunk"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
-        if self.micro_batch is not None and self.micro_batch < 1:
-            raise ValueError(f"micro_batch: must be >= 1, got {self.micro_batch}")
+        for name in ("micro_batch", "rollout_batch"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
         if self.sft_steps is not None and self.sft_steps < 0:
             raise ValueError(f"sft_steps: must be >= 0, got {self.sft_steps}")
         if self.reuse % self.epochs:
@@ -209,9 +215,13 @@ def collect_rollouts(model, tokenizer, task, cfg: TrainConfig, iteration: int):
     grouped = [p for p in problems for _ in range(cfg.group_size)]
     start = time.perf_counter()
     input_ids, attention_mask, completion_mask, old_logp, texts = sample(
-        model, tokenizer, [p.prompt for p in grouped], cfg.max_new_tokens, cfg.temperature)
+        model, tokenizer, [p.prompt for p in grouped], cfg.max_new_tokens, cfg.temperature,
+        batch_size=cfg.rollout_batch)
     gen_seconds = time.perf_counter() - start
     rewards, reward_errors = score(task.reward, texts, grouped)
+    if reward_errors:
+        tqdm.write(f"iteration {iteration}: the reward function failed on {len(reward_errors)} of {len(texts)} "
+                   f"completions (scored 0); first: {reward_errors[0]}")
     advantages, adv_stats = group_advantages(rewards, cfg.group_size, cfg.adv_scale)
     lengths = completion_mask.sum(-1).float()  # [N]
     eos_ids = torch.tensor(eos_ids_of(tokenizer, model), device=input_ids.device)
@@ -220,7 +230,10 @@ def collect_rollouts(model, tokenizer, task, cfg: TrainConfig, iteration: int):
     device = input_ids.device
     batch = RolloutBatch(input_ids, attention_mask, completion_mask, old_logp,
                          rewards.to(device), advantages.to(device))
-    stats = {"reward": rewards.mean().item(), "reward_errors": reward_errors,
+    if adv_stats["zero_var_frac"] == 1.0:
+        tqdm.write(f"iteration {iteration}: every group has all-equal rewards, so this batch carries no signal")
+    stats = {"reward": rewards.mean().item(), "reward_errors": len(reward_errors),
+             "empty_frac": sum(not t.strip() for t in texts) / len(texts),
              "response_len": lengths.mean().item(), "truncated_frac": truncated.float().mean().item(),
              "zero_var_frac": adv_stats["zero_var_frac"],
              "gen_tokens_per_s": lengths.sum().item() / gen_seconds, "sample_text": texts[0]}
@@ -289,6 +302,9 @@ def train(cfg: TrainConfig) -> Path:
 
     torch.set_num_threads(cfg.threads)
     device = resolve_device(cfg.device)
+    if cfg.autocast and not device.startswith("cuda"):
+        raise ValueError(f"autocast: bfloat16 autocast is for CUDA devices, not {device!r}")
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if cfg.autocast else contextlib.nullcontext()
     run_dir = Path(cfg.out_dir) / cfg.run_name
     task = build_task(cfg)
     config = dataclasses.asdict(cfg)
@@ -317,7 +333,9 @@ def train(cfg: TrainConfig) -> Path:
     (run_dir / "config.json").write_text(json.dumps(config, indent=1))
 
     def run_eval():
-        figures = evaluate(model, tokenizer, task, cfg.max_new_tokens, cfg.temperature, cfg.eval_samples)
+        with amp:
+            figures = evaluate(model, tokenizer, task, cfg.max_new_tokens, cfg.temperature, cfg.eval_samples,
+                               batch_size=cfg.rollout_batch or 256)
         log.write({"kind": "eval", "iteration": iteration, "step": step, **figures})
         return figures
 
@@ -332,12 +350,17 @@ def train(cfg: TrainConfig) -> Path:
         for iteration in bar:
             model.train()
             start = time.perf_counter()
-            batch, rollout_stats = collect_rollouts(model, tokenizer, task, cfg, iteration)
+            with amp:
+                batch, rollout_stats = collect_rollouts(model, tokenizer, task, cfg, iteration)
             for epoch in range(cfg.epochs):
                 for minibatch, index in enumerate(minibatch_order(len(batch.rewards), cfg, iteration, epoch)):
                     step_start = time.perf_counter()
-                    stats = rl_step(model, optimizer, batch.select(index.to(batch.rewards.device)), cfg, loss_cfg)
+                    with amp:
+                        stats = rl_step(model, optimizer, batch.select(index.to(batch.rewards.device)), cfg,
+                                        loss_cfg)
                     step += 1
+                    if stats["skipped"]:
+                        tqdm.write(f"step {step}: skipped ({stats['skip_reason']}); weights and optimizer unchanged")
                     tokens = batch.completion_mask[index].sum().item()
                     log.write({"kind": "train", "iteration": iteration, "step": step, "epoch": epoch,
                                "minibatch": minibatch, **stats, **rollout_stats,

@@ -95,7 +95,8 @@ def test_first_step_on_a_fresh_batch_sees_w_equal_one(model):
     torch.manual_seed(0)
     net, tokenizer = load_model(model)
     prompts = [f"{a}+{a * 7}=" for a in range(12)]
-    input_ids, attention_mask, mask, old_logp, _ = sample(net, tokenizer, prompts, 10, temperature=0.7)
+    # Three generate calls (5 + 5 + 2 prompts) whose completions are padded to one width.
+    input_ids, attention_mask, mask, old_logp, _ = sample(net, tokenizer, prompts, 10, temperature=0.7, batch_size=5)
     batch = RolloutBatch(input_ids, attention_mask, mask, old_logp, torch.zeros(12), torch.zeros(12))
     for part in (batch, batch.select(torch.tensor([0, 5, 11]))):
         logp, _ = policy_logprobs(net, part, temperature=0.7)
@@ -178,12 +179,12 @@ def test_a_raising_reward_function_scores_zero_and_is_counted():
         return float(text == answer)
     problems = [Problem("p", "7")] * 3
     rewards, errors = score(flaky, ["7", "boom", "8"], problems)
-    assert rewards.tolist() == [1.0, 0.0, 0.0] and errors == 1
+    assert rewards.tolist() == [1.0, 0.0, 0.0] and errors == ["RuntimeError: verifier crashed"]
     rewards, errors = score(lambda text, answer: float("nan"), ["7"], problems[:1])
-    assert rewards.tolist() == [0.0] and errors == 1
+    assert rewards.tolist() == [0.0] and errors == ["ValueError: non-finite reward nan"]
 
 
-def test_reward_errors_are_reported_in_the_metrics(tmp_path, monkeypatch):
+def test_reward_errors_are_reported_in_the_metrics(tmp_path, monkeypatch, capsys):
     def make_broken_task(*args, **kwargs):
         task = make_task(*args, **kwargs)
         task.reward = lambda text, answer: 1 / 0
@@ -193,6 +194,9 @@ def test_reward_errors_are_reported_in_the_metrics(tmp_path, monkeypatch):
     steps = [r for r in read_metrics(run_dir) if r["kind"] == "train"]
     assert steps[0]["reward_errors"] == 16 and steps[0]["reward"] == 0.0
     assert steps[0]["zero_var_frac"] == 1.0  # all-equal rewards: no signal, but no crash
+    printed = capsys.readouterr().out
+    assert "reward function failed on 16 of 16 completions (scored 0); first: ZeroDivisionError" in printed
+    assert "every group has all-equal rewards" in printed
 
 
 @pytest.mark.parametrize("overrides, message", [
