@@ -26,7 +26,7 @@ from tqdm import tqdm
 from .checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, set_rng_state
 from .evaluation import evaluate
 from .kernel import SCALES, LossConfig, group_advantages, policy_loss
-from .models import TINY_MODELS, load_model
+from .models import TINY_WARM_START_STEPS, load_model
 from .rollout import RolloutBatch, eos_ids_of, policy_logprobs, sample, score
 from .sft import hash_seed, warm_start
 from .tasks import make_task
@@ -69,7 +69,7 @@ class TrainConfig(LossConfig):
     router_aux_coef: float = 0.0
     """MoE only: coefficient of the router load-balancing loss added to the policy loss (always logged)."""
     sft_steps: int | None = None
-    """Warm-start SFT steps before RL (cached); None = 200 for the tiny models, 0 otherwise."""
+    """Warm-start SFT steps before RL (cached); None = 200 for tiny-qwen3, 95 for tiny-qwen3-moe, 0 otherwise."""
     sft_batch: int = 64
     """Warm-start batch size (demonstrations per step)."""
     sft_lr: float = 3e-3
@@ -95,7 +95,7 @@ class TrainConfig(LossConfig):
     device: str = "auto"
     """cpu, cuda, cuda:N, or auto (cuda when available)."""
     dtype: str = "float32"
-    """Model dtype: float32, bfloat16 (recommended on GPU) or float16."""
+    """Weight dtype: float32 (with --autocast on GPU), or bfloat16 / float16 (half the memory; loses tiny updates)."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (large models)."""
     autocast: bool = False
@@ -111,7 +111,7 @@ class TrainConfig(LossConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.model not in TINY_MODELS and not self.model.strip():
+        if not self.model.strip():
             raise ValueError("model: empty model name")
         for name in ("iterations", "prompts_per_iteration", "group_size", "reuse", "epochs", "max_new_tokens",
                      "sft_batch", "eval_every", "eval_problems", "eval_samples", "save_every", "threads",
@@ -245,6 +245,23 @@ def minibatch_order(n: int, cfg: TrainConfig, iteration: int, epoch: int) -> lis
     return list(torch.randperm(n, generator=generator).chunk(cfg.minibatches))
 
 
+def reuse_batch(model, optimizer, batch: RolloutBatch, rollout_stats: dict, cfg: TrainConfig,
+                loss_cfg: LossConfig, iteration: int, step: int, log) -> int:
+    """The reuse loop: epochs x mini-batches optimizer steps on one rollout batch; returns the step count."""
+    for epoch in range(cfg.epochs):
+        for minibatch, index in enumerate(minibatch_order(len(batch.rewards), cfg, iteration, epoch)):
+            start = time.perf_counter()
+            stats = rl_step(model, optimizer, batch.select(index.to(batch.rewards.device)), cfg, loss_cfg)
+            step += 1
+            if stats["skipped"]:
+                tqdm.write(f"step {step}: skipped ({stats['skip_reason']}); weights and optimizer unchanged")
+            tokens = batch.completion_mask[index].sum().item()
+            log.write({"kind": "train", "iteration": iteration, "step": step, "epoch": epoch,
+                       "minibatch": minibatch, **stats, **rollout_stats,
+                       "train_tokens_per_s": tokens / (time.perf_counter() - start)})
+    return step
+
+
 class StopRequest:
     """First Ctrl-C: finish the current iteration, checkpoint, stop. Second: stop at once."""
 
@@ -285,7 +302,7 @@ def build_task(cfg: TrainConfig):
 
 
 def initial_model(cfg: TrainConfig, task, device: str):
-    sft_steps = cfg.sft_steps if cfg.sft_steps is not None else (200 if cfg.model in TINY_MODELS else 0)
+    sft_steps = cfg.sft_steps if cfg.sft_steps is not None else TINY_WARM_START_STEPS.get(cfg.model, 0)
     if sft_steps == 0:
         return load_model(cfg.model, cfg.dtype, device, cfg.gradient_checkpointing)
     task_key = {"task": cfg.task, "task_size": cfg.task_size}
@@ -352,19 +369,7 @@ def train(cfg: TrainConfig) -> Path:
             start = time.perf_counter()
             with amp:
                 batch, rollout_stats = collect_rollouts(model, tokenizer, task, cfg, iteration)
-            for epoch in range(cfg.epochs):
-                for minibatch, index in enumerate(minibatch_order(len(batch.rewards), cfg, iteration, epoch)):
-                    step_start = time.perf_counter()
-                    with amp:
-                        stats = rl_step(model, optimizer, batch.select(index.to(batch.rewards.device)), cfg,
-                                        loss_cfg)
-                    step += 1
-                    if stats["skipped"]:
-                        tqdm.write(f"step {step}: skipped ({stats['skip_reason']}); weights and optimizer unchanged")
-                    tokens = batch.completion_mask[index].sum().item()
-                    log.write({"kind": "train", "iteration": iteration, "step": step, "epoch": epoch,
-                               "minibatch": minibatch, **stats, **rollout_stats,
-                               "train_tokens_per_s": tokens / (time.perf_counter() - step_start)})
+                step = reuse_batch(model, optimizer, batch, rollout_stats, cfg, loss_cfg, iteration, step, log)
             done = iteration + 1
             log.write({"kind": "time", "iteration": iteration, "step": step,
                        "iteration_s": time.perf_counter() - start})

@@ -4,6 +4,7 @@ import copy
 import dataclasses
 import json
 import os
+import signal
 
 import pytest
 import torch
@@ -266,3 +267,19 @@ def test_micro_batches_accumulate_to_the_same_update_and_statistics():
         assert stats["loss"] == pytest.approx(full_stats["loss"], abs=1e-6)
         assert stats["grad_norm"] == pytest.approx(full_stats["grad_norm"], rel=1e-4)
         assert stats["log_w_q50_neg"] == pytest.approx(full_stats["log_w_q50_neg"], abs=1e-5)
+
+
+def test_ctrl_c_finishes_the_iteration_saves_and_stops(tmp_path, varied_reward, monkeypatch):
+    real_collect = trainer_module.collect_rollouts
+
+    def interrupted(model, tokenizer, task, cfg, iteration):
+        if iteration == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # as if the user pressed Ctrl-C mid-iteration
+        return real_collect(model, tokenizer, task, cfg, iteration)
+    monkeypatch.setattr(trainer_module, "collect_rollouts", interrupted)
+    handler_before = signal.getsignal(signal.SIGINT)
+    run_dir = train(tiny_config(tmp_path, iterations=5, save_every=10, eval_every=10))
+    assert latest_checkpoint(run_dir).name == "iter-000002"
+    assert load_trainer_state(latest_checkpoint(run_dir))["step"] == 2 * 2
+    assert max(r["iteration"] for r in read_metrics(run_dir)) == 1
+    assert signal.getsignal(signal.SIGINT) is handler_before
