@@ -107,22 +107,28 @@ def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperatur
     """
     prompt = encode_prompts(tokenizer, prompts, model.device)
     eos_ids = eos_ids_of(tokenizer, model)
-    # A fresh config: a checkpoint's own top_k / top_p / repetition penalty would change mu.
-    config = GenerationConfig(do_sample=not greedy, temperature=1.0, top_k=None, top_p=None, min_p=None,
+    # Only these settings may apply: generate fills every unset field from the checkpoint's
+    # generation_config.json, whose top_k / top_p / penalties would silently change mu.
+    # top_k must be 0, not None: None means "unset", and the global default is top_k = 50.
+    config = GenerationConfig(do_sample=not greedy, temperature=1.0, top_k=0, top_p=1.0, min_p=None,
                               max_new_tokens=max_new_tokens, eos_token_id=eos_ids,
                               pad_token_id=tokenizer.pad_token_id, use_cache=True,
                               return_dict_in_generate=True)
-    was_training = model.training
+    was_training, checkpoint_config = model.training, model.generation_config
     model.eval()
+    model.generation_config = GenerationConfig()
     completions, logps = [], []
-    for start in range(0, len(prompts), batch_size or len(prompts)):
-        part = {k: v[start:start + (batch_size or len(prompts))] for k, v in prompt.items()}
-        recorder = SamplingLogprobRecorder(temperature)
-        out = model.generate(**part, generation_config=config,
-                             logits_processor=LogitsProcessorList([] if greedy else [recorder]))
-        completions.append(out.sequences[:, part["input_ids"].shape[1]:])  # [n, c]
-        logps.append(None if greedy else recorder.result(completions[-1][:, -1]))  # [n, c]
-    model.train(was_training)
+    try:
+        for start in range(0, len(prompts), batch_size or len(prompts)):
+            part = {k: v[start:start + (batch_size or len(prompts))] for k, v in prompt.items()}
+            recorder = SamplingLogprobRecorder(temperature)
+            out = model.generate(**part, generation_config=config,
+                                 logits_processor=LogitsProcessorList([] if greedy else [recorder]))
+            completions.append(out.sequences[:, part["input_ids"].shape[1]:])  # [n, c]
+            logps.append(None if greedy else recorder.result(completions[-1][:, -1]))  # [n, c]
+    finally:
+        model.train(was_training)
+        model.generation_config = checkpoint_config
     # A call that stopped early had every row finished, so padding its tail changes no mask.
     width = max(c.shape[1] for c in completions)
     completion_ids = torch.cat([F.pad(c, (0, width - c.shape[1]), value=tokenizer.pad_token_id)

@@ -283,3 +283,23 @@ def test_ctrl_c_finishes_the_iteration_saves_and_stops(tmp_path, varied_reward, 
     assert load_trainer_state(latest_checkpoint(run_dir))["step"] == 2 * 2
     assert max(r["iteration"] for r in read_metrics(run_dir)) == 1
     assert signal.getsignal(signal.SIGINT) is handler_before
+
+
+def test_sampling_ignores_a_checkpoints_truncating_generation_config(monkeypatch):
+    """mu must be the plain tempered softmax the trainer reproduces, whatever generation_config.json says."""
+    torch.manual_seed(0)
+    net, tokenizer = load_model("tiny-qwen3")
+    net.generation_config.top_k, net.generation_config.top_p = 1, 0.5  # would make every sample greedy
+    net.generation_config.repetition_penalty = 1.3
+    used = []
+    build = net._get_logits_processor
+
+    def spy(*args, **kwargs):
+        processors = build(*args, **kwargs)
+        used.append([type(p).__name__ for p in processors])
+        return processors
+    monkeypatch.setattr(net, "_get_logits_processor", spy)
+    texts = sample(net, tokenizer, ["1+1="] * 8, 6, temperature=1.0)[-1]
+    assert used == [["SamplingLogprobRecorder"]]  # no top-k (transformers' default is 50), top-p or penalty
+    assert len(set(texts)) > 1
+    assert net.generation_config.top_k == 1  # the checkpoint's own config is left as it was
