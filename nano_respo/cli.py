@@ -49,7 +49,7 @@ def build_parser(cls, description: str | None = None) -> argparse.ArgumentParser
         flag = "--" + f.name.replace("_", "-")
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         kind, is_list = _flag_type(hints[f.name])
-        help_text = docs.get(f.name, "")
+        help_text = docs.get(f.name, "").replace("%", "%%")  # argparse formats help with %
         if kind is bool:
             parser.add_argument(flag, dest=f.name, default=default, help=help_text,
                                 action=argparse.BooleanOptionalAction)
