@@ -1,0 +1,171 @@
+"""ReSPO against clipping under rollout reuse on the tiny Qwen3, dense and MoE.
+
+    python experiments/run.py                                  # the whole grid, resumable
+    python experiments/run.py --models tiny-qwen3 --methods respo grpo --reuse 4 --seeds 0   # one cell
+    python experiments/run.py --report-only                    # tables and figures of the runs so far
+
+Every run is one `python train.py` with a fixed budget of rollout batches (--iterations),
+written to <out-dir>/<model>/<method>-reuse<R>-seed<S>/. A finished run (its last eval line
+at the final iteration) is skipped; an unfinished one is resumed from its checkpoint, so the
+grid runs in chunks: stop it any time and start it again. Runs go to `--workers` parallel
+processes of one torch thread each. The tables (means with 95% CIs over seeds, paired
+ReSPO-minus-baseline differences on the same seeds, low-w diagnostics) come from
+toy/report.py, the same code that reports the toy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout, no install
+
+from nano_respo.cli import parse_config  # noqa: E402
+from toy.report import diagnostics_table, outcome_table, paired_table, plot_rewards  # noqa: E402
+
+OFF_POLICY_STATS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_max_neg", "clip_frac_seq", "clip_frac_token",
+                    "approx_kl", "log_w_q10_pos", "log_w_q90_pos", "log_w_q10_neg", "log_w_q90_neg")
+
+
+@dataclass
+class ExperimentConfig:
+    """Method x reuse x seed on the tiny Qwen3 models with the long-answer task."""
+
+    models: list[str] = field(default_factory=lambda: ["tiny-qwen3", "tiny-qwen3-moe"])
+    """Models to train (train.py --model)."""
+    methods: list[str] = field(default_factory=lambda: ["respo", "grpo", "seq_clip", "gspo", "cispo", "vespo"])
+    """Kernel methods (train.py --method); the first is the reference of the paired differences."""
+    reuse: list[int] = field(default_factory=lambda: [1, 4, 8])
+    """Optimizer steps per rollout batch (train.py --reuse); reuse > 1 runs as 2 epochs."""
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    """Seeds; paired differences compare methods on the same seed."""
+    iterations: int = 40
+    """Rollout batches per run: the fixed budget every method gets."""
+    task: str = "reverse"
+    """train.py --task (the long-answer task by default)."""
+    workers: int = 2
+    """Runs in parallel, one torch thread each."""
+    out_dir: str = "runs/experiments"
+    """Where the runs are written."""
+    figures: str = "experiments/figures"
+    """Where the learning-curve figures are written."""
+    stuck_below: float = 0.1
+    """A run whose final training reward is below this counts as stuck (reported beside the means)."""
+    report_only: bool = False
+    """Only print the tables and write the figures of the runs found."""
+
+    def __post_init__(self):
+        if self.iterations < 4:
+            raise ValueError(f"iterations: need at least 4 for an early (first-quarter) AUC, got {self.iterations}")
+        if self.workers < 1:
+            raise ValueError(f"workers: must be >= 1, got {self.workers}")
+
+
+def run_dir(cfg: ExperimentConfig, model: str, method: str, reuse: int, seed: int) -> Path:
+    return Path(cfg.out_dir) / model / f"{method}-reuse{reuse}-seed{seed}"
+
+
+def read_metrics(path: Path) -> list[dict]:
+    if not (path / "metrics.jsonl").exists():
+        return []
+    return [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+def finished(records: list[dict], iterations: int) -> bool:
+    return any(r["kind"] == "eval" and r["iteration"] == iterations for r in records)
+
+
+def train_command(cfg: ExperimentConfig, model: str, method: str, reuse: int, seed: int, resume: bool) -> list[str]:
+    path = run_dir(cfg, model, method, reuse, seed)
+    return [sys.executable, str(ROOT / "train.py"), "--model", model, "--task", cfg.task, "--method", method,
+            "--reuse", str(reuse), "--epochs", "1" if reuse == 1 else "2", "--seed", str(seed),
+            "--iterations", str(cfg.iterations), "--out-dir", str(path.parent), "--name", path.name,
+            "--no-plots", *(["--resume"] if resume else [])]
+
+
+def run_grid(cfg: ExperimentConfig) -> None:
+    from tqdm import tqdm
+
+    cells = [(m, meth, r, s) for m in cfg.models for meth in cfg.methods for r in cfg.reuse for s in cfg.seeds]
+    todo = [c for c in cells if not finished(read_metrics(run_dir(cfg, *c)), cfg.iterations)]
+    print(f"{len(cells) - len(todo)} of {len(cells)} runs already finished; running {len(todo)}")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
+
+    def launch(cell):
+        path = run_dir(cfg, *cell)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        command = train_command(cfg, *cell, resume=(path / "checkpoints").exists())
+        with open(path.parent / f"{path.name}.log", "a") as log:
+            return cell, subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+
+    failures = []
+    with ThreadPoolExecutor(cfg.workers) as pool, tqdm(total=len(todo), desc="runs", unit="run") as bar:
+        for future in as_completed([pool.submit(launch, c) for c in todo]):
+            cell, code = future.result()
+            if code:
+                failures.append((cell, code))
+            bar.update()
+    for cell, code in failures:
+        print(f"run {run_dir(cfg, *cell)} failed with exit code {code}; see its .log beside it")
+
+
+def record_of(path: Path, model: str, method: str, reuse: int, seed: int) -> dict:
+    """One run in toy/report.py's record format: curves, outcomes and off-policy diagnostics."""
+    records = read_metrics(path)
+    train = [r for r in records if r["kind"] == "train"]
+    by_iteration = {r["iteration"]: r for r in train}
+    curve = [by_iteration[i]["reward"] for i in sorted(by_iteration)]
+    quarter, tail = max(1, len(curve) // 4), max(1, len(curve) // 10)
+    off_policy = [r for r in train if (r["epoch"], r["minibatch"]) != (0, 0)]
+
+    def mean_of(key, rows):
+        values = [r[key] for r in rows if r.get(key) is not None]
+        return sum(values) / len(values) if values else float("nan")
+
+    record = {"model": model, "method": method, "reuse": reuse, "seed": seed,
+              "lr": json.loads((path / "config.json").read_text())["lr"],
+              "reward_curve": curve, "early_auc": sum(curve[:quarter]) / quarter, "full_auc": sum(curve) / len(curve),
+              "final_reward": sum(curve[-tail:]) / tail,
+              "heldout_reward": [r for r in records if r["kind"] == "eval"][-1]["heldout_acc"],
+              "zero_var_frac": mean_of("zero_var_frac", train), "response_length": mean_of("response_len", train),
+              "final_entropy": train[-1].get("entropy", float("nan")), "grad_norm": mean_of("grad_norm", train),
+              "tokens_per_s": mean_of("train_tokens_per_s", train)}
+    # Off-policy steps only: at the first step of a batch every weight is 1 by construction.
+    record.update({key: mean_of(key, off_policy) for key in OFF_POLICY_STATS})
+    return record
+
+
+def report(cfg: ExperimentConfig) -> str:
+    sections = []
+    for model in cfg.models:
+        cells = [(model, meth, r, s) for meth in cfg.methods for r in cfg.reuse for s in cfg.seeds]
+        records = [record_of(run_dir(cfg, *c), *c) for c in cells
+                   if finished(read_metrics(run_dir(cfg, *c)), cfg.iterations)]
+        if not records:
+            continue
+        Path(cfg.figures).mkdir(parents=True, exist_ok=True)
+        figure = Path(cfg.figures) / f"{model}-reward.png"
+        plot_rewards(records, str(figure), title=f"{model}: training reward per rollout batch")
+        sections += [f"## {model} ({len(records)} of {len(cells)} runs finished)", "",
+                     f"![reward curves]({figure.relative_to(Path(cfg.figures).parent)})", "",
+                     outcome_table(records, cfg.stuck_below), "",
+                     paired_table(records, reference=cfg.methods[0]), "",
+                     diagnostics_table(records), ""]
+    return "\n".join(sections) or "no finished runs yet"
+
+
+def main(argv=None):
+    cfg = parse_config(ExperimentConfig, argv)
+    if not cfg.report_only:
+        run_grid(cfg)
+    print(report(cfg))
+
+
+if __name__ == "__main__":
+    main()
