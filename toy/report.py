@@ -166,25 +166,30 @@ def plot_phi(methods, path: str, **respo_overrides):
     return save(fig, path)
 
 
-def plot_low_w(records, path: str):
-    """Per method and R: the share of positives with w < 1 - eps, and the phi mass they get."""
+def plot_low_w(records, path: str | None):
+    """Per method and R: how many positives have w < 1 - eps, and what each of them is given."""
     import matplotlib.pyplot as plt
 
     groups = group_runs(records)
     reuses = sorted({reuse for _, reuse in groups})
     methods = list(dict.fromkeys(method for method, _ in groups))
-    fig, axes = plt.subplots(1, len(reuses), figsize=(3.6 * len(reuses), 3.2), sharey=True, squeeze=False)
-    width = 0.4
-    for ax, reuse in zip(axes[0], reuses):
-        share = [mean_ci([r["low_w_pos_frac"] for r in groups.get((m, reuse), {}).values()])[0] for m in methods]
-        mass = [mean_ci([r["low_w_pos_phi_mass"] for r in groups.get((m, reuse), {}).values()])[0] for m in methods]
-        x = torch.arange(len(methods)).float()
-        ax.bar(x - width / 2, share, width, label="share of positives with w < 0.8")
-        ax.bar(x + width / 2, mass, width, label="share of positive phi mass they get")
-        ax.set_xticks(x.tolist(), methods, rotation=45, fontsize=7)
-        ax.set_title(f"R = {reuse}")
-        ax.grid(alpha=0.3, axis="y")
-    axes[0][0].legend(fontsize=7)
+    fig, axes = plt.subplots(2, len(reuses), figsize=(3.2 * len(reuses), 4.6), sharey="row", squeeze=False)
+    x = torch.arange(len(methods)).float()
+    for col, reuse in enumerate(reuses):
+        def mean_of(key):
+            return [mean_ci([r.get(key, float("nan")) for r in groups.get((m, reuse), {}).values()])[0] for m in methods]
+        top, bottom = axes[0][col], axes[1][col]
+        top.bar(x - 0.2, mean_of("low_w_pos_frac"), 0.4, label="share of positives with w < 0.8")
+        top.bar(x + 0.2, mean_of("low_w_pos_phi_mass"), 0.4, label="their share of the positive phi mass")
+        bottom.bar(x, mean_of("phi_low_w_pos"), 0.6, color="tab:green")
+        bottom.axhline(1.0, color="k", ls=":", lw=0.8)
+        top.set_title(f"R = {reuse}")
+        top.set_xticks(x.tolist(), [])
+        bottom.set_xticks(x.tolist(), methods, rotation=45, fontsize=7)
+        for ax in (top, bottom):
+            ax.grid(alpha=0.3, axis="y")
+    axes[0][0].legend(fontsize=6)
+    axes[1][0].set_ylabel("mean phi of one\nlow-w positive")
     fig.tight_layout()
     return save(fig, path)
 

@@ -81,7 +81,7 @@ def train(job: Job, progress=None, policy=None) -> dict:
     per_epoch, epochs = steps_plan(job.reuse, job.minibatches)
 
     rewards, zero_var, lengths, entropies, grad_norms, tokens_per_s = [], [], [], [], [], []
-    kernel = {name: [] for name in KERNEL_STATS}
+    kernel = {name: [] for name in KERNEL_STATS + ("phi_low_w_pos",)}
     started = time.perf_counter()
     n_tokens = 0
     for _ in range(job.iterations):
@@ -109,6 +109,9 @@ def train(job: Job, progress=None, policy=None) -> dict:
                 optimizer.step()
                 for name in KERNEL_STATS:
                     kernel[name].append(stats[name])
+                # The mean coefficient of one low-w positive, from the kernel's shares.
+                kernel["phi_low_w_pos"].append(stats["low_w_pos_phi_mass"] * stats["phi_mean_pos"]
+                                               / stats["low_w_pos_frac"] if stats["low_w_pos_frac"] > 0 else float("nan"))
                 n_tokens += int(batch.mask.sum())
         tokens_per_s.append(n_tokens / (time.perf_counter() - started))
         if progress is not None:
@@ -134,7 +137,7 @@ def train(job: Job, progress=None, policy=None) -> dict:
         low_w_pos_phi_mass_curve=[nanmean(kernel["low_w_pos_phi_mass"][i:i + job.reuse])
                                   for i in range(0, len(kernel["low_w_pos_phi_mass"]), job.reuse)],
     )
-    for name in KERNEL_STATS:
+    for name in kernel:
         record[name] = nanmean(kernel[name])
     for name in ("reward_curve", "low_w_pos_frac_curve", "low_w_pos_phi_mass_curve"):
         record[name] = [round(v, 4) for v in record[name]]  # keeps runs.jsonl small enough to commit
