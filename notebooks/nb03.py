@@ -12,8 +12,9 @@ targets need long responses, which the initial policy rarely writes: they are th
 under-generated positives. This notebook shows (1) low-$w$ positives appearing as one rollout
 batch is reused, (2) what each method's kernel gives them, and (3) the learning curves of the
 committed evaluation run (`toy/results/eval`)."""),
-("code", """import json
-from IPython.display import Markdown, display
+("code", """import io
+import json
+from IPython.display import Image, Markdown, display
 from nano_respo.kernel import LossConfig, coefficients, group_advantages, policy_loss, sequence_log_weight
 from toy.envs import DigitSum
 from toy.train import Job, train
@@ -107,13 +108,15 @@ Read from `toy/results/eval/runs.jsonl`, written by the command in `toy/RESULTS.
 that played no part in choosing learning rates or ReSPO's parameters. Bands are 95% t
 intervals over seeds."""),
 ("code", """records = [json.loads(line) for line in open("../toy/results/eval/runs.jsonl")]
-fig = plot_rewards(records, None)
-plt.show()"""),
+def show(plot, records):   # draw with toy.report, show the 256-colour PNG it writes (small file)
+    png = io.BytesIO()
+    plot(records, png)
+    display(Image(png.getvalue()))
+show(plot_rewards, records)"""),
 ("code", """display(Markdown(outcome_table(records, 0.1)))
 display(Markdown(paired_table(records)))"""),
 ("md", r"""How much of the positive $\phi$ mass the low-$w$ positives get, against how many of the
 positives they are, averaged over the optimizer steps of each run:"""),
-("code", """fig = plot_low_w(records, None)
-plt.show()"""),
+("code", """show(plot_low_w, records)"""),
 ("md", r"""What these runs do and do not show is written, with numbers, in `toy/RESULTS.md`."""),
 ]

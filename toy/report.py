@@ -19,7 +19,7 @@ T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
         2.052, 2.048, 2.045, 2.042)
 OUTCOMES = (("early_auc", "early AUC"), ("full_auc", "full AUC"), ("final_reward", "final train"),
             ("heldout_reward", "held-out"))
-DIAGNOSTICS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_max_neg", "clip_frac_seq", "clip_frac_token",
+DIAGNOSTICS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "phi_max_neg", "clip_frac_seq", "clip_frac_token",
                "approx_kl", "log_w_q10_pos", "log_w_q90_pos", "log_w_q10_neg", "log_w_q90_neg",
                "zero_var_frac", "response_length", "final_entropy", "grad_norm", "tokens_per_s")
 
@@ -85,7 +85,7 @@ def diagnostics_table(records) -> str:
     for (method, reuse), runs in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         cells = []
         for key in DIAGNOSTICS:
-            mean, _ = mean_ci([r[key] for r in runs.values()])
+            mean, _ = mean_ci([r.get(key, float("nan")) for r in runs.values()])
             cells.append(f"{mean:.0f}" if key == "tokens_per_s" else f"{mean:.3g}")
         lines.append(f"| {method} | {reuse} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -194,11 +194,19 @@ def plot_low_w(records, path: str | None):
     return save(fig, path)
 
 
-def save(fig, path: str | None):
-    """A PNG at modest dpi keeps committed figures light; path None leaves the figure open to show."""
+def save(fig, path):
+    """A 256-colour PNG at modest dpi keeps committed figures light.
+
+    path: a file name or a binary file object; None leaves the figure open to show.
+    """
+    import io
+
     import matplotlib.pyplot as plt
+    from PIL import Image
 
     if path is not None:
-        fig.savefig(path, dpi=80)
+        buffer = io.BytesIO()
+        fig.savefig(buffer, dpi=80, format="png")
+        Image.open(buffer).convert("RGB").quantize(colors=256).save(path, format="PNG", optimize=True)
         plt.close(fig)
     return fig
