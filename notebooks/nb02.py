@@ -57,9 +57,10 @@ for a, lam in ((3.0, 2.0), (2.0, 2.0), (3.0, 1.0), (1.0, 0.5)):
     closed = (a / lam) ** a * math.exp(lam - a)
     print(f"alpha_-={a}, lambda_-={lam}: grid max {phi.max():.6f} at w={grid[phi.argmax()].exp():.4f};"
           f"  closed form {closed:.6f} at w*={a / lam:.4f};  phi_-(0.5)={phi[(grid - math.log(0.5)).abs().argmin()]:.3f}")"""),
-("md", r"""The last column is the spec's warning about $\alpha_-=\lambda_-$: at $(2,2)$ a negative already
-pushed down to $w=0.5$ still gets $0.82$ of its weight (a clip gives it 0), so nothing stops
-pushing it further; $(3,2)$ gives it $0.34$.
+("md", r"""The last column is about the spec's warning on $\alpha_-=\lambda_-$: a negative already pushed
+down to $w=0.5$ still gets $0.68$ of its weight at $(2,2)$ (a clip gives it 0), against $0.34$
+at $(3,2)$; the less a branch falls below $w=1$, the less it stops pushing a negative that is
+already down. (The spec quotes $0.82$; that is the value at $(1,1)$, $0.5\,e^{0.5}$.)
 
 ## 4. Variance against plain IS as drift grows
 
@@ -132,8 +133,8 @@ for method in ("grpo", "seq_clip", "cispo", "vespo", "respo"):
     print(f"{method:>8}: mean phi of a low-w positive = {phi[low].mean():.3f};"
           f"  of the others = {phi[~low].mean():.3f}")"""),
 ("md", r"""In this synthetic batch the token-level clip leaves low-$w$ positives most of their weight
-(only the few tokens whose own ratio is below 0.8 lose anything; tokens above 1.2 are clipped
-for positives), while the sequence-level clip gives them at most $w<0.8$. ReSPO's positive
+(each token keeps its own ratio $r_t\approx1$; only the few tokens above $1.2$ are zeroed),
+while the sequence-level clip gives them their product weight $w<0.8$. ReSPO's positive
 branch gives them slightly more than 1. That is all this cell shows: the drift here is
 i.i.d. per token, whereas a trained policy's drift is correlated across tokens, which moves
 the token-level numbers (the spec's prototype measured about 0.85 for GRPO against 0.2–0.4
