@@ -1,0 +1,212 @@
+"""Tables and plots of toy runs: means with 95% CIs over seeds, paired differences, diagnostics.
+
+A record is what toy.train.train returns. Runs group by (method, reuse); seeds are the
+replicates. Paired differences use only seeds that both methods ran.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import torch
+
+from nano_respo.kernel import LossConfig, METHOD_TABLE, policy_loss
+
+# Two-sided 95% Student-t quantiles t_{0.975, df}, df = 1..30 (beyond: the normal 1.96).
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042)
+OUTCOMES = (("early_auc", "early AUC"), ("full_auc", "full AUC"), ("final_reward", "final train"),
+            ("heldout_reward", "held-out"))
+DIAGNOSTICS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "phi_max_neg", "clip_frac_seq", "clip_frac_token",
+               "approx_kl", "log_w_q10_pos", "log_w_q90_pos", "log_w_q10_neg", "log_w_q90_neg",
+               "zero_var_frac", "response_length", "final_entropy", "grad_norm", "tokens_per_s")
+
+
+def mean_ci(values) -> tuple[float, float]:
+    """(mean, half-width of the 95% t interval); half-width nan for a single value."""
+    values = [v for v in values if not math.isnan(v)]
+    n = len(values)
+    if n == 0:
+        return float("nan"), float("nan")
+    mean = sum(values) / n
+    if n == 1:
+        return mean, float("nan")
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, (T975[n - 2] if n - 1 <= len(T975) else 1.96) * sd / math.sqrt(n)
+
+
+def fmt(mean: float, half: float, digits: int = 3) -> str:
+    return f"{mean:.{digits}f}" if math.isnan(half) else f"{mean:.{digits}f} ± {half:.{digits}f}"
+
+
+def group_runs(records) -> dict:
+    """{(method, reuse): {seed: record}}."""
+    groups = defaultdict(dict)
+    for r in records:
+        groups[(r["method"], r["reuse"])][r["seed"]] = r
+    return groups
+
+
+def is_stuck(record, stuck_below: float) -> bool:
+    return record["final_reward"] < stuck_below
+
+
+def outcome_table(records, stuck_below: float) -> str:
+    groups = group_runs(records)
+    lines = ["| method | R | lr | seeds | " + " | ".join(name for _, name in OUTCOMES) + " | stuck |",
+             "|---|---|---|---|" + "---|" * (len(OUTCOMES) + 1)]
+    for (method, reuse), runs in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        cells = [fmt(*mean_ci([r[key] for r in runs.values()])) for key, _ in OUTCOMES]
+        stuck = sum(is_stuck(r, stuck_below) for r in runs.values())
+        lr = next(iter(runs.values()))["lr"]
+        lines.append(f"| {method} | {reuse} | {lr:g} | {len(runs)} | " + " | ".join(cells) + f" | {stuck}/{len(runs)} |")
+    return "\n".join(lines)
+
+
+def paired_table(records, reference: str = "respo") -> str:
+    groups = group_runs(records)
+    lines = [f"| {reference} minus | R | pairs | " + " | ".join(name for _, name in OUTCOMES) + " |",
+             "|---|---|---|" + "---|" * len(OUTCOMES)]
+    for (method, reuse), runs in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        ours = groups.get((reference, reuse), {})
+        seeds = sorted(set(ours) & set(runs))
+        if method == reference or not seeds:
+            continue
+        cells = [fmt(*mean_ci([ours[s][key] - runs[s][key] for s in seeds]), digits=3) for key, _ in OUTCOMES]
+        lines.append(f"| {method} | {reuse} | {len(seeds)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def diagnostics_table(records) -> str:
+    groups = group_runs(records)
+    lines = ["| method | R | " + " | ".join(DIAGNOSTICS) + " |", "|---|---|" + "---|" * len(DIAGNOSTICS)]
+    for (method, reuse), runs in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        cells = []
+        for key in DIAGNOSTICS:
+            mean, _ = mean_ci([r.get(key, float("nan")) for r in runs.values()])
+            cells.append(f"{mean:.0f}" if key == "tokens_per_s" else f"{mean:.3g}")
+        lines.append(f"| {method} | {reuse} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# --- Coefficients as the loss delivers them ---------------------------------------------
+
+def phi_curve(method: str, log_w: torch.Tensor, positive: bool, **loss_overrides) -> torch.Tensor:
+    """phi(w) read back from the gradient of kernel.policy_loss on one-token responses.
+
+    With seq-mean-token-sum aggregation the loss is -mean_i phi_i A_i log pi_i, so
+    d loss / d log pi_i = -phi_i A_i / B. One token per response makes the token ratio and
+    the sequence weight the same number, so token- and sequence-level methods share an axis.
+    """
+    cfg = LossConfig(method=method, agg="seq-mean-token-sum", **loss_overrides)
+    logp = log_w.double().clone()[:, None].requires_grad_(True)  # [B, 1]
+    advantages = torch.full((len(log_w),), 1.0 if positive else -1.0, dtype=torch.float64)
+    loss, _ = policy_loss(logp, torch.zeros_like(logp), advantages, torch.ones_like(logp, dtype=torch.bool), cfg)
+    loss.backward()
+    return (-logp.grad[:, 0] * len(log_w) / advantages).detach()  # [B]
+
+
+# --- Plots ----------------------------------------------------------------------------
+
+def plot_rewards(records, path: str, title: str = ""):
+    import matplotlib.pyplot as plt
+
+    groups = group_runs(records)
+    reuses = sorted({reuse for _, reuse in groups})
+    methods = list(dict.fromkeys(method for method, _ in groups))
+    fig, axes = plt.subplots(1, len(reuses), figsize=(3.6 * len(reuses), 3.2), sharey=True, squeeze=False)
+    for ax, reuse in zip(axes[0], reuses):
+        for method in methods:
+            runs = groups.get((method, reuse))
+            if not runs:
+                continue
+            curves = torch.tensor([r["reward_curve"] for r in runs.values()])  # [S, I]
+            mean = curves.mean(0)
+            half = torch.zeros_like(mean)
+            if len(curves) > 1:
+                t = T975[len(curves) - 2] if len(curves) - 1 <= len(T975) else 1.96
+                half = t * curves.std(0) / math.sqrt(len(curves))
+            x = torch.arange(1, len(mean) + 1)
+            lw = 2.2 if method == "respo" else 1.2
+            ax.plot(x, mean, label=method, lw=lw)
+            ax.fill_between(x, mean - half, mean + half, alpha=0.15)
+        ax.set_title(f"R = {reuse}")
+        ax.set_xlabel("rollout batch")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("training reward (mean, 95% CI)")
+    axes[0][-1].legend(fontsize=7)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def plot_phi(methods, path: str, **respo_overrides):
+    import matplotlib.pyplot as plt
+
+    log_w = torch.linspace(math.log(1e-3), math.log(1e2), 400)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
+    for ax, positive in zip(axes, (True, False)):
+        for method in methods:
+            overrides = respo_overrides if method == "respo" else {}
+            phi = phi_curve(method, log_w, positive, **overrides)
+            level = METHOD_TABLE[method][0]
+            ax.plot(log_w.exp(), phi, label=f"{method} ({level})", lw=2.2 if method == "respo" else 1.2)
+        ax.plot(log_w.exp(), log_w.exp(), "k:", lw=0.8, label="plain IS (w)")
+        ax.set_xscale("log")
+        ax.set_ylim(0, 2.0)
+        ax.set_xlabel("w (token ratio for token-level methods)")
+        ax.set_title("A > 0" if positive else "A < 0")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("phi(w)")
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def plot_low_w(records, path: str | None):
+    """Per method and R: how many positives have w < 1 - eps, and what each of them is given."""
+    import matplotlib.pyplot as plt
+
+    groups = group_runs(records)
+    reuses = sorted({reuse for _, reuse in groups})
+    methods = list(dict.fromkeys(method for method, _ in groups))
+    fig, axes = plt.subplots(2, len(reuses), figsize=(3.2 * len(reuses), 4.6), sharey="row", squeeze=False)
+    x = torch.arange(len(methods)).float()
+    for col, reuse in enumerate(reuses):
+        def mean_of(key):
+            return [mean_ci([r.get(key, float("nan")) for r in groups.get((m, reuse), {}).values()])[0] for m in methods]
+        top, bottom = axes[0][col], axes[1][col]
+        top.bar(x - 0.2, mean_of("low_w_pos_frac"), 0.4, label="share of positives with w < 0.8")
+        top.bar(x + 0.2, mean_of("low_w_pos_phi_mass"), 0.4, label="their share of the positive phi mass")
+        bottom.bar(x, mean_of("phi_low_w_pos"), 0.6, color="tab:green")
+        bottom.axhline(1.0, color="k", ls=":", lw=0.8)
+        top.set_title(f"R = {reuse}")
+        top.set_xticks(x.tolist(), [])
+        bottom.set_xticks(x.tolist(), methods, rotation=45, fontsize=7)
+        for ax in (top, bottom):
+            ax.grid(alpha=0.3, axis="y")
+    axes[0][0].legend(fontsize=6)
+    axes[1][0].set_ylabel("mean phi of one\nlow-w positive")
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def save(fig, path):
+    """A 256-colour PNG at modest dpi keeps committed figures light.
+
+    path: a file name or a binary file object; None leaves the figure open to show.
+    """
+    import io
+
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    if path is not None:
+        buffer = io.BytesIO()
+        fig.savefig(buffer, dpi=80, format="png")
+        Image.open(buffer).convert("RGB").quantize(colors=256).save(path, format="PNG", optimize=True)
+        plt.close(fig)
+    return fig

@@ -1,0 +1,192 @@
+"""Compare methods on a toy environment across rollout-reuse factors and seeds.
+
+    python -m toy.run --env seq --methods respo seq_clip grpo gspo cispo vespo --reuse 1 4 8 16 --seeds 0 1 2
+
+Runs go to worker processes (--workers), each finished run is appended to
+<out>/runs.jsonl at once (a rerun with the same settings skips what is there), and the end
+prints and writes <out>/table.md and the plots rewards.png, phi.png, low_w.png.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from multiprocessing import get_context
+
+from tqdm import tqdm
+
+from nano_respo.cli import parse_config
+from nano_respo.kernel import METHODS, LossConfig
+from toy.envs import ENVS
+from toy.report import diagnostics_table, outcome_table, paired_table, plot_low_w, plot_phi, plot_rewards
+from toy.train import Job, steps_plan
+
+RESPO_KNOBS = ("alpha_pos", "lambda_pos", "alpha_neg", "lambda_neg")
+
+
+@dataclass
+class RunConfig:
+    """Toy comparison of policy losses under rollout reuse (every update calls kernel.policy_loss)."""
+
+    env: str = "seq"
+    """Environment: seq (digit-sum sequence bandit, MLP policy) or bandit (factorised K-armed, tabular)."""
+    methods: list[str] = field(default_factory=lambda: ["respo", "seq_clip", "grpo", "gspo", "cispo", "vespo"])
+    """Methods to compare (names of nano_respo.kernel.METHODS)."""
+    reuse: list[int] = field(default_factory=lambda: [1, 4, 8, 16])
+    """Rollout reuse factors R: optimizer steps per rollout batch."""
+    seeds: list[int] = field(default_factory=lambda: [100, 101, 102, 103, 104])
+    """Seeds; each (method, R) pair runs on every seed, so differences can be paired."""
+    lr: float = 0.01
+    """Adam learning rate of every method not named in --lrs."""
+    lrs: list[str] = field(default_factory=list)
+    """Per-method learning rates as method=lr, e.g. respo=0.01 grpo=0.03."""
+    alpha_pos: float | None = None
+    """ReSPO alpha_+ (None: LossConfig's default)."""
+    lambda_pos: float | None = None
+    """ReSPO lambda_+ (None: LossConfig's default)."""
+    alpha_neg: float | None = None
+    """ReSPO alpha_- (None: LossConfig's default)."""
+    lambda_neg: float | None = None
+    """ReSPO lambda_- (None: LossConfig's default)."""
+    iterations: int = 60
+    """Rollout batches per run (the same for every R: reuse buys more updates per sample)."""
+    prompts_per_batch: int = 16
+    """Prompts per rollout batch."""
+    group_size: int = 8
+    """Responses per prompt (one advantage group)."""
+    minibatches: int = 4
+    """Mini-batches per epoch; R steps = min(R, minibatches) mini-batches x R / that many epochs."""
+    hidden: int = 32
+    """Hidden width of the sequence policy."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip of every update."""
+    adv_scale: str = "none"
+    """Advantage scaling: none (r - group mean) or std (also divided by the group std)."""
+    heldout_samples: int = 64
+    """Samples per held-out prompt for the held-out reward (bandit: exact expectation)."""
+    stuck_below: float = 0.1
+    """A seed counts as stuck when its final training reward is below this."""
+    workers: int = 1
+    """Parallel worker processes (1 = run in this process)."""
+    threads: int = 1
+    """torch threads per process."""
+    out: str = "toy/results/run"
+    """Folder for runs.jsonl, table.md and the plots."""
+
+    def __post_init__(self):
+        if self.env not in ENVS:
+            raise ValueError(f"env: unknown environment {self.env!r}; choose one of {', '.join(ENVS)}")
+        for method in self.methods:
+            if method not in METHODS:
+                raise ValueError(f"methods: unknown method {method!r}; choose from {', '.join(METHODS)}")
+        for reuse in self.reuse:
+            if reuse < 1:
+                raise ValueError(f"reuse: every R must be >= 1, got {reuse}")
+            steps_plan(reuse, self.minibatches)
+        if self.prompts_per_batch % self.minibatches:
+            raise ValueError(f"prompts_per_batch: {self.prompts_per_batch} must be a multiple of minibatches={self.minibatches}")
+        if self.adv_scale not in ("none", "std"):
+            raise ValueError(f"adv_scale: choose none or std, got {self.adv_scale!r}")
+        if self.workers < 1 or self.threads < 1:
+            raise ValueError("workers: and threads must be >= 1")
+        self.lr_of = {}
+        for item in self.lrs:
+            method, _, value = item.partition("=")
+            if method not in METHODS or not value:
+                raise ValueError(f"lrs: expected method=lr with a known method, got {item!r}")
+            self.lr_of[method] = float(value)
+
+    def respo_overrides(self) -> dict:
+        """All four ReSPO knobs, resolved against LossConfig, so every record names its kernel."""
+        defaults = LossConfig()
+        return {k: getattr(defaults, k) if getattr(self, k) is None else getattr(self, k) for k in RESPO_KNOBS}
+
+    def jobs(self) -> list[Job]:
+        shared = dict(iterations=self.iterations, prompts_per_batch=self.prompts_per_batch,
+                      group_size=self.group_size, minibatches=self.minibatches, hidden=self.hidden,
+                      max_grad_norm=self.max_grad_norm, adv_scale=self.adv_scale,
+                      heldout_samples=self.heldout_samples)
+        return [Job(self.env, method, reuse, seed, self.lr_of.get(method, self.lr),
+                    loss=self.respo_overrides() if method == "respo" else {}, **shared)
+                for reuse in self.reuse for method in self.methods for seed in self.seeds]
+
+
+def init_worker(threads: int):
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def run_one(job: Job) -> dict:
+    from toy.train import train
+
+    return train(job)
+
+
+def job_id(job: Job) -> str:
+    return json.dumps(asdict(job), sort_keys=True)
+
+
+def run_jobs(jobs: list[Job], out: str, workers: int = 1, threads: int = 1, desc: str = "runs") -> list[dict]:
+    """Run what <out>/runs.jsonl does not hold yet; append each record the moment it is done."""
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "runs.jsonl")
+    done = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                record = json.loads(line)
+                done[record["job_id"]] = record
+    todo = [job for job in jobs if job_id(job) not in done]
+
+    def keep(job, record):
+        record["job_id"] = job_id(job)
+        done[record["job_id"]] = record
+        with open(path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+    with tqdm(total=len(todo), desc=desc, unit="run") as bar:
+        if workers == 1:
+            init_worker(threads)
+            for job in todo:
+                keep(job, run_one(job))
+                bar.update()
+        else:
+            with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=init_worker,
+                                     initargs=(threads,)) as pool:
+                futures = {pool.submit(run_one, job): job for job in todo}
+                for future in as_completed(futures):
+                    keep(futures[future], future.result())
+                    bar.update()
+    return [done[job_id(job)] for job in jobs]
+
+
+def report(cfg: RunConfig, records: list[dict]) -> str:
+    text = "\n\n".join([
+        f"## Outcomes ({cfg.env}; mean ± 95% CI over seeds; stuck = final training reward < {cfg.stuck_below})",
+        outcome_table(records, cfg.stuck_below),
+        "## Paired differences (same seeds)",
+        paired_table(records),
+        "## Diagnostics (spec section 6; run means over optimizer steps, then over seeds)",
+        diagnostics_table(records),
+    ])
+    with open(os.path.join(cfg.out, "table.md"), "w") as f:
+        f.write(text + "\n")
+    plot_rewards(records, os.path.join(cfg.out, "rewards.png"), title=f"{cfg.env}: training reward")
+    plot_phi(cfg.methods, os.path.join(cfg.out, "phi.png"), **cfg.respo_overrides())
+    plot_low_w(records, os.path.join(cfg.out, "low_w.png"))
+    return text
+
+
+def main(argv=None):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    cfg = parse_config(RunConfig, argv)
+    records = run_jobs(cfg.jobs(), cfg.out, cfg.workers, cfg.threads)
+    print(report(cfg, records))
+    print(f"\nwrote {cfg.out}/table.md, rewards.png, phi.png, low_w.png")
+
+
+if __name__ == "__main__":
+    main()
