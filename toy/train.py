@@ -17,7 +17,7 @@ from toy.envs import make_env
 
 # Per-step kernel statistics kept in the record (spec section 6); each is averaged over the
 # steps of a run where it is defined (nan where a set was empty, e.g. no positives).
-KERNEL_STATS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_mean_pos", "phi_mean_neg", "phi_max_neg",
+KERNEL_STATS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "phi_mean_pos", "phi_mean_neg", "phi_max_neg",
                 "clip_frac_token", "clip_frac_seq", "approx_kl", "log_w_q10_pos", "log_w_q50_pos",
                 "log_w_q90_pos", "log_w_q10_neg", "log_w_q50_neg", "log_w_q90_neg")
 
@@ -81,7 +81,7 @@ def train(job: Job, progress=None, policy=None) -> dict:
     per_epoch, epochs = steps_plan(job.reuse, job.minibatches)
 
     rewards, zero_var, lengths, entropies, grad_norms, tokens_per_s = [], [], [], [], [], []
-    kernel = {name: [] for name in KERNEL_STATS + ("phi_low_w_pos",)}
+    kernel = {name: [] for name in KERNEL_STATS}
     started = time.perf_counter()
     n_tokens = 0
     for _ in range(job.iterations):
@@ -109,9 +109,6 @@ def train(job: Job, progress=None, policy=None) -> dict:
                 optimizer.step()
                 for name in KERNEL_STATS:
                     kernel[name].append(stats[name])
-                # The mean coefficient of one low-w positive, from the kernel's shares.
-                kernel["phi_low_w_pos"].append(stats["low_w_pos_phi_mass"] * stats["phi_mean_pos"]
-                                               / stats["low_w_pos_frac"] if stats["low_w_pos_frac"] > 0 else float("nan"))
                 n_tokens += int(batch.mask.sum())
         tokens_per_s.append(n_tokens / (time.perf_counter() - started))
         if progress is not None:
