@@ -92,7 +92,9 @@ def train_command(cfg: ExperimentConfig, model: str, method: str, reuse: int, se
 def run_grid(cfg: ExperimentConfig) -> None:
     from tqdm import tqdm
 
-    cells = [(m, meth, r, s) for m in cfg.models for meth in cfg.methods for r in cfg.reuse for s in cfg.seeds]
+    # Seed-major order: a grid stopped halfway still holds whole seeds of every method and reuse,
+    # which is what paired differences need.
+    cells = [(m, meth, r, s) for m in cfg.models for s in cfg.seeds for r in cfg.reuse for meth in cfg.methods]
     todo = [c for c in cells if not finished(read_metrics(run_dir(cfg, *c)), cfg.iterations)]
     print(f"{len(cells) - len(todo)} of {len(cells)} runs already finished; running {len(todo)}")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
