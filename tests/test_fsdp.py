@@ -1,0 +1,199 @@
+"""FSDP2 on the CPU (gloo): 2 processes train exactly like 1, and their checkpoint resumes in 1.
+
+One spawn of 2 workers trains a tiny random Qwen3 and a tiny Qwen3-MoE for STEPS optimizer
+steps (2 mini-batches x 2 epochs over one fixed rollout batch, off-policy old log-probs,
+ReSPO loss, grad clipping that bites, Adam), saving a DCP checkpoint halfway. This process
+then runs the same steps on an unsharded model with no process group, and resumes a fresh
+model from the 2-process checkpoint. Tolerance: float32, losses rtol 1e-5, parameters
+atol 2e-6 (the 4 steps move them by ~1e-3, 500x more; the only difference is the order
+of the float sums in the gradient reduction).
+"""
+
+import os
+import socket
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import transformers
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+from nano_respo import distributed as nd
+from nano_respo.kernel import LossConfig, policy_loss
+
+WORLD = 2
+GROUP = 2
+MINI_BATCHES, EPOCHS = 2, 2
+STEPS = MINI_BATCHES * EPOCHS
+SHAPE = dict(vocab_size=48, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+             head_dim=8, intermediate_size=64, max_position_embeddings=64, tie_word_embeddings=True,
+             pad_token_id=0, eos_token_id=1, bos_token_id=None)
+FAMILIES = {
+    # dense with the default aggregation (its divisor depends on the padded width of the shard)
+    "dense": (transformers.Qwen3Config, {}, LossConfig(method="respo")),
+    # MoE with token-mean (its divisor is the token count of the shard)
+    "moe": (transformers.Qwen3MoeConfig, dict(moe_intermediate_size=16, num_experts=4, num_experts_per_tok=2,
+                                              norm_topk_prob=True, router_aux_loss_coef=0.0),
+            LossConfig(method="respo", agg="token-mean")),
+}
+
+
+def build_model(family):
+    config_class, extra, _ = FAMILIES[family]
+    torch.manual_seed(0)
+    return transformers.AutoModelForCausalLM.from_config(config_class(**SHAPE, **extra))
+
+
+def completion_logprobs(model, input_ids, attention_mask, width):
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # [B, P + C]
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                   use_cache=False).logits[:, -width - 1:-1]  # [B, C, V]
+    return torch.log_softmax(logits.float(), -1).gather(-1, input_ids[:, -width:, None]).squeeze(-1)  # [B, C]
+
+
+def make_batch(family, rows=8, prompt=5, completion=7):
+    """Left-padded prompts, right-padded completions of uneven length, old log-probs off-policy."""
+    g = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(2, SHAPE["vocab_size"], (rows, prompt + completion), generator=g)
+    prompt_len = torch.randint(2, prompt + 1, (rows,), generator=g)
+    completion_len = torch.tensor([7, 5, 2, 3, 6, 1, 4, 4])  # shards of uneven width and token count
+    columns = torch.arange(prompt + completion)
+    attention_mask = ((columns >= prompt - prompt_len[:, None])
+                      & (columns < prompt + completion_len[:, None])).long()  # [N, P + C]
+    input_ids = torch.where(attention_mask.bool(), input_ids, 0)
+    with torch.no_grad():
+        logp = completion_logprobs(build_model(family), input_ids, attention_mask, completion)
+    return dict(input_ids=input_ids, attention_mask=attention_mask,
+                completion_mask=attention_mask[:, prompt:].bool(),
+                old_logp=logp + 0.3 * torch.randn(logp.shape, generator=g),
+                advantages=torch.tensor([1.0, -1.0, 0.5, -0.5, -1.0, 1.0, 2.0, -2.0]))
+
+
+def shard_rows(batch, rows: slice):
+    """This rank's rows, dropping completion columns that are padding in all of them."""
+    part = {k: v[rows] for k, v in batch.items()}
+    width = int(part["completion_mask"].any(0).nonzero().max()) + 1
+    drop = part["completion_mask"].shape[1] - width
+    if drop:
+        for k in ("input_ids", "attention_mask"):
+            part[k] = part[k][:, :-drop]
+        for k in ("completion_mask", "old_logp"):
+            part[k] = part[k][:, :width]
+    return part
+
+
+def train(model, optimizer, batch, cfg, steps: range, rank=0, world=1):
+    """The trainer's reuse loop in miniature; returns the global loss of each step."""
+    losses = []
+    per_mini = batch["input_ids"].shape[0] // MINI_BATCHES
+    for step in steps:
+        mini = step % MINI_BATCHES
+        global_rows = range(mini * per_mini, (mini + 1) * per_mini)
+        local = nd.rank_slice(per_mini, GROUP, rank, world)
+        part = shard_rows(batch, slice(global_rows[local][0], global_rows[local][-1] + 1))
+        mask = part["completion_mask"]
+        step_cfg = nd.global_loss_config(cfg, mask)
+        logp = completion_logprobs(model, part["input_ids"], part["attention_mask"], mask.shape[1])
+        loss, _ = policy_loss(logp, part["old_logp"], part["advantages"], mask, step_cfg)
+        scaled = loss * nd.loss_scale(mask, step_cfg)
+        scaled.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.05)
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(float(nd.all_reduce(scaled.detach())) / world)
+    return losses
+
+
+def make_optimizer(model):
+    return torch.optim.Adam(model.parameters(), lr=1e-3)
+
+
+def worker(rank, world, port, tmp):
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    nd.init_distributed("gloo")
+    try:
+        for family, (_, _, cfg) in FAMILIES.items():
+            batch = torch.load(f"{tmp}/{family}-batch.pt")
+            model = build_model(family)
+            replica = nd.GenerationReplica(model)
+            nd.shard_model(model)
+            optimizer = make_optimizer(model)
+            losses = train(model, optimizer, batch, cfg, range(0, STEPS // 2), rank, world)
+            nd.save_sharded(f"{tmp}/{family}-ckpt", model, optimizer)
+            losses += train(model, optimizer, batch, cfg, range(STEPS // 2, STEPS), rank, world)
+            full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+            # The replica generates with no collectives, so ranks may stop at different lengths.
+            generator = replica.refresh(model)
+            prompt = batch["input_ids"][rank:rank + 1, :5]
+            out = generator.generate(prompt, do_sample=False, max_new_tokens=3 + 4 * rank, min_new_tokens=3 + 4 * rank)
+            with torch.no_grad():
+                sharded_logits = model(batch["input_ids"][:2]).logits
+                replica_logits = generator(batch["input_ids"][:2]).logits
+            if rank == 0:
+                torch.save({"losses": losses, "params": full, "generated": out.shape[1] - 5,
+                            "logit_gap": float((sharded_logits - replica_logits).abs().max())},
+                           f"{tmp}/{family}-fsdp.pt")
+    finally:
+        nd.shutdown_distributed()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def fsdp_runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fsdp")
+    for family in FAMILIES:
+        torch.save(make_batch(family), tmp / f"{family}-batch.pt")
+    mp.spawn(worker, args=(WORLD, free_port(), str(tmp)), nprocs=WORLD, join=True)
+    return tmp
+
+
+def assert_same_params(got, want):
+    assert got.keys() == want.keys()
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], rtol=0, atol=2e-6, msg=name)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_two_processes_train_like_one(fsdp_runs, family):
+    cfg = FAMILIES[family][2]
+    batch = torch.load(fsdp_runs / f"{family}-batch.pt")
+    fsdp = torch.load(fsdp_runs / f"{family}-fsdp.pt")
+    model = build_model(family)
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    losses = train(model, make_optimizer(model), batch, cfg, range(STEPS))
+    assert not dist.is_initialized()
+    torch.testing.assert_close(torch.tensor(fsdp["losses"]), torch.tensor(losses), rtol=1e-5, atol=1e-7)
+    assert_same_params(fsdp["params"], model.state_dict())
+    moved = max(float((model.state_dict()[k] - start[k]).abs().max()) for k in start)
+    assert moved > 500 * 2e-6, "the steps barely moved the parameters: the comparison would prove nothing"
+    assert fsdp["generated"] == 3  # rank 0's length; rank 1 generated 7 tokens meanwhile
+    assert fsdp["logit_gap"] < 1e-5
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_two_process_checkpoint_resumes_in_one(fsdp_runs, family):
+    cfg = FAMILIES[family][2]
+    batch = torch.load(fsdp_runs / f"{family}-batch.pt")
+    fsdp = torch.load(fsdp_runs / f"{family}-fsdp.pt")
+    model = build_model(family)
+    torch.nn.init.normal_(model.model.embed_tokens.weight)  # the load must overwrite every weight
+    optimizer = make_optimizer(model)
+    nd.load_sharded(fsdp_runs / f"{family}-ckpt", model, optimizer)
+    assert optimizer.state_dict()["state"], "Adam moments were not restored"
+    losses = train(model, optimizer, batch, cfg, range(STEPS // 2, STEPS))
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(fsdp["losses"][STEPS // 2:]), rtol=1e-5, atol=1e-7)
+    assert_same_params(model.state_dict(), fsdp["params"])
+
+
+def test_rank_slice_rejects_split_groups():
+    assert nd.rank_slice(8, 2, 1, 2) == slice(4, 8)
+    with pytest.raises(ValueError, match="batch"):
+        nd.rank_slice(6, 2, 0, 2)
