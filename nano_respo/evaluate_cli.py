@@ -1,0 +1,87 @@
+"""eval.py's config and driver: pass@1 / pass@k of any model on a task's held-out split."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .checkpoint import STATE_FILE, load_trainer_state
+from .evaluation import evaluate
+from .models import load_model, resolve_model_path
+from .tasks import make_task
+from .trainer import resolve_device
+
+
+@dataclass
+class EvalConfig:
+    """Evaluate a checkpoint, run directory, hub id or local model on a task's held-out split."""
+
+    model: str = "tiny-qwen3"
+    """A run directory (runs/<name>), a checkpoint directory, tiny-qwen3[-moe], a hub id or a local dir."""
+    task: str | None = None
+    """Task name or .jsonl file; None = the checkpoint's training task (reverse otherwise)."""
+    task_size: int | None = None
+    """Task difficulty; None = the checkpoint's (or the task's default)."""
+    heldout_file: str | None = None
+    """JSONL tasks: the held-out file; None = the checkpoint's."""
+    eval_problems: int | None = None
+    """Held-out problems; None = the checkpoint's (128 otherwise)."""
+    samples: int | None = None
+    """Tempered samples per problem; None = the checkpoint's eval_samples (4 otherwise)."""
+    k: int | None = None
+    """pass@k's k (<= samples); None = samples."""
+    temperature: float | None = None
+    """Sampling temperature; None = the checkpoint's (1.0 otherwise)."""
+    max_new_tokens: int | None = None
+    """Generation budget; None = the checkpoint's (16 otherwise)."""
+    dtype: str = "float32"
+    """Model dtype."""
+    device: str = "auto"
+    """cpu, cuda, or auto."""
+    threads: int = 1
+    """torch CPU threads."""
+    json_out: str | None = None
+    """Also write the figures to this JSON file."""
+
+
+DEFAULTS = {"task": "reverse", "task_size": None, "heldout_file": None, "eval_problems": 128,
+            "samples": 4, "temperature": 1.0, "max_new_tokens": 16}
+FROM_TRAINING = {"samples": "eval_samples"}  # EvalConfig name -> TrainConfig name where they differ
+
+
+def training_config(model_path: str) -> dict:
+    state_file = Path(model_path) / STATE_FILE
+    return load_trainer_state(Path(model_path))["config"] if state_file.is_file() else {}
+
+
+def run_eval(cfg: EvalConfig) -> dict:
+    torch.set_num_threads(cfg.threads)
+    path = resolve_model_path(cfg.model)
+    trained = training_config(path)
+    settings = {key: getattr(cfg, key) if getattr(cfg, key) is not None
+                else trained.get(FROM_TRAINING.get(key, key), default) for key, default in DEFAULTS.items()}
+    task = make_task(settings["task"], settings["task_size"], settings["eval_problems"], settings["heldout_file"])
+    model, tokenizer = load_model(path, cfg.dtype, resolve_device(cfg.device))
+    figures = evaluate(model, tokenizer, task, settings["max_new_tokens"], settings["temperature"],
+                       settings["samples"], cfg.k)
+    result = {"model": cfg.model, "path": path, "task": task.name, "problems": len(task.heldout_problems),
+              **{k: settings[k] for k in ("samples", "temperature", "max_new_tokens")}, **figures}
+    return result
+
+
+def print_table(result: dict) -> None:
+    rows = [(key, f"{value:.4f}" if isinstance(value, float) else str(value)) for key, value in result.items()]
+    width = max(len(key) for key, _ in rows)
+    print("\n".join(f"{key:<{width}}  {value}" for key, value in rows))
+
+
+def main(cfg: EvalConfig) -> dict:
+    result = run_eval(cfg)
+    print_table(result)
+    print(json.dumps(result))
+    if cfg.json_out:
+        Path(cfg.json_out).write_text(json.dumps(result, indent=1))
+    return result

@@ -1,0 +1,122 @@
+"""Models and tokenizers, always through AutoModelForCausalLM / AutoTokenizer.
+
+A hub id or a local directory loads as usual. The two offline defaults, `tiny-qwen3` and
+`tiny-qwen3-moe`, are randomly initialised Qwen3 / Qwen3-MoE models with a character-level
+tokenizer; they are created once with save_pretrained under the cache directory and then
+loaded back through exactly the path a real checkpoint takes, so nothing downstream knows
+the difference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import string
+from pathlib import Path
+
+import torch
+
+PAD, EOS = "<|endoftext|>", "<|im_end|>"
+SPECIAL_TOKENS = [PAD, "<|im_start|>", EOS]
+CHARACTERS = string.digits + string.ascii_letters + string.punctuation + " \n"
+# ChatML's special tokens in a compact layout ("<|im_start|>u:...<|im_end|><|im_start|>a:"):
+# a character model pays one position per template character, on every sample.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'][0] }}:{{ message['content'] }}<|im_end|>"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>a:{% endif %}"
+)
+# The shape measured in the issue: ~0.3M parameters dense, ~0.5M with 8 experts top-2.
+TINY_SHAPE = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                  head_dim=32, max_position_embeddings=512, tie_word_embeddings=True)
+TINY_MODELS = {
+    "tiny-qwen3": ("Qwen3Config", dict(intermediate_size=256)),
+    "tiny-qwen3-moe": ("Qwen3MoeConfig", dict(intermediate_size=256, moe_intermediate_size=64,
+                                              num_experts=8, num_experts_per_tok=2, norm_topk_prob=True,
+                                              router_aux_loss_coef=0.0)),
+}
+
+
+def cache_dir() -> Path:
+    """NANO_RESPO_CACHE, default ~/.cache/nano_respo."""
+    return Path(os.environ.get("NANO_RESPO_CACHE", Path.home() / ".cache" / "nano_respo"))
+
+
+def build_char_tokenizer():
+    """A character-level fast tokenizer: one token per character, ChatML special tokens."""
+    from tokenizers import Tokenizer, decoders, models
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate(SPECIAL_TOKENS + list(CHARACTERS))}
+    # BPE with no merges and no pre-tokenizer splits any text into its characters.
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=None))
+    core.add_special_tokens(SPECIAL_TOKENS)
+    core.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=core, pad_token=PAD, eos_token=EOS,
+                                   chat_template=CHAT_TEMPLATE, padding_side="left")
+
+
+def create_tiny_model(name: str, path: Path, seed: int = 0) -> None:
+    """Write a random-init tiny model and its tokenizer to path, atomically."""
+    import transformers
+
+    config_class, extra = TINY_MODELS[name]
+    tokenizer = build_char_tokenizer()
+    config = getattr(transformers, config_class)(
+        vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None, **TINY_SHAPE, **extra)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "nano_respo.json").write_text(json.dumps({"created_as": name, "seed": seed}))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.replace(tmp, path)
+    except OSError:  # another process created it first: keep theirs
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def resolve_model_path(name: str) -> str:
+    """A tiny default (created on first use), a run or checkpoint directory, or a hub id / local dir."""
+    if name in TINY_MODELS:
+        path = cache_dir() / "models" / name
+        if not (path / "config.json").exists():
+            create_tiny_model(name, path)
+        return str(path)
+    local = Path(name)
+    if (local / "latest").is_file():  # a run directory: follow its latest checkpoint
+        return str(local / (local / "latest").read_text().strip())
+    if local.exists():
+        if not (local / "config.json").exists():
+            raise ValueError(f"model: {name!r} is a directory without config.json (not a model or run directory)")
+        return str(local)
+    if name.count("/") != 1 or name.startswith((".", "/")):
+        raise ValueError(f"model: unknown model {name!r}; use tiny-qwen3, tiny-qwen3-moe, a local "
+                         f"directory or a hub id such as Qwen/Qwen3-0.6B")
+    return name
+
+
+def load_model(name: str, dtype: str = "float32", device: str = "cpu", gradient_checkpointing: bool = False):
+    """(model, tokenizer) through AutoModelForCausalLM / AutoTokenizer; left padding for generation."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = resolve_model_path(name)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+    except OSError as error:
+        raise ValueError(f"model: could not load {name!r} ({str(error).splitlines()[0]}); hub models "
+                         f"need the network (unset HF_HUB_OFFLINE) or a local copy") from None
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model.to(device), tokenizer
+
+
+def is_moe(model) -> bool:
+    return getattr(model.config, "num_experts", 0) > 1 or getattr(model.config, "num_local_experts", 0) > 1

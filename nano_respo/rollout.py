@@ -1,0 +1,161 @@
+"""Rollouts: KV-cached sampling that records the behaviour log-prob of every sampled token.
+
+The recorded log-prob is that of the distribution actually sampled from: softmax(z / T)
+with no top-k / top-p truncation (a truncated sampler is a different mu, and the
+training forward could not reproduce it). The training forward (`policy_logprobs`) uses
+the same temperature and the same position ids, so on a fresh batch log pi == log mu up
+to float noise and every sequence weight starts at w = 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
+
+from .logprobs import token_logprobs
+from .models import is_moe
+from .tasks import Problem
+
+
+@dataclass
+class RolloutBatch:
+    """Episodes of one rollout batch; row i of every tensor is episode i."""
+
+    input_ids: torch.Tensor        # [N, P + C] left-padded prompt, then right-padded completion
+    attention_mask: torch.Tensor   # [N, P + C]
+    completion_mask: torch.Tensor  # [N, C] bool, response tokens up to and including EOS
+    old_logp: torch.Tensor         # [N, C] sampling log-probs (behaviour policy mu)
+    rewards: torch.Tensor          # [N]
+    advantages: torch.Tensor       # [N]
+
+    def select(self, index: torch.Tensor) -> "RolloutBatch":
+        """The episodes at index, with completion columns that are padding everywhere dropped."""
+        rows = {f.name: getattr(self, f.name)[index] for f in fields(self)}
+        width = int(rows["completion_mask"].sum(0).nonzero().max()) + 1 if rows["completion_mask"].any() else 1
+        drop = self.completion_mask.shape[1] - width
+        if drop:
+            for name in ("input_ids", "attention_mask"):
+                rows[name] = rows[name][:, :-drop]
+            for name in ("completion_mask", "old_logp"):
+                rows[name] = rows[name][:, :width]
+        return RolloutBatch(**rows)
+
+    def to(self, device) -> "RolloutBatch":
+        return RolloutBatch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
+
+
+class SamplingLogprobRecorder(LogitsProcessor):
+    """Applies the temperature and records log mu of each token that generate then samples.
+
+    A call at step t sees the token sampled at step t-1 as input_ids[:, -1], so only one
+    step's [N, V] log-softmax is ever kept. Added as the last processor and with no
+    warpers configured, its output is exactly the distribution generate samples from.
+    """
+
+    def __init__(self, temperature: float):
+        self.temperature = temperature
+        self.previous: torch.Tensor | None = None  # [N, V]
+        self.logps: list[torch.Tensor] = []  # each [N]
+
+    def __call__(self, input_ids, scores):
+        if self.previous is not None:
+            self.take(input_ids[:, -1])
+        scaled = scores.float() / self.temperature  # [N, V]
+        self.previous = torch.log_softmax(scaled, -1)
+        return scaled
+
+    def take(self, tokens: torch.Tensor) -> None:
+        self.logps.append(self.previous.gather(-1, tokens[:, None]).squeeze(-1))  # [N]
+
+    def result(self, last_tokens: torch.Tensor) -> torch.Tensor:
+        self.take(last_tokens)
+        return torch.stack(self.logps, 1)  # [N, C]
+
+
+def encode_prompts(tokenizer, prompts: list[str], device) -> dict[str, torch.Tensor]:
+    """Chat-formatted when the tokenizer has a template, left-padded."""
+    if tokenizer.chat_template:
+        prompts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
+                                                 tokenize=False) for p in prompts]
+    encoded = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    return {k: v.to(device) for k, v in encoded.items() if k in ("input_ids", "attention_mask")}
+
+
+def completion_mask_of(completion_ids: torch.Tensor, eos_ids: list[int]) -> torch.Tensor:
+    """True up to and including the first EOS of each row (all True when there is none)."""
+    is_eos = torch.isin(completion_ids, torch.tensor(eos_ids, device=completion_ids.device))  # [N, C]
+    ended_before = (is_eos.long().cumsum(-1) - is_eos.long()) > 0
+    return ~ended_before  # [N, C]
+
+
+def eos_ids_of(tokenizer, model) -> list[int]:
+    ids = model.generation_config.eos_token_id
+    ids = [ids] if isinstance(ids, int) else list(ids or [])
+    return sorted(set(ids + [tokenizer.eos_token_id]) - {None})
+
+
+@torch.no_grad()
+def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperature: float = 1.0,
+           greedy: bool = False):
+    """Generate one completion per prompt (repeat prompts for groups).
+
+    Returns (input_ids [N, P + C], attention_mask, completion_mask [N, C], old_logp [N, C]
+    or None when greedy, completion texts).
+    """
+    prompt = encode_prompts(tokenizer, prompts, model.device)
+    eos_ids = eos_ids_of(tokenizer, model)
+    # A fresh config: a checkpoint's own top_k / top_p / repetition penalty would change mu.
+    config = GenerationConfig(do_sample=not greedy, temperature=1.0, top_k=None, top_p=None, min_p=None,
+                              max_new_tokens=max_new_tokens, eos_token_id=eos_ids,
+                              pad_token_id=tokenizer.pad_token_id, use_cache=True,
+                              return_dict_in_generate=True)
+    recorder = SamplingLogprobRecorder(temperature)
+    was_training = model.training
+    model.eval()
+    out = model.generate(**prompt, generation_config=config,
+                         logits_processor=LogitsProcessorList([] if greedy else [recorder]))
+    model.train(was_training)
+    sequences = out.sequences  # [N, P + C]
+    completion_ids = sequences[:, prompt["input_ids"].shape[1]:]  # [N, C]
+    completion_mask = completion_mask_of(completion_ids, eos_ids)  # [N, C]
+    attention_mask = torch.cat([prompt["attention_mask"], completion_mask.long()], 1)  # [N, P + C]
+    old_logp = None if greedy else recorder.result(completion_ids[:, -1])  # [N, C]
+    texts = tokenizer.batch_decode(torch.where(completion_mask, completion_ids, tokenizer.pad_token_id),
+                                   skip_special_tokens=True)
+    return sequences, attention_mask, completion_mask, old_logp, texts
+
+
+def score(reward_fn, texts: list[str], problems: list[Problem]):
+    """(rewards [N], number of reward-function errors); an error scores 0 instead of crashing."""
+    rewards, errors = [], 0
+    for text, problem in zip(texts, problems):
+        try:
+            value = float(reward_fn(text, problem.answer))
+            if value != value or value in (float("inf"), float("-inf")):
+                raise ValueError(f"non-finite reward {value}")
+        except Exception:  # a user verifier may fail in any way; one bad sample must not end the run
+            value, errors = 0.0, errors + 1
+        rewards.append(value)
+    return torch.tensor(rewards), errors
+
+
+def policy_logprobs(model, batch: RolloutBatch, temperature: float, chunk_size: int = 1024,
+                    with_entropy: bool = False):
+    """Current-policy log-probs [B, C] of the batch's completion tokens (and entropy, router aux loss).
+
+    Position ids follow the attention mask as in generate, so left padding does not shift
+    positions; router logits are requested only here (transformers 5's generate on a MoE
+    fails when they are enabled in the config).
+    """
+    width = batch.completion_mask.shape[1]
+    position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # [B, P + C]
+    extra = {"output_router_logits": True} if is_moe(model) else {}
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
+                logits_to_keep=width + 1, use_cache=False, **extra)
+    logits = out.logits[:, :-1]  # [B, C, V] position t predicts completion token t
+    targets = batch.input_ids[:, -width:]  # [B, C]
+    result = token_logprobs(logits, targets, temperature, chunk_size, with_entropy)
+    aux_loss = getattr(out, "aux_loss", None)
+    return result, aux_loss

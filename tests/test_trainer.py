@@ -1,0 +1,264 @@
+"""The trainer end to end on the tiny models: smoke runs, w == 1, resume, checkpoints, bad input."""
+
+import copy
+import dataclasses
+import json
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+torch.set_num_threads(1)
+
+from nano_respo import checkpoint as checkpoint_module  # noqa: E402
+from nano_respo import evaluate_cli  # noqa: E402
+from nano_respo import trainer as trainer_module  # noqa: E402
+from nano_respo.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint  # noqa: E402
+from nano_respo.cli import parse_config  # noqa: E402
+from nano_respo.evaluate_cli import EvalConfig, run_eval  # noqa: E402
+from nano_respo.kernel import LossConfig  # noqa: E402
+from nano_respo.metrics import TIMING_KEYS, read_metrics  # noqa: E402
+from nano_respo.models import load_model  # noqa: E402
+from nano_respo.rollout import RolloutBatch, policy_logprobs, sample, score  # noqa: E402
+from nano_respo.tasks import Problem, make_task  # noqa: E402
+from nano_respo.trainer import TrainConfig, rl_step, train  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def model_cache(tmp_path_factory):
+    """Tiny models are created once per module in a private cache, never in the user's."""
+    previous = os.environ.get("NANO_RESPO_CACHE")
+    os.environ["NANO_RESPO_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if previous is None:
+        os.environ.pop("NANO_RESPO_CACHE")
+    else:
+        os.environ["NANO_RESPO_CACHE"] = previous
+
+
+def parity_reward(text: str, answer: str) -> float:
+    """A random-init model never answers right; this reward still varies, so advantages are nonzero."""
+    return float(sum(map(ord, text)) % 2)
+
+
+@pytest.fixture
+def varied_reward(monkeypatch):
+    """Training and eval.py both score with parity_reward."""
+    def make_parity_task(*args, **kwargs):
+        task = make_task(*args, **kwargs)
+        task.reward = parity_reward
+        return task
+    monkeypatch.setattr(trainer_module, "make_task", make_parity_task)
+    monkeypatch.setattr(evaluate_cli, "make_task", make_parity_task)
+
+
+def tiny_config(tmp_path, **overrides) -> TrainConfig:
+    settings = dict(model="tiny-qwen3", task="addition", sft_steps=0, iterations=2, prompts_per_iteration=4,
+                    group_size=4, reuse=2, epochs=1, max_new_tokens=6, eval_problems=8, eval_samples=2,
+                    eval_every=1, save_every=1, out_dir=str(tmp_path), plots=False, name="run")
+    settings.update(overrides)
+    return TrainConfig(**settings)
+
+
+def train_records(run_dir):
+    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in read_metrics(run_dir) if r["kind"] != "time"]
+
+
+@pytest.mark.parametrize("model", ["tiny-qwen3", "tiny-qwen3-moe"])
+def test_two_iteration_smoke_run_logs_checkpoints_and_reproduces_with_eval(tmp_path, varied_reward, model):
+    cfg = tiny_config(tmp_path, model=model, plots=model == "tiny-qwen3")
+    run_dir = train(cfg)
+    records = read_metrics(run_dir)
+    steps = [r for r in records if r["kind"] == "train"]
+    assert len(steps) == cfg.iterations * cfg.reuse
+    assert [r["step"] for r in steps] == list(range(1, len(steps) + 1))
+    assert all(r["skipped"] == 0 and r["grad_norm"] > 0 for r in steps)
+    for key in ("reward", "response_len", "truncated_frac", "zero_var_frac", "grad_norm", "entropy",
+                "gen_tokens_per_s", "train_tokens_per_s", "log_w_q50_pos", "low_w_pos_phi_mass", "approx_kl"):
+        assert key in steps[0], key
+    if model == "tiny-qwen3-moe":
+        assert all(r["router_aux_loss"] > 0 for r in steps)
+    else:
+        assert "router_aux_loss" not in steps[0]
+        assert (run_dir / "plots.png").stat().st_size > 0
+    final_eval = [r for r in records if r["kind"] == "eval"][-1]
+    assert final_eval["iteration"] == cfg.iterations
+    # eval.py on the run directory reproduces the logged figures exactly.
+    result = run_eval(EvalConfig(model=str(run_dir)))
+    for key in ("heldout_acc", "heldout_pass@1", "heldout_pass@2"):
+        assert result[key] == final_eval[key]
+
+
+@pytest.mark.parametrize("model", ["tiny-qwen3", "tiny-qwen3-moe"])
+def test_first_step_on_a_fresh_batch_sees_w_equal_one(model):
+    torch.manual_seed(0)
+    net, tokenizer = load_model(model)
+    prompts = [f"{a}+{a * 7}=" for a in range(12)]
+    input_ids, attention_mask, mask, old_logp, _ = sample(net, tokenizer, prompts, 10, temperature=0.7)
+    batch = RolloutBatch(input_ids, attention_mask, mask, old_logp, torch.zeros(12), torch.zeros(12))
+    for part in (batch, batch.select(torch.tensor([0, 5, 11]))):
+        logp, _ = policy_logprobs(net, part, temperature=0.7)
+        log_w = torch.where(part.completion_mask, logp - part.old_logp, 0.0).sum(-1)  # [B]
+        assert log_w.abs().max() < 1e-4
+    # The wrong temperature in the training forward breaks it: the test can fail.
+    logp, _ = policy_logprobs(net, batch, temperature=1.0)
+    assert torch.where(mask, logp - old_logp, 0.0).sum(-1).abs().max() > 1e-2
+
+
+def test_first_step_of_every_iteration_logs_w_one(tmp_path, varied_reward):
+    run_dir = train(tiny_config(tmp_path, reuse=4, epochs=2, iterations=2))
+    for record in read_metrics(run_dir):
+        if record["kind"] == "train" and record["epoch"] == 0 and record["minibatch"] == 0:
+            for key in ("log_w_q10_pos", "log_w_q90_pos", "log_w_q10_neg", "log_w_q90_neg"):
+                assert abs(record[key]) < 1e-4, (key, record[key])
+
+
+def test_resume_gives_the_same_metrics_as_an_uninterrupted_run(tmp_path, varied_reward):
+    straight = train(tiny_config(tmp_path, name="straight", iterations=4, save_every=2))
+    train(tiny_config(tmp_path, name="resumed", iterations=2, save_every=2))
+    resumed = train(tiny_config(tmp_path, name="resumed", iterations=4, save_every=2, resume=True))
+    assert train_records(resumed) == train_records(straight)
+    assert len(train_records(straight)) == 4 * 2 + 5
+
+
+def test_resume_refuses_changed_flags_and_missing_checkpoints(tmp_path, varied_reward):
+    train(tiny_config(tmp_path, iterations=1))
+    with pytest.raises(ValueError, match="resume: flags differ.*lr"):
+        train(tiny_config(tmp_path, iterations=2, lr=1e-2, resume=True))
+    with pytest.raises(ValueError, match="resume: no checkpoint"):
+        train(tiny_config(tmp_path, name="other", resume=True))
+    with pytest.raises(ValueError, match="already holds a run"):
+        train(tiny_config(tmp_path, iterations=1))
+
+
+def test_a_failed_save_leaves_the_previous_checkpoint_loadable(tmp_path, monkeypatch):
+    net, tokenizer = load_model("tiny-qwen3")
+    optimizer = torch.optim.AdamW(net.parameters())
+    save_checkpoint(tmp_path, net, tokenizer, optimizer, iteration=1, step=2, config={"a": 1})
+
+    def killed_midway(*args, **kwargs):  # the model files are written, the trainer state is not
+        raise OSError("disk full")
+    monkeypatch.setattr(checkpoint_module.torch, "save", killed_midway)
+    with torch.no_grad():
+        next(net.parameters()).add_(1.0)
+    with pytest.raises(OSError, match="disk full"):
+        save_checkpoint(tmp_path, net, tokenizer, optimizer, iteration=2, step=4, config={"a": 1})
+    latest = latest_checkpoint(tmp_path)
+    assert latest.name == "iter-000001"
+    assert load_trainer_state(latest)["step"] == 2
+    reloaded, _ = load_model(str(tmp_path))
+    assert not torch.equal(next(reloaded.parameters()), next(net.parameters()))
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["iter-000001"]
+
+
+def test_a_nan_loss_skips_the_step_and_leaves_weights_and_optimizer_untouched():
+    torch.manual_seed(0)
+    net, tokenizer = load_model("tiny-qwen3")
+    optimizer = torch.optim.AdamW(net.parameters(), lr=1e-2)
+    _, attention_mask, mask, old_logp, _ = batch_parts = sample(net, tokenizer, ["1+1=", "2+2="] * 2, 5)
+    batch = RolloutBatch(*batch_parts[:4], torch.tensor([1.0, 0, 0, 1]), torch.tensor([0.5, -0.5, -0.5, 0.5]))
+    cfg = TrainConfig(sft_steps=0)
+    before = [p.detach().clone() for p in net.parameters()]
+    hook = net.get_output_embeddings().register_forward_hook(lambda module, inputs, out: out * float("nan"))
+    stats = rl_step(net, optimizer, batch, cfg, cfg.loss_config())
+    hook.remove()
+    assert stats["skipped"] == 1 and "non-finite" in stats["skip_reason"]
+    assert all(torch.equal(a, b) for a, b in zip(before, net.parameters()))
+    assert optimizer.state_dict()["state"] == {}
+    stats = rl_step(net, optimizer, batch, cfg, cfg.loss_config())
+    assert stats["skipped"] == 0
+    assert not all(torch.equal(a, b) for a, b in zip(before, net.parameters()))
+
+
+def test_a_raising_reward_function_scores_zero_and_is_counted():
+    def flaky(text, answer):
+        if text == "boom":
+            raise RuntimeError("verifier crashed")
+        return float(text == answer)
+    problems = [Problem("p", "7")] * 3
+    rewards, errors = score(flaky, ["7", "boom", "8"], problems)
+    assert rewards.tolist() == [1.0, 0.0, 0.0] and errors == 1
+    rewards, errors = score(lambda text, answer: float("nan"), ["7"], problems[:1])
+    assert rewards.tolist() == [0.0] and errors == 1
+
+
+def test_reward_errors_are_reported_in_the_metrics(tmp_path, monkeypatch):
+    def make_broken_task(*args, **kwargs):
+        task = make_task(*args, **kwargs)
+        task.reward = lambda text, answer: 1 / 0
+        return task
+    monkeypatch.setattr(trainer_module, "make_task", make_broken_task)
+    run_dir = train(tiny_config(tmp_path, iterations=1))
+    steps = [r for r in read_metrics(run_dir) if r["kind"] == "train"]
+    assert steps[0]["reward_errors"] == 16 and steps[0]["reward"] == 0.0
+    assert steps[0]["zero_var_frac"] == 1.0  # all-equal rewards: no signal, but no crash
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(method="ppo"), "method: unknown method 'ppo'"),
+    (dict(reuse=3, epochs=2), "reuse: 3 optimizer steps do not split into 2 epochs"),
+    (dict(prompts_per_iteration=3, group_size=1, reuse=2, epochs=1), "reuse: 3 episodes"),
+    (dict(group_size=0), "group_size: must be >= 1"),
+    (dict(temperature=0.0), "temperature: must be > 0"),
+    (dict(adv_scale="minmax"), "adv_scale: unknown scale"),
+    (dict(alpha_pos=2.0), "alpha_pos: must lie in"),
+])
+def test_impossible_configs_fail_with_one_line_messages(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**overrides)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(task="sudoku"), "task: unknown task 'sudoku'"),
+    (dict(task="missing.jsonl"), "task: no such file"),
+    (dict(model="no-such-model"), "model: unknown model 'no-such-model'"),
+])
+def test_unknown_task_or_model_fails_with_one_line_messages(tmp_path, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        train(tiny_config(tmp_path, **overrides))
+
+
+def test_cli_has_a_flag_for_every_kernel_and_trainer_field(capsys):
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    assert {f.name for f in dataclasses.fields(LossConfig)} <= names
+    cfg = parse_config(TrainConfig, ["--method", "grpo", "--reuse", "8", "--group-size", "4", "--alpha-pos", "0.5",
+                                     "--eps-high", "0.28"])
+    assert (cfg.method, cfg.reuse, cfg.group_size, cfg.alpha_pos, cfg.eps_high) == ("grpo", 8, 4, 0.5, 0.28)
+    loss_cfg = cfg.loss_config()
+    assert (loss_cfg.method, loss_cfg.alpha_pos, loss_cfg.norm_len) == ("grpo", 0.5, cfg.max_new_tokens)
+    with pytest.raises(SystemExit):
+        parse_config(TrainConfig, ["--method", "nope"])
+    assert "method: unknown method 'nope'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_config(TrainConfig, ["--help"])
+    help_text = capsys.readouterr().out
+    assert "--router-aux-coef" in help_text and "--sft-steps" in help_text and "--lambda-neg" in help_text
+
+
+def test_metrics_lines_are_plain_json(tmp_path, varied_reward):
+    run_dir = train(tiny_config(tmp_path, iterations=1))
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        json.loads(line)  # nan is written as null, never as the non-JSON NaN
+        assert "NaN" not in line
+
+
+def test_micro_batches_accumulate_to_the_same_update_and_statistics():
+    torch.manual_seed(0)
+    net, tokenizer = load_model("tiny-qwen3")
+    parts = sample(net, tokenizer, [f"{a}+1=" for a in range(3) for _ in range(2)], 8)
+    batch = RolloutBatch(*parts[:4], torch.zeros(6), torch.tensor([0.5, -0.5, 1.0, -1.0, 0.25, -0.25]))
+    results = []
+    for micro_batch in (None, 4, 1):
+        model = copy.deepcopy(net)
+        optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+        cfg = TrainConfig(sft_steps=0, micro_batch=micro_batch, max_grad_norm=1e9)
+        stats = rl_step(model, optimizer, batch, cfg, cfg.loss_config())
+        results.append((stats, torch.cat([p.detach().flatten() for p in model.parameters()])))
+    (full_stats, full_params), *others = results
+    assert not torch.equal(full_params, torch.cat([p.detach().flatten() for p in net.parameters()]))
+    for stats, params in others:
+        assert torch.allclose(params, full_params, atol=1e-6)
+        assert stats["loss"] == pytest.approx(full_stats["loss"], abs=1e-6)
+        assert stats["grad_norm"] == pytest.approx(full_stats["grad_norm"], rel=1e-4)
+        assert stats["log_w_q50_neg"] == pytest.approx(full_stats["log_w_q50_neg"], abs=1e-5)

@@ -1,0 +1,108 @@
+"""The trainer's pieces in isolation: log-probs, tasks and verifiers, pass@k, tokenizer."""
+
+import math
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from nano_respo.evaluation import pass_at_k  # noqa: E402
+from nano_respo.logprobs import token_logprobs  # noqa: E402
+from nano_respo.models import build_char_tokenizer  # noqa: E402
+from nano_respo.rollout import completion_mask_of  # noqa: E402
+from nano_respo.tasks import PROCEDURAL, answers_match, extract_answer, in_heldout, make_task  # noqa: E402
+
+
+@pytest.mark.parametrize("temperature, chunk", [(1.0, 7), (0.6, 1000), (1.7, 1)])
+def test_token_logprobs_equals_a_naive_log_softmax_with_gradients(temperature, chunk):
+    torch.manual_seed(0)
+    logits = (3 * torch.randn(3, 5, 50, dtype=torch.float64)).requires_grad_()
+    targets = torch.randint(0, 50, (3, 5))
+    naive = torch.log_softmax(logits / temperature, -1).gather(-1, targets[..., None]).squeeze(-1)
+    chunked, entropy = token_logprobs(logits, targets, temperature, chunk_size=chunk, with_entropy=True)
+    weights = torch.randn(3, 5, dtype=torch.float64)
+    (grad_naive,) = torch.autograd.grad((naive * weights).sum(), logits)
+    (grad_chunked,) = torch.autograd.grad((chunked * weights).sum(), logits)
+    assert torch.allclose(chunked.double(), naive, atol=1e-5)
+    assert torch.allclose(grad_chunked.double(), grad_naive, atol=1e-5)
+    p = torch.softmax(logits.detach() / temperature, -1)
+    assert torch.allclose(entropy.double(), -(p * p.log()).sum(-1), atol=1e-5)
+
+
+def test_token_logprobs_of_bfloat16_logits_is_float32():
+    logits = torch.randn(4, 8, 30).bfloat16()
+    out = token_logprobs(logits, torch.zeros(4, 8, dtype=torch.long))
+    assert out.dtype == torch.float32 and out.shape == (4, 8)
+
+
+def test_token_logprobs_rejects_mismatched_targets():
+    with pytest.raises(ValueError, match="targets: shape"):
+        token_logprobs(torch.randn(2, 3, 5), torch.zeros(2, 4, dtype=torch.long))
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("The answer is 42.", "42"), ("1,234 apples", "1,234"), ("x = -3.5", "-3.5"),
+    ("so \\boxed{17} and then 99", "17"), ("no digits", None), ("94617283", "94617283"),
+])
+def test_extract_answer(text, expected):
+    assert extract_answer(text) == expected
+
+
+def test_answers_match_strings_and_numbers():
+    assert answers_match("1,234", "1234") and answers_match("3.50", "3.5") and answers_match("007", "007")
+    assert not answers_match("12", "21") and not answers_match(None, "1")
+
+
+@pytest.mark.parametrize("name", list(PROCEDURAL))
+def test_procedural_splits_are_disjoint_and_deterministic(name):
+    task = make_task(name, n_heldout=64)
+    heldout = {p.prompt for p in task.heldout_problems}
+    train = task.train_batch(500, seed=3)
+    assert len(heldout) == 64 and not heldout & {p.prompt for p in train}
+    assert all(in_heldout(p) for p in heldout)
+    assert train == task.train_batch(500, seed=3) != task.train_batch(500, seed=4)
+    assert all(task.reward(p.answer, p.answer) == 1.0 for p in train[:50])
+
+
+def test_reverse_answers_are_long_and_correct():
+    task = make_task("reverse", size=10)
+    for problem in task.train_batch(50, seed=0):
+        digits = problem.prompt.split()[-1]
+        assert problem.answer == digits[::-1] and 8 <= len(problem.answer) <= 10
+
+
+def test_jsonl_task_and_its_errors(tmp_path):
+    rows = [f'{{"prompt": "q{i}", "answer": "{i}"}}' for i in range(200)]
+    (tmp_path / "data.jsonl").write_text("\n".join(rows))
+    task = make_task(str(tmp_path / "data.jsonl"))
+    assert task.heldout_problems and all(in_heldout(p.prompt) for p in task.heldout_problems)
+    (tmp_path / "bad.jsonl").write_text('{"prompt": "q"}\n')
+    with pytest.raises(ValueError, match="bad.jsonl:1 is not a JSON object"):
+        make_task(str(tmp_path / "bad.jsonl"))
+
+
+def test_pass_at_k_matches_enumeration():
+    import itertools
+    n, correct = 6, 2
+    outcomes = [1] * correct + [0] * (n - correct)
+    for k in range(1, n + 1):
+        subsets = list(itertools.combinations(outcomes, k))
+        assert math.isclose(pass_at_k(n, correct, k), sum(any(s) for s in subsets) / len(subsets))
+
+
+def test_char_tokenizer_round_trips_and_formats_chat():
+    tokenizer = build_char_tokenizer()
+    text = "reverse 0123 Ab,!\n"
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert len(ids) == len(text) and tokenizer.decode(ids) == text
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "1+1="}], add_generation_prompt=True,
+                                           tokenize=False)
+    ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    assert prompt.endswith("<|im_start|>a:") and ids.count(tokenizer.convert_tokens_to_ids("<|im_start|>")) == 2
+
+
+def test_completion_mask_stops_after_the_first_eos():
+    ids = torch.tensor([[5, 6, 2, 0, 2], [5, 5, 5, 5, 5], [2, 0, 0, 0, 0]])
+    assert completion_mask_of(ids, [2]).int().tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]]
