@@ -13,15 +13,15 @@ The contract that makes N processes compute the same update as one:
 - `global_loss_config` fixes the one batch-shape-dependent divisor of the loss (the
   padded length of seq-mean-token-sum-norm) to the global mini-batch's.
 
-Generation runs on an unsharded replica (`GenerationReplica`): a sharded model would
-all-gather every layer at every decoding step, and ranks whose samples end earlier would
-stop calling forward while others wait in the collective. The replica costs one full
-copy of the weights per rank, refreshed once per rollout with one all-gather.
+Generation runs inside `full_parameters`: a sharded model would all-gather every layer at
+every decoding step, and ranks whose samples end earlier would stop calling forward while
+the others wait in the collective. Gathering once before generate and freeing after costs
+one full copy of the weights per rank for the duration of the rollout.
 """
 
 from __future__ import annotations
 
-import copy
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -32,7 +32,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_state_dict,
                                                      set_state_dict)
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import FSDPModule, fully_shard
 
 from .kernel import LossConfig
 
@@ -90,21 +90,29 @@ def shard_model(model) -> torch.nn.Module:
     return model
 
 
-class GenerationReplica:
-    """An unsharded copy of the model that generate() runs on; `refresh` before each rollout."""
+def fsdp_modules(model) -> list:
+    return [m for m in model.modules() if isinstance(m, FSDPModule)]
 
-    def __init__(self, unsharded_model: torch.nn.Module):
-        """Take the copy before shard_model (a deep copy; the caller keeps training the original)."""
-        self.model = copy.deepcopy(unsharded_model)
-        self.model.requires_grad_(False)
-        self.model.eval()
 
-    @torch.no_grad()
-    def refresh(self, sharded_model: torch.nn.Module) -> torch.nn.Module:
-        """All-gather the current full weights into the replica (a collective: every rank calls it)."""
-        full = get_model_state_dict(sharded_model, options=StateDictOptions(full_state_dict=True))
-        self.model.load_state_dict(full)
-        return self.model
+@contextlib.contextmanager
+def full_parameters(model):
+    """Hold every layer's full parameters for the block, so that generate() runs with no collectives.
+
+    Entering all-gathers every unit (a collective: every rank enters together); inside,
+    forwards neither gather nor reshard, so ranks may decode different numbers of steps;
+    leaving frees the gathered copies. Peak memory: one full copy of the weights.
+    """
+    modules = fsdp_modules(model)
+    for module in modules:
+        module.set_reshard_after_forward(False, recurse=False)
+        module.unshard()
+    try:
+        yield model
+    finally:
+        for module in modules:
+            module.reshard()
+            # fully_shard's defaults: layers free their parameters after forward, the root keeps them.
+            module.set_reshard_after_forward(module is not model, recurse=False)
 
 
 def rank_slice(n: int, group_size: int, rank: int, world_size: int) -> slice:
