@@ -10,8 +10,8 @@ The contract that makes N processes compute the same update as one:
 - each rank's loss is multiplied by `loss_scale`, so that the mean over ranks that FSDP
   applies to gradients (reduce-scatter with averaging) equals the gradient of the loss of
   the whole global mini-batch, whatever the token counts of the shards;
-- `global_loss_config` fixes the one batch-shape-dependent divisor of the loss (the
-  padded length of seq-mean-token-sum-norm) to the global mini-batch's.
+- the constant of seq-mean-token-sum-norm is the same on every rank (the trainer sets
+  norm_len to the generation budget), so no divisor depends on a shard's padded width.
 
 Generation runs inside `full_parameters`: a sharded model would all-gather every layer at
 every decoding step, and ranks whose samples end earlier would stop calling forward while
@@ -21,8 +21,8 @@ one full copy of the weights per rank for the duration of the rollout.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
-import dataclasses
 import os
 import shutil
 from pathlib import Path
@@ -30,8 +30,9 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_state_dict,
-                                                     set_state_dict)
+from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
+                                                     get_optimizer_state_dict, get_state_dict,
+                                                     set_optimizer_state_dict, set_state_dict)
 from torch.distributed.fsdp import FSDPModule, fully_shard
 
 from .kernel import LossConfig
@@ -133,21 +134,8 @@ def all_reduce(value: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
     return value
 
 
-def global_loss_config(cfg: LossConfig, mask: torch.Tensor) -> LossConfig:
-    """cfg with the padded length of seq-mean-token-sum-norm set to the global mini-batch's.
-
-    The trainer drops completion columns that are padding in every row of a mini-batch,
-    so each rank's shard may be narrower than the whole; the width of the whole is the
-    widest shard.
-    """
-    if cfg.agg != "seq-mean-token-sum-norm" or cfg.norm_len is not None:
-        return cfg
-    width = all_reduce(torch.tensor(mask.shape[-1]), dist.ReduceOp.MAX)
-    return dataclasses.replace(cfg, norm_len=int(width))
-
-
 def loss_denominator(mask: torch.Tensor, cfg: LossConfig) -> torch.Tensor:
-    """What kernel.aggregate divides the summed terms by, on this shard (cfg.norm_len resolved)."""
+    """What kernel.aggregate divides the summed terms by, on this shard."""
     lengths = mask.sum(-1)  # [B]
     if cfg.agg == "token-mean":
         return lengths.sum().float()
@@ -209,3 +197,109 @@ def load_sharded(checkpoint: Path, model, optimizer) -> None:
     state = {"model": model_state, "optimizer": optimizer_state}
     dcp.load(state, checkpoint_id=path, no_dist=not dist.is_initialized())
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
+
+
+def has_sharded_state(checkpoint: Path) -> bool:
+    return checkpoint_model_state(Path(checkpoint)).is_dir()
+
+
+def gather_for_generate(model) -> None:
+    """Make model.generate (rollouts, evaluation) run inside full_parameters, unchanged callers."""
+    generate = model.generate
+
+    def generate_with_full_parameters(*args, **kwargs):
+        with full_parameters(model):
+            return generate(*args, **kwargs)
+
+    model.generate = generate_with_full_parameters
+
+
+class FSDPRun:
+    """What trainer.train does differently under `torchrun --nproc_per_node N train.py --fsdp`.
+
+    The trainer calls it from one fenced block; rollouts, rl_step, evaluation and logging
+    run unchanged on every rank. Every rank evaluates (generate is a collective when it
+    gathers), rank 0 writes the metrics; the logged training statistics are rank 0's shard's.
+    """
+
+    def __init__(self):
+        self.rank, self.world_size, self.device = init_distributed()
+        atexit.register(shutdown_distributed)
+
+    def wrap(self, model, optimizer, task, log, checkpoint, cfg, iteration: int):
+        """(sharded model, its optimizer, this rank's task, log) ready for the trainer's loop."""
+        from .sft import hash_seed
+
+        if cfg.prompts_per_iteration % self.world_size:
+            raise ValueError(f"prompts_per_iteration: {cfg.prompts_per_iteration} prompts do not split over "
+                             f"{self.world_size} processes")
+        if cfg.prompts_per_iteration // self.world_size * cfg.group_size % cfg.minibatches:
+            raise ValueError(f"reuse: each process's {cfg.prompts_per_iteration // self.world_size} x "
+                             f"{cfg.group_size} episodes do not split into {cfg.minibatches} mini-batches")
+        # A resumed single-device optimizer state moves over by parameter name; a fresh one stays
+        # empty (initialising it here would count one phantom Adam step).
+        plain_state = (get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True))
+                       if optimizer.state else None)
+        shard_model(model)
+        gather_for_generate(model)
+        hyper = {k: v for k, v in optimizer.param_groups[0].items() if k != "params"}
+        optimizer = type(optimizer)(model.parameters())
+        optimizer.param_groups[0].update(hyper)
+        if checkpoint is not None and has_sharded_state(checkpoint):
+            load_sharded(checkpoint, model, optimizer)
+        elif plain_state is not None:
+            set_optimizer_state_dict(model, optimizer, plain_state, options=StateDictOptions(full_state_dict=True))
+        if self.rank:
+            torch.manual_seed(hash_seed("rank", cfg.seed, self.rank, iteration))  # own samples, rank 0 as 1 process
+            log.close()  # ranks > 0 keep the records (a resume reads them) but write nothing
+            log.file, log.tensorboard = open(os.devnull, "w"), None
+        return model, optimizer, RankTask(task, self.rank, self.world_size), log
+
+    def save_checkpoint(self, run_dir: Path, model, tokenizer, optimizer, iteration: int, step: int,
+                        config: dict, keep: int = 2) -> Path:
+        """The trainer's checkpoint layout, plus dcp/: model and optimizer shards (a collective).
+
+        Rank 0 also writes the full weights with save_pretrained, so eval.py and --model load
+        the directory as usual; the optimizer state lives only in dcp/, which a resume at any
+        world size (or in one plain process) loads.
+        """
+        from .checkpoint import STATE_FILE, rng_state, write_text_atomic
+
+        name = f"checkpoints/iter-{iteration:06d}"
+        final, tmp = run_dir / name, run_dir / "checkpoints" / f".tmp-iter-{iteration:06d}"
+        full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        if self.rank == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+        dist.barrier()
+        model_state, optimizer_state = get_state_dict(model, optimizer)
+        dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=checkpoint_model_state(tmp))
+        if self.rank == 0:
+            model.save_pretrained(tmp, state_dict=full)
+            tokenizer.save_pretrained(tmp)
+            # An optimizer state with no per-parameter state: the trainer's resume loads it, then dcp/.
+            empty = {"state": {}, "param_groups": optimizer.state_dict()["param_groups"]}
+            torch.save({"iteration": iteration, "step": step, "config": config, "rng": rng_state(),
+                        "optimizer": empty}, tmp / STATE_FILE)
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(tmp, final)
+            write_text_atomic(run_dir / "latest", name)
+            older = sorted(p for p in (run_dir / "checkpoints").glob("iter-*") if p != final)
+            for stale in older[:max(0, len(older) - (keep - 1))]:
+                shutil.rmtree(stale, ignore_errors=True)
+        dist.barrier()
+        return final
+
+
+class RankTask:
+    """A task whose train_batch(n, seed) is this rank's contiguous share of the global batch of n problems."""
+
+    def __init__(self, task, rank: int, world_size: int):
+        self.task, self.rank, self.world_size = task, rank, world_size
+
+    def __getattr__(self, name):
+        return getattr(self.task, name)
+
+    def train_batch(self, n: int, seed: int):
+        problems = self.task.train_batch(n, seed)
+        share = n // self.world_size
+        return problems[self.rank * share:(self.rank + 1) * share]

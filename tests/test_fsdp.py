@@ -1,12 +1,13 @@
 """FSDP2 on the CPU (gloo): 2 processes train exactly like 1, and their checkpoint resumes in 1.
 
 One spawn of 2 workers trains a tiny random Qwen3 and a tiny Qwen3-MoE for STEPS optimizer
-steps (2 mini-batches x 2 epochs over one fixed rollout batch, off-policy old log-probs,
-ReSPO loss, grad clipping that bites, Adam), saving a DCP checkpoint halfway. This process
-then runs the same steps on an unsharded model with no process group, and resumes a fresh
-model from the 2-process checkpoint. Tolerance: float32, losses rtol 1e-5, parameters
-atol 2e-6 (the 4 steps move them by ~1e-3, 500x more; the only difference is the order
-of the float sums in the gradient reduction).
+steps with the trainer's own rl_step (2 mini-batches x 2 epochs over one fixed rollout
+batch, off-policy old log-probs, ReSPO loss, gradient clipping that bites, AdamW), saving a
+DCP checkpoint halfway. This process then runs the same steps on an unsharded model with
+no process group, and resumes a fresh model from the 2-process checkpoint.
+Tolerance (float32; the only difference is the order of the float sums in the gradient
+reduction): losses atol 1e-6 (order-1 terms that cancel to ~0.02), parameters atol 2e-6
+(the 4 steps move them by ~1e-3, 500x more).
 """
 
 import os
@@ -20,7 +21,8 @@ import transformers
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
 from nano_respo import distributed as nd
-from nano_respo.kernel import LossConfig, policy_loss
+from nano_respo.rollout import RolloutBatch
+from nano_respo.trainer import TrainConfig, rl_step
 
 WORLD = 2
 GROUP = 2
@@ -29,13 +31,15 @@ STEPS = MINI_BATCHES * EPOCHS
 SHAPE = dict(vocab_size=48, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
              head_dim=8, intermediate_size=64, max_position_embeddings=64, tie_word_embeddings=True,
              pad_token_id=0, eos_token_id=1, bos_token_id=None)
+# Clipping that bites (max_grad_norm), a learning rate that moves the weights in 4 steps.
+COMMON = dict(method="respo", lr=1e-3, max_grad_norm=0.05, max_new_tokens=7)
 FAMILIES = {
-    # dense with the default aggregation (its divisor depends on the padded width of the shard)
-    "dense": (transformers.Qwen3Config, {}, LossConfig(method="respo")),
-    # MoE with token-mean (its divisor is the token count of the shard)
+    # dense, default aggregation: each shard divides by its own number of sequences
+    "dense": (transformers.Qwen3Config, {}, TrainConfig(**COMMON)),
+    # MoE, token-mean (each shard divides by its own token count), one sequence per backward
     "moe": (transformers.Qwen3MoeConfig, dict(moe_intermediate_size=16, num_experts=4, num_experts_per_tok=2,
                                               norm_topk_prob=True, router_aux_loss_coef=0.0),
-            LossConfig(method="respo", agg="token-mean")),
+            TrainConfig(**COMMON, agg="token-mean", micro_batch=1)),
 }
 
 
@@ -64,49 +68,27 @@ def make_batch(family, rows=8, prompt=5, completion=7):
     input_ids = torch.where(attention_mask.bool(), input_ids, 0)
     with torch.no_grad():
         logp = completion_logprobs(build_model(family), input_ids, attention_mask, completion)
-    return dict(input_ids=input_ids, attention_mask=attention_mask,
-                completion_mask=attention_mask[:, prompt:].bool(),
-                old_logp=logp + 0.3 * torch.randn(logp.shape, generator=g),
-                advantages=torch.tensor([1.0, -1.0, 0.5, -0.5, -1.0, 1.0, 2.0, -2.0]))
-
-
-def shard_rows(batch, rows: slice):
-    """This rank's rows, dropping completion columns that are padding in all of them."""
-    part = {k: v[rows] for k, v in batch.items()}
-    width = int(part["completion_mask"].any(0).nonzero().max()) + 1
-    drop = part["completion_mask"].shape[1] - width
-    if drop:
-        for k in ("input_ids", "attention_mask"):
-            part[k] = part[k][:, :-drop]
-        for k in ("completion_mask", "old_logp"):
-            part[k] = part[k][:, :width]
-    return part
+    advantages = torch.tensor([1.0, -1.0, 0.5, -0.5, -1.0, 1.0, 2.0, -2.0])
+    return RolloutBatch(input_ids, attention_mask, attention_mask[:, prompt:].bool(),
+                        logp + 0.3 * torch.randn(logp.shape, generator=g), advantages, advantages)
 
 
 def train(model, optimizer, batch, cfg, steps: range, rank=0, world=1):
-    """The trainer's reuse loop in miniature; returns the global loss of each step."""
+    """The trainer's reuse loop in miniature around its own rl_step; returns the global loss of each step."""
+    per_mini = len(batch.advantages) // MINI_BATCHES
     losses = []
-    per_mini = batch["input_ids"].shape[0] // MINI_BATCHES
     for step in steps:
-        mini = step % MINI_BATCHES
-        global_rows = range(mini * per_mini, (mini + 1) * per_mini)
+        start = step % MINI_BATCHES * per_mini
         local = nd.rank_slice(per_mini, GROUP, rank, world)
-        part = shard_rows(batch, slice(global_rows[local][0], global_rows[local][-1] + 1))
-        mask = part["completion_mask"]
-        step_cfg = nd.global_loss_config(cfg, mask)
-        logp = completion_logprobs(model, part["input_ids"], part["attention_mask"], mask.shape[1])
-        loss, _ = policy_loss(logp, part["old_logp"], part["advantages"], mask, step_cfg)
-        scaled = loss * nd.loss_scale(mask, step_cfg)
-        scaled.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.05)
-        optimizer.step()
-        optimizer.zero_grad()
-        losses.append(float(nd.all_reduce(scaled.detach())) / world)
+        stats = rl_step(model, optimizer, batch.select(torch.arange(start + local.start, start + local.stop)),
+                        cfg, cfg.loss_config())
+        assert not stats["skipped"] and stats["grad_norm"] > cfg.max_grad_norm  # clipping is exercised
+        losses.append(float(nd.all_reduce(torch.tensor(stats["loss"]))) / world)
     return losses
 
 
 def make_optimizer(model):
-    return torch.optim.Adam(model.parameters(), lr=1e-3)
+    return torch.optim.AdamW(model.parameters(), lr=1e-3)
 
 
 def worker(rank, world, port, tmp):
@@ -116,7 +98,7 @@ def worker(rank, world, port, tmp):
     nd.init_distributed("gloo")
     try:
         for family, (_, _, cfg) in FAMILIES.items():
-            batch = torch.load(f"{tmp}/{family}-batch.pt")
+            batch = torch.load(f"{tmp}/{family}-batch.pt", weights_only=False)
             model = build_model(family)
             nd.shard_model(model)
             optimizer = make_optimizer(model)
@@ -127,9 +109,9 @@ def worker(rank, world, port, tmp):
             # Gathered once, generate runs with no collectives: rank 1 decodes 4 more steps than rank 0.
             model.eval()
             with torch.no_grad(), nd.full_parameters(model):
-                out = model.generate(batch["input_ids"][:2, :5], do_sample=False, max_new_tokens=3 + 4 * rank,
+                out = model.generate(batch.input_ids[:2, :5], do_sample=False, max_new_tokens=3 + 4 * rank,
                                      min_new_tokens=3 + 4 * rank, pad_token_id=0)
-                logits = model(batch["input_ids"][:2]).logits
+                logits = model(batch.input_ids[:2]).logits
             if rank == 0:
                 torch.save({"losses": losses, "params": full, "generated": out, "logits": logits},
                            f"{tmp}/{family}-fsdp.pt")
@@ -161,20 +143,20 @@ def assert_same_params(got, want):
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_two_processes_train_like_one(fsdp_runs, family):
     cfg = FAMILIES[family][2]
-    batch = torch.load(fsdp_runs / f"{family}-batch.pt")
-    fsdp = torch.load(fsdp_runs / f"{family}-fsdp.pt")
+    batch = torch.load(fsdp_runs / f"{family}-batch.pt", weights_only=False)
+    fsdp = torch.load(fsdp_runs / f"{family}-fsdp.pt", weights_only=False)
     model = build_model(family)
     start = {k: v.clone() for k, v in model.state_dict().items()}
     losses = train(model, make_optimizer(model), batch, cfg, range(STEPS))
     assert not dist.is_initialized()
-    torch.testing.assert_close(torch.tensor(fsdp["losses"]), torch.tensor(losses), rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(torch.tensor(fsdp["losses"]), torch.tensor(losses), rtol=1e-5, atol=1e-6)
     assert_same_params(fsdp["params"], model.state_dict())
     moved = max(float((model.state_dict()[k] - start[k]).abs().max()) for k in start)
     assert moved > 500 * 2e-6, "the steps barely moved the parameters: the comparison would prove nothing"
     model.eval()
     with torch.no_grad():
-        torch.testing.assert_close(fsdp["logits"], model(batch["input_ids"][:2]).logits, rtol=0, atol=1e-4)
-        greedy = model.generate(batch["input_ids"][:2, :5], do_sample=False, max_new_tokens=3, min_new_tokens=3,
+        torch.testing.assert_close(fsdp["logits"], model(batch.input_ids[:2]).logits, rtol=0, atol=1e-4)
+        greedy = model.generate(batch.input_ids[:2, :5], do_sample=False, max_new_tokens=3, min_new_tokens=3,
                                 pad_token_id=0)
     assert torch.equal(fsdp["generated"], greedy)  # rank 0's 3 tokens; rank 1 decoded 7 meanwhile
 
@@ -182,15 +164,15 @@ def test_two_processes_train_like_one(fsdp_runs, family):
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_two_process_checkpoint_resumes_in_one(fsdp_runs, family):
     cfg = FAMILIES[family][2]
-    batch = torch.load(fsdp_runs / f"{family}-batch.pt")
-    fsdp = torch.load(fsdp_runs / f"{family}-fsdp.pt")
+    batch = torch.load(fsdp_runs / f"{family}-batch.pt", weights_only=False)
+    fsdp = torch.load(fsdp_runs / f"{family}-fsdp.pt", weights_only=False)
     model = build_model(family)
     torch.nn.init.normal_(model.model.embed_tokens.weight)  # the load must overwrite every weight
     optimizer = make_optimizer(model)
     nd.load_sharded(fsdp_runs / f"{family}-ckpt", model, optimizer)
     assert optimizer.state_dict()["state"], "Adam moments were not restored"
     losses = train(model, optimizer, batch, cfg, range(STEPS // 2, STEPS))
-    torch.testing.assert_close(torch.tensor(losses), torch.tensor(fsdp["losses"][STEPS // 2:]), rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(fsdp["losses"][STEPS // 2:]), rtol=1e-5, atol=1e-6)
     assert_same_params(model.state_dict(), fsdp["params"])
 
 
@@ -198,3 +180,26 @@ def test_rank_slice_rejects_split_groups():
     assert nd.rank_slice(8, 2, 1, 2) == slice(4, 8)
     with pytest.raises(ValueError, match="batch"):
         nd.rank_slice(6, 2, 0, 2)
+
+
+def test_torchrun_fsdp_train_then_resume_in_one_process(tmp_path):
+    """train.py under torchrun --fsdp (MoE, 2 processes) writes a sharded checkpoint; a plain run resumes it."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    flags = ["--model", "tiny-qwen3-moe", "--sft-steps", "0", "--prompts-per-iteration", "4", "--group-size", "2",
+             "--reuse", "2", "--epochs", "1", "--max-new-tokens", "6", "--eval-problems", "2", "--eval-samples", "1",
+             "--eval-every", "100", "--out-dir", str(tmp_path), "--name", "r", "--no-plots"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "NANO_RESPO_CACHE": str(tmp_path / "cache")}
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                    str(free_port()), "train.py", "--fsdp", "--iterations", "1", *flags],
+                   cwd=root, env=env, check=True, capture_output=True)
+    assert (tmp_path / "r/checkpoints/iter-000001/dcp").is_dir()
+    subprocess.run([sys.executable, "train.py", "--resume", "--iterations", "2", *flags],
+                   cwd=root, env=env, check=True, capture_output=True)
+    records = [json.loads(line) for line in (tmp_path / "r/metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["kind"] == "train"] == [1, 2, 3, 4]  # rank 0 alone wrote steps 1-2
+    assert (tmp_path / "r/checkpoints/iter-000002/model.safetensors").is_file()
