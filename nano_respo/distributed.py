@@ -162,6 +162,13 @@ def checkpoint_model_state(checkpoint: Path) -> Path:
     return checkpoint / "dcp"
 
 
+def write_sharded(directory: Path, model, optimizer) -> None:
+    """This rank's model and optimizer shards into directory/dcp (a collective)."""
+    model_state, optimizer_state = get_state_dict(model, optimizer)
+    dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=checkpoint_model_state(directory),
+             no_dist=not dist.is_initialized())
+
+
 def save_sharded(checkpoint: Path, model, optimizer) -> None:
     """Model and optimizer state through torch.distributed.checkpoint (a collective).
 
@@ -175,9 +182,7 @@ def save_sharded(checkpoint: Path, model, optimizer) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
     if dist.is_initialized():
         dist.barrier()
-    model_state, optimizer_state = get_state_dict(model, optimizer)
-    dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=checkpoint_model_state(tmp),
-             no_dist=not dist.is_initialized())
+    write_sharded(tmp, model, optimizer)
     if dist.is_initialized():
         dist.barrier()
     if is_main_process():
@@ -271,8 +276,8 @@ class FSDPRun:
         if self.rank == 0:
             shutil.rmtree(tmp, ignore_errors=True)
         dist.barrier()
-        model_state, optimizer_state = get_state_dict(model, optimizer)
-        dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=checkpoint_model_state(tmp))
+        write_sharded(tmp, model, optimizer)
+        dist.barrier()  # every shard is on disk before rank 0 renames the directory
         if self.rank == 0:
             model.save_pretrained(tmp, state_dict=full)
             tokenizer.save_pretrained(tmp)
@@ -300,6 +305,4 @@ class RankTask:
         return getattr(self.task, name)
 
     def train_batch(self, n: int, seed: int):
-        problems = self.task.train_batch(n, seed)
-        share = n // self.world_size
-        return problems[self.rank * share:(self.rank + 1) * share]
+        return self.task.train_batch(n, seed)[rank_slice(n, 1, self.rank, self.world_size)]
