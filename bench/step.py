@@ -32,7 +32,7 @@ import torch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 from nano_respo.models import load_model, resolve_model_path  # noqa: E402
 from nano_respo.rollout import encode_prompts  # noqa: E402
-from nano_respo.trainer import TrainConfig, collect_rollouts, minibatch_order, rl_step  # noqa: E402
+from nano_respo.trainer import TrainConfig, collect_rollouts, minibatch_order, reuse_batch  # noqa: E402
 from nano_respo.tasks import make_task  # noqa: E402
 
 
@@ -56,17 +56,21 @@ def our_config(args) -> TrainConfig:
                        sft_steps=0, device="cpu", threads=args.threads, plots=False)
 
 
+class DiscardLog:
+    def write(self, record):
+        pass
+
+
 def our_step(model, optimizer, tokenizer, task, cfg, iteration):
     """One RL step exactly as trainer.train runs it; returns (seconds, the rollout batch, its mini-batches)."""
     start = time.perf_counter()
     model.train()
-    batch, _ = collect_rollouts(model, tokenizer, task, cfg, iteration)
-    minibatches = []
-    for epoch in range(cfg.epochs):
-        for index in minibatch_order(len(batch.rewards), cfg, iteration, epoch):
-            minibatches.append(batch.select(index))
-            rl_step(model, optimizer, minibatches[-1], cfg, cfg.loss_config())
-    return time.perf_counter() - start, batch, minibatches
+    batch, rollout_stats = collect_rollouts(model, tokenizer, task, cfg, iteration)
+    reuse_batch(model, optimizer, batch, rollout_stats, cfg, cfg.loss_config(), iteration, 0, DiscardLog())
+    seconds = time.perf_counter() - start
+    minibatches = [batch.select(index) for epoch in range(cfg.epochs)
+                   for index in minibatch_order(len(batch.rewards), cfg, iteration, epoch)]
+    return seconds, batch, minibatches
 
 
 def bare_parts(model, tokenizer, prompts, batch, minibatches, temperature):

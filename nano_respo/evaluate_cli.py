@@ -37,6 +37,8 @@ class EvalConfig:
     """Sampling temperature; None = the checkpoint's (1.0 otherwise)."""
     max_new_tokens: int | None = None
     """Generation budget; None = the checkpoint's (16 otherwise)."""
+    batch_size: int | None = None
+    """Sequences per generate call; None = the checkpoint's rollout_batch (256 otherwise)."""
     dtype: str = "float32"
     """Model dtype."""
     device: str = "auto"
@@ -66,7 +68,7 @@ def run_eval(cfg: EvalConfig) -> dict:
     task = make_task(settings["task"], settings["task_size"], settings["eval_problems"], settings["heldout_file"])
     model, tokenizer = load_model(path, cfg.dtype, resolve_device(cfg.device))
     figures = evaluate(model, tokenizer, task, settings["max_new_tokens"], settings["temperature"],
-                       settings["samples"], cfg.k)
+                       settings["samples"], cfg.k, batch_size=cfg.batch_size or trained.get("rollout_batch") or 256)
     result = {"model": cfg.model, "path": path, "task": task.name, "problems": len(task.heldout_problems),
               **{k: settings[k] for k in ("samples", "temperature", "max_new_tokens")}, **figures}
     return result

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 import torch
+import torch.nn.functional as F
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 
 from .logprobs import token_logprobs
@@ -98,45 +99,60 @@ def eos_ids_of(tokenizer, model) -> list[int]:
 
 @torch.no_grad()
 def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperature: float = 1.0,
-           greedy: bool = False):
-    """Generate one completion per prompt (repeat prompts for groups).
+           greedy: bool = False, batch_size: int | None = None):
+    """Generate one completion per prompt (repeat prompts for groups), batch_size prompts per generate call.
 
     Returns (input_ids [N, P + C], attention_mask, completion_mask [N, C], old_logp [N, C]
     or None when greedy, completion texts).
     """
     prompt = encode_prompts(tokenizer, prompts, model.device)
     eos_ids = eos_ids_of(tokenizer, model)
-    # A fresh config: a checkpoint's own top_k / top_p / repetition penalty would change mu.
-    config = GenerationConfig(do_sample=not greedy, temperature=1.0, top_k=None, top_p=None, min_p=None,
+    # Only these settings may apply: generate fills every unset field from the checkpoint's
+    # generation_config.json, whose top_k / top_p / penalties would silently change mu.
+    # top_k must be 0, not None: None means "unset", and the global default is top_k = 50.
+    config = GenerationConfig(do_sample=not greedy, temperature=1.0, top_k=0, top_p=1.0, min_p=None,
                               max_new_tokens=max_new_tokens, eos_token_id=eos_ids,
                               pad_token_id=tokenizer.pad_token_id, use_cache=True,
                               return_dict_in_generate=True)
-    recorder = SamplingLogprobRecorder(temperature)
-    was_training = model.training
+    was_training, checkpoint_config = model.training, model.generation_config
     model.eval()
-    out = model.generate(**prompt, generation_config=config,
-                         logits_processor=LogitsProcessorList([] if greedy else [recorder]))
-    model.train(was_training)
-    sequences = out.sequences  # [N, P + C]
-    completion_ids = sequences[:, prompt["input_ids"].shape[1]:]  # [N, C]
+    model.generation_config = GenerationConfig()
+    completions, logps = [], []
+    try:
+        for start in range(0, len(prompts), batch_size or len(prompts)):
+            part = {k: v[start:start + (batch_size or len(prompts))] for k, v in prompt.items()}
+            recorder = SamplingLogprobRecorder(temperature)
+            out = model.generate(**part, generation_config=config,
+                                 logits_processor=LogitsProcessorList([] if greedy else [recorder]))
+            completions.append(out.sequences[:, part["input_ids"].shape[1]:])  # [n, c]
+            logps.append(None if greedy else recorder.result(completions[-1][:, -1]))  # [n, c]
+    finally:
+        model.train(was_training)
+        model.generation_config = checkpoint_config
+    # A call that stopped early had every row finished, so padding its tail changes no mask.
+    width = max(c.shape[1] for c in completions)
+    completion_ids = torch.cat([F.pad(c, (0, width - c.shape[1]), value=tokenizer.pad_token_id)
+                                for c in completions])  # [N, C]
+    old_logp = None if greedy else torch.cat([F.pad(lp, (0, width - lp.shape[1])) for lp in logps])  # [N, C]
     completion_mask = completion_mask_of(completion_ids, eos_ids)  # [N, C]
+    sequences = torch.cat([prompt["input_ids"], completion_ids], 1)  # [N, P + C]
     attention_mask = torch.cat([prompt["attention_mask"], completion_mask.long()], 1)  # [N, P + C]
-    old_logp = None if greedy else recorder.result(completion_ids[:, -1])  # [N, C]
     texts = tokenizer.batch_decode(torch.where(completion_mask, completion_ids, tokenizer.pad_token_id),
                                    skip_special_tokens=True)
     return sequences, attention_mask, completion_mask, old_logp, texts
 
 
 def score(reward_fn, texts: list[str], problems: list[Problem]):
-    """(rewards [N], number of reward-function errors); an error scores 0 instead of crashing."""
-    rewards, errors = [], 0
+    """(rewards [N], error messages); a reward function that raises or returns NaN/inf scores 0."""
+    rewards, errors = [], []
     for text, problem in zip(texts, problems):
         try:
             value = float(reward_fn(text, problem.answer))
             if value != value or value in (float("inf"), float("-inf")):
                 raise ValueError(f"non-finite reward {value}")
-        except Exception:  # a user verifier may fail in any way; one bad sample must not end the run
-            value, errors = 0.0, errors + 1
+        except Exception as error:  # a user verifier may fail in any way; one bad sample must not end the run
+            value = 0.0
+            errors.append(f"{type(error).__name__}: {error}")
         rewards.append(value)
     return torch.tensor(rewards), errors
 

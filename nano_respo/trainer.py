@@ -12,6 +12,7 @@ pieces a distributed trainer reuses; everything else is bookkeeping.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import signal
@@ -26,7 +27,7 @@ from .checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, 
 from .distributed import FSDPRun, has_sharded_state, load_sharded, loss_scale
 from .evaluation import evaluate
 from .kernel import SCALES, LossConfig, group_advantages, policy_loss
-from .models import TINY_MODELS, load_model
+from .models import TINY_WARM_START_STEPS, load_model
 from .rollout import RolloutBatch, eos_ids_of, policy_logprobs, sample, score
 from .sft import hash_seed, warm_start
 from .tasks import make_task
@@ -69,7 +70,7 @@ class TrainConfig(LossConfig):
     router_aux_coef: float = 0.0
     """MoE only: coefficient of the router load-balancing loss added to the policy loss (always logged)."""
     sft_steps: int | None = None
-    """Warm-start SFT steps before RL (cached); None = 200 for the tiny models, 0 otherwise."""
+    """Warm-start SFT steps before RL (cached); None = 200 for tiny-qwen3, 95 for tiny-qwen3-moe, 0 otherwise."""
     sft_batch: int = 64
     """Warm-start batch size (demonstrations per step)."""
     sft_lr: float = 3e-3
@@ -95,9 +96,13 @@ class TrainConfig(LossConfig):
     device: str = "auto"
     """cpu, cuda, cuda:N, or auto (cuda when available)."""
     dtype: str = "float32"
-    """Model dtype: float32, bfloat16 (recommended on GPU) or float16."""
+    """Weight dtype: float32 (with --autocast on GPU), or bfloat16 / float16 (half the memory; loses tiny updates)."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (large models)."""
+    autocast: bool = False
+    """CUDA only: run forwards and sampling under bfloat16 autocast; weights and AdamW stay in --dtype."""
+    rollout_batch: int | None = None
+    """Sequences per generate call (bounds the KV cache); None = the whole rollout batch at once."""
     micro_batch: int | None = None
     """Sequences per forward/backward; gradients accumulate over a mini-batch. None = the whole mini-batch."""
     logprob_chunk: int = 1024
@@ -109,15 +114,16 @@ class TrainConfig(LossConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.model not in TINY_MODELS and not self.model.strip():
+        if not self.model.strip():
             raise ValueError("model: empty model name")
         for name in ("iterations", "prompts_per_iteration", "group_size", "reuse", "epochs", "max_new_tokens",
                      "sft_batch", "eval_every", "eval_problems", "eval_samples", "save_every", "threads",
                      "logprob_chunk"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
-        if self.micro_batch is not None and self.micro_batch < 1:
-            raise ValueError(f"micro_batch: must be >= 1, got {self.micro_batch}")
+        for name in ("micro_batch", "rollout_batch"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
         if self.sft_steps is not None and self.sft_steps < 0:
             raise ValueError(f"sft_steps: must be >= 0, got {self.sft_steps}")
         if self.reuse % self.epochs:
@@ -212,9 +218,13 @@ def collect_rollouts(model, tokenizer, task, cfg: TrainConfig, iteration: int):
     grouped = [p for p in problems for _ in range(cfg.group_size)]
     start = time.perf_counter()
     input_ids, attention_mask, completion_mask, old_logp, texts = sample(
-        model, tokenizer, [p.prompt for p in grouped], cfg.max_new_tokens, cfg.temperature)
+        model, tokenizer, [p.prompt for p in grouped], cfg.max_new_tokens, cfg.temperature,
+        batch_size=cfg.rollout_batch)
     gen_seconds = time.perf_counter() - start
     rewards, reward_errors = score(task.reward, texts, grouped)
+    if reward_errors:
+        tqdm.write(f"iteration {iteration}: the reward function failed on {len(reward_errors)} of {len(texts)} "
+                   f"completions (scored 0); first: {reward_errors[0]}")
     advantages, adv_stats = group_advantages(rewards, cfg.group_size, cfg.adv_scale)
     lengths = completion_mask.sum(-1).float()  # [N]
     eos_ids = torch.tensor(eos_ids_of(tokenizer, model), device=input_ids.device)
@@ -223,7 +233,10 @@ def collect_rollouts(model, tokenizer, task, cfg: TrainConfig, iteration: int):
     device = input_ids.device
     batch = RolloutBatch(input_ids, attention_mask, completion_mask, old_logp,
                          rewards.to(device), advantages.to(device))
-    stats = {"reward": rewards.mean().item(), "reward_errors": reward_errors,
+    if adv_stats["zero_var_frac"] == 1.0:
+        tqdm.write(f"iteration {iteration}: every group has all-equal rewards, so this batch carries no signal")
+    stats = {"reward": rewards.mean().item(), "reward_errors": len(reward_errors),
+             "empty_frac": sum(not t.strip() for t in texts) / len(texts),
              "response_len": lengths.mean().item(), "truncated_frac": truncated.float().mean().item(),
              "zero_var_frac": adv_stats["zero_var_frac"],
              "gen_tokens_per_s": lengths.sum().item() / gen_seconds, "sample_text": texts[0]}
@@ -233,6 +246,23 @@ def collect_rollouts(model, tokenizer, task, cfg: TrainConfig, iteration: int):
 def minibatch_order(n: int, cfg: TrainConfig, iteration: int, epoch: int) -> list[torch.Tensor]:
     generator = torch.Generator().manual_seed(hash_seed("order", cfg.seed, iteration, epoch))
     return list(torch.randperm(n, generator=generator).chunk(cfg.minibatches))
+
+
+def reuse_batch(model, optimizer, batch: RolloutBatch, rollout_stats: dict, cfg: TrainConfig,
+                loss_cfg: LossConfig, iteration: int, step: int, log) -> int:
+    """The reuse loop: epochs x mini-batches optimizer steps on one rollout batch; returns the step count."""
+    for epoch in range(cfg.epochs):
+        for minibatch, index in enumerate(minibatch_order(len(batch.rewards), cfg, iteration, epoch)):
+            start = time.perf_counter()
+            stats = rl_step(model, optimizer, batch.select(index.to(batch.rewards.device)), cfg, loss_cfg)
+            step += 1
+            if stats["skipped"]:
+                tqdm.write(f"step {step}: skipped ({stats['skip_reason']}); weights and optimizer unchanged")
+            tokens = batch.completion_mask[index].sum().item()
+            log.write({"kind": "train", "iteration": iteration, "step": step, "epoch": epoch,
+                       "minibatch": minibatch, **stats, **rollout_stats,
+                       "train_tokens_per_s": tokens / (time.perf_counter() - start)})
+    return step
 
 
 class StopRequest:
@@ -275,7 +305,7 @@ def build_task(cfg: TrainConfig):
 
 
 def initial_model(cfg: TrainConfig, task, device: str):
-    sft_steps = cfg.sft_steps if cfg.sft_steps is not None else (200 if cfg.model in TINY_MODELS else 0)
+    sft_steps = cfg.sft_steps if cfg.sft_steps is not None else TINY_WARM_START_STEPS.get(cfg.model, 0)
     if sft_steps == 0:
         return load_model(cfg.model, cfg.dtype, device, cfg.gradient_checkpointing)
     task_key = {"task": cfg.task, "task_size": cfg.task_size}
@@ -296,6 +326,9 @@ def train(cfg: TrainConfig) -> Path:
     fsdp = FSDPRun() if cfg.fsdp else None
     device = str(fsdp.device) if fsdp else device
     # -----------------------------------------------------------------------------------------------
+    if cfg.autocast and not device.startswith("cuda"):
+        raise ValueError(f"autocast: bfloat16 autocast is for CUDA devices, not {device!r}")
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if cfg.autocast else contextlib.nullcontext()
     run_dir = Path(cfg.out_dir) / cfg.run_name
     task = build_task(cfg)
     config = dataclasses.asdict(cfg)
@@ -331,7 +364,9 @@ def train(cfg: TrainConfig) -> Path:
     # -----------------------------------------------------------------------------------------------
 
     def run_eval():
-        figures = evaluate(model, tokenizer, task, cfg.max_new_tokens, cfg.temperature, cfg.eval_samples)
+        with amp:
+            figures = evaluate(model, tokenizer, task, cfg.max_new_tokens, cfg.temperature, cfg.eval_samples,
+                               batch_size=cfg.rollout_batch or 256)
         log.write({"kind": "eval", "iteration": iteration, "step": step, **figures})
         return figures
 
@@ -346,16 +381,9 @@ def train(cfg: TrainConfig) -> Path:
         for iteration in bar:
             model.train()
             start = time.perf_counter()
-            batch, rollout_stats = collect_rollouts(model, tokenizer, task, cfg, iteration)
-            for epoch in range(cfg.epochs):
-                for minibatch, index in enumerate(minibatch_order(len(batch.rewards), cfg, iteration, epoch)):
-                    step_start = time.perf_counter()
-                    stats = rl_step(model, optimizer, batch.select(index.to(batch.rewards.device)), cfg, loss_cfg)
-                    step += 1
-                    tokens = batch.completion_mask[index].sum().item()
-                    log.write({"kind": "train", "iteration": iteration, "step": step, "epoch": epoch,
-                               "minibatch": minibatch, **stats, **rollout_stats,
-                               "train_tokens_per_s": tokens / (time.perf_counter() - step_start)})
+            with amp:
+                batch, rollout_stats = collect_rollouts(model, tokenizer, task, cfg, iteration)
+                step = reuse_batch(model, optimizer, batch, rollout_stats, cfg, loss_cfg, iteration, step, log)
             done = iteration + 1
             log.write({"kind": "time", "iteration": iteration, "step": step,
                        "iteration_s": time.perf_counter() - start})

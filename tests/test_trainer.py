@@ -4,6 +4,7 @@ import copy
 import dataclasses
 import json
 import os
+import signal
 
 import pytest
 import torch
@@ -95,7 +96,8 @@ def test_first_step_on_a_fresh_batch_sees_w_equal_one(model):
     torch.manual_seed(0)
     net, tokenizer = load_model(model)
     prompts = [f"{a}+{a * 7}=" for a in range(12)]
-    input_ids, attention_mask, mask, old_logp, _ = sample(net, tokenizer, prompts, 10, temperature=0.7)
+    # Three generate calls (5 + 5 + 2 prompts) whose completions are padded to one width.
+    input_ids, attention_mask, mask, old_logp, _ = sample(net, tokenizer, prompts, 10, temperature=0.7, batch_size=5)
     batch = RolloutBatch(input_ids, attention_mask, mask, old_logp, torch.zeros(12), torch.zeros(12))
     for part in (batch, batch.select(torch.tensor([0, 5, 11]))):
         logp, _ = policy_logprobs(net, part, temperature=0.7)
@@ -178,12 +180,12 @@ def test_a_raising_reward_function_scores_zero_and_is_counted():
         return float(text == answer)
     problems = [Problem("p", "7")] * 3
     rewards, errors = score(flaky, ["7", "boom", "8"], problems)
-    assert rewards.tolist() == [1.0, 0.0, 0.0] and errors == 1
+    assert rewards.tolist() == [1.0, 0.0, 0.0] and errors == ["RuntimeError: verifier crashed"]
     rewards, errors = score(lambda text, answer: float("nan"), ["7"], problems[:1])
-    assert rewards.tolist() == [0.0] and errors == 1
+    assert rewards.tolist() == [0.0] and errors == ["ValueError: non-finite reward nan"]
 
 
-def test_reward_errors_are_reported_in_the_metrics(tmp_path, monkeypatch):
+def test_reward_errors_are_reported_in_the_metrics(tmp_path, monkeypatch, capsys):
     def make_broken_task(*args, **kwargs):
         task = make_task(*args, **kwargs)
         task.reward = lambda text, answer: 1 / 0
@@ -193,6 +195,9 @@ def test_reward_errors_are_reported_in_the_metrics(tmp_path, monkeypatch):
     steps = [r for r in read_metrics(run_dir) if r["kind"] == "train"]
     assert steps[0]["reward_errors"] == 16 and steps[0]["reward"] == 0.0
     assert steps[0]["zero_var_frac"] == 1.0  # all-equal rewards: no signal, but no crash
+    printed = capsys.readouterr().out
+    assert "reward function failed on 16 of 16 completions (scored 0); first: ZeroDivisionError" in printed
+    assert "every group has all-equal rewards" in printed
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -262,3 +267,39 @@ def test_micro_batches_accumulate_to_the_same_update_and_statistics():
         assert stats["loss"] == pytest.approx(full_stats["loss"], abs=1e-6)
         assert stats["grad_norm"] == pytest.approx(full_stats["grad_norm"], rel=1e-4)
         assert stats["log_w_q50_neg"] == pytest.approx(full_stats["log_w_q50_neg"], abs=1e-5)
+
+
+def test_ctrl_c_finishes_the_iteration_saves_and_stops(tmp_path, varied_reward, monkeypatch):
+    real_collect = trainer_module.collect_rollouts
+
+    def interrupted(model, tokenizer, task, cfg, iteration):
+        if iteration == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # as if the user pressed Ctrl-C mid-iteration
+        return real_collect(model, tokenizer, task, cfg, iteration)
+    monkeypatch.setattr(trainer_module, "collect_rollouts", interrupted)
+    handler_before = signal.getsignal(signal.SIGINT)
+    run_dir = train(tiny_config(tmp_path, iterations=5, save_every=10, eval_every=10))
+    assert latest_checkpoint(run_dir).name == "iter-000002"
+    assert load_trainer_state(latest_checkpoint(run_dir))["step"] == 2 * 2
+    assert max(r["iteration"] for r in read_metrics(run_dir)) == 1
+    assert signal.getsignal(signal.SIGINT) is handler_before
+
+
+def test_sampling_ignores_a_checkpoints_truncating_generation_config(monkeypatch):
+    """mu must be the plain tempered softmax the trainer reproduces, whatever generation_config.json says."""
+    torch.manual_seed(0)
+    net, tokenizer = load_model("tiny-qwen3")
+    net.generation_config.top_k, net.generation_config.top_p = 1, 0.5  # would make every sample greedy
+    net.generation_config.repetition_penalty = 1.3
+    used = []
+    build = net._get_logits_processor
+
+    def spy(*args, **kwargs):
+        processors = build(*args, **kwargs)
+        used.append([type(p).__name__ for p in processors])
+        return processors
+    monkeypatch.setattr(net, "_get_logits_processor", spy)
+    texts = sample(net, tokenizer, ["1+1="] * 8, 6, temperature=1.0)[-1]
+    assert used == [["SamplingLogprobRecorder"]]  # no top-k (transformers' default is 50), top-p or penalty
+    assert len(set(texts)) > 1
+    assert net.generation_config.top_k == 1  # the checkpoint's own config is left as it was
