@@ -42,22 +42,26 @@ def launched_by_torchrun() -> bool:
     return "RANK" in os.environ and "WORLD_SIZE" in os.environ
 
 
+def torchrun_device() -> torch.device:
+    """This process's device: the GPU numbered LOCAL_RANK when CUDA is available, else the CPU."""
+    if not launched_by_torchrun():
+        raise ValueError("fsdp: RANK / WORLD_SIZE are not set; launch with torchrun --nproc_per_node N train.py --fsdp")
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    torch.cuda.set_device(device)
+    return device
+
+
 def init_distributed(backend: str | None = None) -> tuple[int, int, torch.device]:
     """Join the torchrun process group; returns (rank, world_size, device).
 
     nccl with one GPU per process (LOCAL_RANK) when CUDA is available, else gloo on the CPU.
     """
-    if not launched_by_torchrun():
-        raise ValueError("fsdp: RANK / WORLD_SIZE are not set; launch with torchrun --nproc_per_node N train.py --fsdp")
-    use_cuda = torch.cuda.is_available() and backend != "gloo"
-    if use_cuda:
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
+    device = torchrun_device() if backend != "gloo" else torch.device("cpu")
     if not dist.is_initialized():
-        dist.init_process_group(backend or ("nccl" if use_cuda else "gloo"),
-                                device_id=device if use_cuda else None)
+        dist.init_process_group(backend or ("nccl" if device.type == "cuda" else "gloo"),
+                                device_id=device if device.type == "cuda" else None)
     return dist.get_rank(), dist.get_world_size(), device
 
 
@@ -227,20 +231,26 @@ class FSDPRun:
     gathers), rank 0 writes the metrics; the logged training statistics are rank 0's shard's.
     """
 
-    def __init__(self):
-        self.rank, self.world_size, self.device = init_distributed()
-        atexit.register(shutdown_distributed)
-
-    def wrap(self, model, optimizer, task, log, checkpoint, cfg, iteration: int):
-        """(sharded model, its optimizer, this rank's task, log) ready for the trainer's loop."""
-        from .sft import hash_seed
-
+    def __init__(self, cfg):
+        # The process group is joined only in wrap: while it exists, transformers' save_pretrained
+        # writes weights on rank 0 alone, so a model cache (tiny model, warm start) that another
+        # rank created before the model is built would lack its weights.
+        self.device = torchrun_device()
+        self.rank, self.world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         if cfg.prompts_per_iteration % self.world_size:
             raise ValueError(f"prompts_per_iteration: {cfg.prompts_per_iteration} prompts do not split over "
                              f"{self.world_size} processes")
         if cfg.prompts_per_iteration // self.world_size * cfg.group_size % cfg.minibatches:
             raise ValueError(f"reuse: each process's {cfg.prompts_per_iteration // self.world_size} x "
                              f"{cfg.group_size} episodes do not split into {cfg.minibatches} mini-batches")
+        self.cfg = cfg
+        atexit.register(shutdown_distributed)
+
+    def wrap(self, model, optimizer, task, log, checkpoint, iteration: int):
+        """Join the process group; (sharded model, its optimizer, this rank's task, log) for the trainer's loop."""
+        from .sft import hash_seed
+
+        init_distributed()
         # A resumed single-device optimizer state moves over by parameter name; a fresh one stays
         # empty (initialising it here would count one phantom Adam step).
         plain_state = (get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True))
@@ -255,7 +265,7 @@ class FSDPRun:
         elif plain_state is not None:
             set_optimizer_state_dict(model, optimizer, plain_state, options=StateDictOptions(full_state_dict=True))
         if self.rank:
-            torch.manual_seed(hash_seed("rank", cfg.seed, self.rank, iteration))  # own samples, rank 0 as 1 process
+            torch.manual_seed(hash_seed("rank", self.cfg.seed, self.rank, iteration))  # own samples, rank 0 as 1 process
             log.close()  # ranks > 0 keep the records (a resume reads them) but write nothing
             log.file, log.tensorboard = open(os.devnull, "w"), None
         return model, optimizer, RankTask(task, self.rank, self.world_size), log

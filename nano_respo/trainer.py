@@ -322,8 +322,8 @@ def train(cfg: TrainConfig) -> Path:
 
     torch.set_num_threads(cfg.threads)
     device = resolve_device(cfg.device)
-    # ---- FSDP (torchrun --nproc_per_node N train.py --fsdp), part 1 of 2: join the process group ----
-    fsdp = FSDPRun() if cfg.fsdp else None
+    # ---- FSDP (torchrun --nproc_per_node N train.py --fsdp), part 1 of 2: this process's device -----
+    fsdp = FSDPRun(cfg) if cfg.fsdp else None
     device = str(fsdp.device) if fsdp else device
     # -----------------------------------------------------------------------------------------------
     if cfg.autocast and not device.startswith("cuda"):
@@ -355,9 +355,9 @@ def train(cfg: TrainConfig) -> Path:
     loss_cfg = cfg.loss_config()
     log = MetricsLog(run_dir, keep_until_iteration=iteration if checkpoint else None)
     (run_dir / "config.json").write_text(json.dumps(config, indent=1))
-    # ---- FSDP, part 2 of 2: shard; everything below runs unchanged on every rank ------------------
+    # ---- FSDP, part 2 of 2: join the group, shard; everything below runs unchanged on every rank --
     if fsdp:
-        model, optimizer, task, log = fsdp.wrap(model, optimizer, task, log, checkpoint, cfg, iteration)
+        model, optimizer, task, log = fsdp.wrap(model, optimizer, task, log, checkpoint, iteration)
     elif checkpoint is not None and has_sharded_state(checkpoint):
         load_sharded(checkpoint, model, optimizer)  # an FSDP run's checkpoint, resumed on one device
     save = fsdp.save_checkpoint if fsdp else save_checkpoint

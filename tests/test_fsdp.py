@@ -43,6 +43,15 @@ FAMILIES = {
 }
 
 
+@pytest.fixture(scope="module", autouse=True)
+def float32_default():
+    """Another test module may have made float64 the session's default dtype."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    yield
+    torch.set_default_dtype(previous)
+
+
 def build_model(family):
     config_class, extra, _ = FAMILIES[family]
     torch.manual_seed(0)
