@@ -206,7 +206,12 @@ def test_torchrun_fsdp_train_then_resume_in_one_process(tmp_path):
     subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
                     str(free_port()), "train.py", "--fsdp", "--iterations", "1", *flags],
                    cwd=root, env=env, check=True, capture_output=True)
-    assert (tmp_path / "r/checkpoints/iter-000001/dcp").is_dir()
+    checkpoint = tmp_path / "r/checkpoints/iter-000001"
+    full = transformers.AutoModelForCausalLM.from_pretrained(checkpoint)  # what eval.py and --model load
+    sharded = transformers.AutoModelForCausalLM.from_pretrained(checkpoint)
+    torch.nn.init.zeros_(sharded.model.norm.weight)
+    nd.load_sharded(checkpoint, sharded, torch.optim.AdamW(sharded.parameters()))
+    assert_same_params(full.state_dict(), sharded.state_dict())  # rank 0's full weights = the DCP shards
     subprocess.run([sys.executable, "train.py", "--resume", "--iterations", "2", *flags],
                    cwd=root, env=env, check=True, capture_output=True)
     records = [json.loads(line) for line in (tmp_path / "r/metrics.jsonl").read_text().splitlines()]
