@@ -3,6 +3,8 @@
     python bench/gpu.py                              # qwen3-0.6b, qwen3-1.7b, qwen3-moe-small
     python bench/gpu.py --models qwen3-4b --batch 8 --length 1024
     python bench/gpu.py --dry-run                    # no GPU: shapes, parameter and FLOP counts only
+    python bench/gpu.py --device cpu --models qwen3-tiny --batch 2 --prompt-len 8 --new-tokens 4 --length 32
+                                                     # no GPU: the whole script on a tiny shape (smoke)
 
 Nothing is downloaded: each model is Qwen3Config / Qwen3MoeConfig with the published
 shape, randomly initialised in bfloat16 on the GPU. Per model it prints
@@ -44,6 +46,8 @@ SHAPES = {
     "qwen3-moe-small": dict(hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768,
                             num_hidden_layers=8, num_attention_heads=32, num_key_value_heads=4, num_experts=128,
                             num_experts_per_tok=8, norm_topk_prob=True, tie_word_embeddings=False),
+    "qwen3-tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+                       num_key_value_heads=1, tie_word_embeddings=True),  # a CPU smoke test of this script
 }
 
 
@@ -84,24 +88,36 @@ def build(name: str, device: str):
     return model, config
 
 
-def measure_generation(model, args) -> tuple[float, float]:
-    prompts = torch.randint(VOCAB, (args.batch, args.prompt_len), device="cuda")
+def start_clock(device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    return time.perf_counter()
+
+
+def stop_clock(device, start: float) -> tuple[float, float]:
+    """(seconds since start, peak bytes allocated; nan off the GPU)."""
+    if device.type != "cuda":
+        return time.perf_counter() - start, float("nan")
+    torch.cuda.synchronize(device)
+    return time.perf_counter() - start, torch.cuda.max_memory_allocated(device)
+
+
+def measure_generation(model, args, device) -> tuple[float, float]:
+    prompts = torch.randint(VOCAB, (args.batch, args.prompt_len), device=device)  # [B, P]
     run = lambda n: model.generate(prompts, attention_mask=torch.ones_like(prompts), do_sample=True,  # noqa: E731
                                    max_new_tokens=n, min_new_tokens=n, pad_token_id=0, top_k=None, top_p=None)
     run(4)  # warm-up
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    start = time.perf_counter()
+    start = start_clock(device)
     run(args.new_tokens)
-    torch.cuda.synchronize()
-    return time.perf_counter() - start, torch.cuda.max_memory_allocated()
+    return stop_clock(device, start)
 
 
-def measure_training(model, args) -> tuple[float, float]:
+def measure_training(model, args, device) -> tuple[float, float]:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
-    input_ids = torch.randint(VOCAB, (args.batch, args.length), device="cuda")  # [B, T]
-    mask = torch.ones(args.batch, args.length - 1, dtype=torch.bool, device="cuda")  # [B, T-1]
-    advantages = torch.randn(args.batch, device="cuda")  # [B]
+    input_ids = torch.randint(VOCAB, (args.batch, args.length), device=device)  # [B, T]
+    mask = torch.ones(args.batch, args.length - 1, dtype=torch.bool, device=device)  # [B, T-1]
+    advantages = torch.randn(args.batch, device=device)  # [B]
 
     def step():
         logits = model(input_ids=input_ids, use_cache=False).logits[:, :-1]  # [B, T-1, V]
@@ -112,13 +128,11 @@ def measure_training(model, args) -> tuple[float, float]:
         optimizer.zero_grad(set_to_none=True)
 
     step()  # warm-up (allocates the AdamW state)
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    start = time.perf_counter()
+    start = start_clock(device)
     for _ in range(args.train_steps):
         step()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / args.train_steps, torch.cuda.max_memory_allocated()
+    seconds, peak = stop_clock(device, start)
+    return seconds / args.train_steps, peak
 
 
 def main():
@@ -131,15 +145,18 @@ def main():
     parser.add_argument("--length", type=int, default=1024, help="training sequence length")
     parser.add_argument("--train-steps", type=int, default=3)
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="bf16 dense peak of the GPU (H100/H200 SXM)")
+    parser.add_argument("--device", default="cuda", help="cuda (the measurement) or cpu (a smoke test)")
     parser.add_argument("--dry-run", action="store_true", help="no GPU: build on the meta device, count only")
     args = parser.parse_args()
-    if not args.dry_run and not torch.cuda.is_available():
+    device = torch.device("meta" if args.dry_run else args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("bench/gpu.py needs a CUDA GPU; --dry-run counts parameters and FLOPs without one")
     if not args.dry_run:
-        print(f"{torch.cuda.get_device_name()}, peak {args.peak_tflops:.0f} TFLOP/s bf16 assumed; "
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU (smoke test: MFU meaningless)"
+        print(f"{name}, peak {args.peak_tflops:.0f} TFLOP/s bf16 assumed; "
               f"batch {args.batch}, generate {args.prompt_len}+{args.new_tokens}, train length {args.length}")
     for name in args.models:
-        model, config = build(name, "meta" if args.dry_run else "cuda")
+        model, config = build(name, device)
         total, active = active_params(model, config)
         gen_context = args.prompt_len + args.new_tokens / 2
         gen_flops = flops_per_token(config, active, gen_context, backward=False)
@@ -148,16 +165,17 @@ def main():
               f"{gen_flops / 1e9:.2f} GFLOP/token generating, {train_flops / 1e9:.2f} GFLOP/token training")
         if args.dry_run:
             continue
-        seconds, peak = measure_generation(model, args)
+        seconds, peak = measure_generation(model, args, device)
         tokens = args.batch * args.new_tokens
         print(f"  generation: {tokens / seconds:10.0f} tokens/s  MFU {tokens * gen_flops / seconds / args.peak_tflops / 1e12:6.1%}"
               f"  peak {peak / 2**30:.1f} GiB")
-        seconds, peak = measure_training(model, args)
+        seconds, peak = measure_training(model, args, device)
         tokens = args.batch * args.length
         print(f"  training:   {tokens / seconds:10.0f} tokens/s  MFU {tokens * train_flops / seconds / args.peak_tflops / 1e12:6.1%}"
               f"  peak {peak / 2**30:.1f} GiB")
         del model
-        torch.cuda.empty_cache()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":
