@@ -110,7 +110,8 @@ def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperatur
     # Only these settings may apply: generate fills every unset field from the checkpoint's
     # generation_config.json, whose top_k / top_p / penalties would silently change mu.
     # top_k must be 0, not None: None means "unset", and the global default is top_k = 50.
-    config = GenerationConfig(do_sample=not greedy, temperature=1.0, top_k=0, top_p=1.0, min_p=None,
+    warpers = {} if greedy else {"top_k": 0, "top_p": 1.0}
+    config = GenerationConfig(do_sample=not greedy, temperature=1.0, **warpers,
                               max_new_tokens=max_new_tokens, eos_token_id=eos_ids,
                               pad_token_id=tokenizer.pad_token_id, use_cache=True,
                               return_dict_in_generate=True)
