@@ -1,6 +1,6 @@
 """Peak memory and time of nano_respo.logprobs.token_logprobs against the naive log-softmax.
 
-    python bench/logprobs.py [--lengths 256 512 1024] [--vocab 151936] [--dtype bfloat16]
+    python bench/logprobs.py [--lengths 256 512 1024] [--vocab 151936] [--dtype bfloat16] [--chunk 1024]
 
 naive = torch.log_softmax(logits.float(), -1).gather(-1, targets): what most RL code writes.
 Both get the same logits [1, T, V] (a leaf that requires grad, as the model's output would)
@@ -31,6 +31,7 @@ def naive_logprobs(logits, targets):
 
 
 ROUTINES = {"ours": token_logprobs, "naive": naive_logprobs}
+CHUNKED = {"ours"}  # routines that take chunk_size
 
 
 def peak_bytes(device) -> int:
@@ -39,13 +40,13 @@ def peak_bytes(device) -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
-def run_once(routine, logits, targets, backward: bool):
+def run_once(routine, logits, targets, backward: bool, **kwargs):
     if backward:
         logits.grad = None
-        routine(logits, targets).sum().backward()
+        routine(logits, targets, **kwargs).sum().backward()
     else:
         with torch.no_grad():
-            routine(logits, targets)
+            routine(logits, targets, **kwargs)
 
 
 def measure(args) -> dict:
@@ -62,10 +63,11 @@ def measure(args) -> dict:
         torch.cuda.reset_peak_memory_stats(device)
     before = peak_bytes(device)
     routine = ROUTINES[args.routine]
+    kwargs = {"chunk_size": args.chunk} if args.routine in CHUNKED else {}
     times = []
     for _ in range(args.repeats):
         start = time.perf_counter()
-        run_once(routine, logits, targets, args.backward)
+        run_once(routine, logits, targets, args.backward, **kwargs)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         times.append(time.perf_counter() - start)
@@ -75,7 +77,8 @@ def measure(args) -> dict:
 def measure_in_subprocess(args, routine: str, length: int, backward: bool) -> dict:
     command = [sys.executable, __file__, "--measure", "--routine", routine, "--length", str(length),
                "--vocab", str(args.vocab), "--dtype", args.dtype, "--device", args.device,
-               "--repeats", str(args.repeats), "--threads", str(args.threads)] + (["--backward"] if backward else [])
+               "--repeats", str(args.repeats), "--threads", str(args.threads), "--chunk", str(args.chunk)]
+    command += ["--backward"] if backward else []
     out = subprocess.run(command, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -86,6 +89,7 @@ def main():
     parser.add_argument("--vocab", type=int, default=151936, help="Qwen3's vocabulary size")
     parser.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"], help="dtype of the logits")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--chunk", type=int, default=1024, help="our chunk_size (the trainer's --logprob-chunk)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
@@ -96,7 +100,8 @@ def main():
     if args.measure:
         print(json.dumps(measure(args)))
         return
-    print(f"vocab {args.vocab}, {args.dtype} logits [1, T, V] on {args.device}; peak = memory added on top of the logits")
+    print(f"vocab {args.vocab}, {args.dtype} logits [1, T, V] on {args.device}, our chunk {args.chunk}; "
+          f"peak = memory added on top of the logits")
     print(f"{'use':18s} {'T':>6s} {'logits MB':>10s} {'ours MB':>9s} {'naive MB':>9s} {'mem ratio':>9s} "
           f"{'ours ms':>9s} {'naive ms':>9s} {'time ratio':>10s}")
     mem_ratios = {False: [], True: []}
