@@ -24,6 +24,7 @@ import torch
 from tqdm import tqdm
 
 from .checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, set_rng_state
+from .distributed import FSDPRun, has_sharded_state, load_sharded, loss_scale
 from .evaluation import evaluate
 from .kernel import SCALES, LossConfig, group_advantages, policy_loss
 from .models import TINY_WARM_START_STEPS, load_model
@@ -108,6 +109,8 @@ class TrainConfig(LossConfig):
     """Token positions per chunk of the log-prob routine (bounds the float32 vocabulary buffer)."""
     plots: bool = True
     """Write plots.png at the end."""
+    fsdp: bool = False
+    """Shard the model with FSDP2 over torchrun's processes: torchrun --nproc_per_node N train.py --fsdp."""
 
     def __post_init__(self):
         super().__post_init__()
@@ -154,7 +157,7 @@ class TrainConfig(LossConfig):
 
 
 # Config fields a --resume may change without changing what the run computes.
-RESUMABLE = {"iterations", "resume", "threads", "plots", "save_every", "device"}
+RESUMABLE = {"iterations", "resume", "threads", "plots", "save_every", "device", "fsdp"}
 
 
 def micro_share(mask: torch.Tensor, full_mask: torch.Tensor, agg: str) -> float:
@@ -187,7 +190,7 @@ def rl_step(model, optimizer, batch: RolloutBatch, cfg: TrainConfig, loss_cfg: L
             optimizer.zero_grad(set_to_none=True)
             return {"skipped": 1, "skip_reason": "non-finite log-prob"}
         loss, _ = policy_loss(logp, micro.old_logp, micro.advantages, micro.completion_mask, loss_cfg)
-        loss = loss * micro_share(micro.completion_mask, full_mask, loss_cfg.agg)
+        loss = loss * micro_share(micro.completion_mask, full_mask, loss_cfg.agg) * loss_scale(full_mask, loss_cfg)
         if aux_loss is not None:
             aux_total = (aux_total or 0.0) + aux_loss.item() * len(index) / n
             if cfg.router_aux_coef:
@@ -319,6 +322,10 @@ def train(cfg: TrainConfig) -> Path:
 
     torch.set_num_threads(cfg.threads)
     device = resolve_device(cfg.device)
+    # ---- FSDP (torchrun --nproc_per_node N train.py --fsdp), part 1 of 2: this process's device -----
+    fsdp = FSDPRun(cfg) if cfg.fsdp else None
+    device = str(fsdp.device) if fsdp else device
+    # -----------------------------------------------------------------------------------------------
     if cfg.autocast and not device.startswith("cuda"):
         raise ValueError(f"autocast: bfloat16 autocast is for CUDA devices, not {device!r}")
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if cfg.autocast else contextlib.nullcontext()
@@ -348,6 +355,13 @@ def train(cfg: TrainConfig) -> Path:
     loss_cfg = cfg.loss_config()
     log = MetricsLog(run_dir, keep_until_iteration=iteration if checkpoint else None)
     (run_dir / "config.json").write_text(json.dumps(config, indent=1))
+    # ---- FSDP, part 2 of 2: join the group, shard; everything below runs unchanged on every rank --
+    if fsdp:
+        model, optimizer, task, log = fsdp.wrap(model, optimizer, task, log, checkpoint, iteration)
+    elif checkpoint is not None and has_sharded_state(checkpoint):
+        load_sharded(checkpoint, model, optimizer)  # an FSDP run's checkpoint, resumed on one device
+    save = fsdp.save_checkpoint if fsdp else save_checkpoint
+    # -----------------------------------------------------------------------------------------------
 
     def run_eval():
         with amp:
@@ -378,7 +392,7 @@ def train(cfg: TrainConfig) -> Path:
                 last_eval = run_eval()
             bar.set_postfix(reward=f"{rollout_stats['reward']:.2f}", heldout=f"{last_eval['heldout_acc']:.2f}")
             if done % cfg.save_every == 0 or done == cfg.iterations or stop.requested:
-                save_checkpoint(run_dir, model, tokenizer, optimizer, done, step, config)
+                save(run_dir, model, tokenizer, optimizer, done, step, config)
             if stop.requested:
                 break
     bar.close()

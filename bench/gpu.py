@@ -1,0 +1,182 @@
+"""Qwen3-shaped models at real sizes with random weights on one GPU: generation and training throughput.
+
+    python bench/gpu.py                              # qwen3-0.6b, qwen3-1.7b, qwen3-moe-small
+    python bench/gpu.py --models qwen3-4b --batch 8 --length 1024
+    python bench/gpu.py --dry-run                    # no GPU: shapes, parameter and FLOP counts only
+    python bench/gpu.py --device cpu --models qwen3-tiny --batch 2 --prompt-len 8 --new-tokens 4 --length 32
+                                                     # no GPU: the whole script on a tiny shape (smoke)
+
+Nothing is downloaded: each model is Qwen3Config / Qwen3MoeConfig with the published
+shape, randomly initialised in bfloat16 on the GPU. Per model it prints
+- generation: tokens/s of sampling --new-tokens tokens for --batch prompts of --prompt-len
+  (KV cache, transformers generate), and its peak memory;
+- training: tokens/s of one RL optimizer step on [batch, length] tokens (forward, our
+  token_logprobs, the ReSPO loss, backward, AdamW), and its peak memory;
+- MFU: model FLOPs / (seconds x --peak-tflops). Model FLOPs per token: 2 N forward (6 N with
+  backward) over the active non-embedding parameters plus the LM head, plus causal attention
+  2 x 2 x layers x heads x head_dim x (mean context) forward (x3 with backward).
+"""
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
+from nano_respo.kernel import LossConfig, policy_loss  # noqa: E402
+from nano_respo.logprobs import token_logprobs  # noqa: E402
+
+VOCAB = 151936
+# Published Qwen3 shapes (config.json of the Qwen/Qwen3-* checkpoints); qwen3-moe-small keeps
+# Qwen3-30B-A3B's expert layout (128 experts, 8 active, 768 wide) on 8 layers to fit one GPU.
+SHAPES = {
+    "qwen3-0.6b": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
+                       num_key_value_heads=8, tie_word_embeddings=True),
+    "qwen3-1.7b": dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=28, num_attention_heads=16,
+                       num_key_value_heads=8, tie_word_embeddings=True),
+    "qwen3-4b": dict(hidden_size=2560, intermediate_size=9728, num_hidden_layers=36, num_attention_heads=32,
+                     num_key_value_heads=8, tie_word_embeddings=True),
+    "qwen3-8b": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
+                     num_key_value_heads=8, tie_word_embeddings=False),
+    "qwen3-moe-small": dict(hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768,
+                            num_hidden_layers=8, num_attention_heads=32, num_key_value_heads=4, num_experts=128,
+                            num_experts_per_tok=8, norm_topk_prob=True, tie_word_embeddings=False),
+    "qwen3-tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+                       num_key_value_heads=1, tie_word_embeddings=True),  # a CPU smoke test of this script
+}
+
+
+def make_config(name: str):
+    import transformers
+
+    shape = SHAPES[name]
+    config_class = transformers.Qwen3MoeConfig if "num_experts" in shape else transformers.Qwen3Config
+    return config_class(vocab_size=VOCAB, head_dim=128, max_position_embeddings=40960, rope_theta=1e6,
+                        **shape)
+
+
+def active_params(model, config) -> tuple[int, int]:
+    """(all parameters, active non-embedding parameters per token incl. the LM head)."""
+    total = sum(p.numel() for p in model.parameters())
+    active = 0
+    for name, p in model.named_parameters():
+        if "embed_tokens" in name:
+            continue
+        share = config.num_experts_per_tok / config.num_experts if ".experts." in name else 1.0
+        active += p.numel() * share
+    if config.tie_word_embeddings:  # the tied head is still a vocab x hidden matmul per token
+        active += model.get_input_embeddings().weight.numel()
+    return total, int(active)
+
+
+def flops_per_token(config, active: int, context: float, backward: bool) -> float:
+    attention = 2 * 2 * config.num_hidden_layers * config.num_attention_heads * config.head_dim * context
+    return (2 * active + attention) * (3 if backward else 1)
+
+
+def build(name: str, device: str):
+    from transformers import AutoModelForCausalLM
+
+    config = make_config(name)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    return model, config
+
+
+def start_clock(device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    return time.perf_counter()
+
+
+def stop_clock(device, start: float) -> tuple[float, float]:
+    """(seconds since start, peak bytes allocated; nan off the GPU)."""
+    if device.type != "cuda":
+        return time.perf_counter() - start, float("nan")
+    torch.cuda.synchronize(device)
+    return time.perf_counter() - start, torch.cuda.max_memory_allocated(device)
+
+
+def measure_generation(model, args, device) -> tuple[float, float]:
+    prompts = torch.randint(VOCAB, (args.batch, args.prompt_len), device=device)  # [B, P]
+    run = lambda n: model.generate(prompts, attention_mask=torch.ones_like(prompts), do_sample=True,  # noqa: E731
+                                   max_new_tokens=n, min_new_tokens=n, pad_token_id=0, top_k=None, top_p=None)
+    run(4)  # warm-up
+    start = start_clock(device)
+    run(args.new_tokens)
+    return stop_clock(device, start)
+
+
+def measure_training(model, args, device) -> tuple[float, float]:
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    input_ids = torch.randint(VOCAB, (args.batch, args.length), device=device)  # [B, T]
+    mask = torch.ones(args.batch, args.length - 1, dtype=torch.bool, device=device)  # [B, T-1]
+    advantages = torch.randn(args.batch, device=device)  # [B]
+
+    def step():
+        logits = model(input_ids=input_ids, use_cache=False).logits[:, :-1]  # [B, T-1, V]
+        logp = token_logprobs(logits, input_ids[:, 1:])  # [B, T-1]
+        loss, _ = policy_loss(logp, logp.detach(), advantages, mask, LossConfig(method="respo"))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    step()  # warm-up (allocates the AdamW state)
+    start = start_clock(device)
+    for _ in range(args.train_steps):
+        step()
+    seconds, peak = stop_clock(device, start)
+    return seconds / args.train_steps, peak
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="+", default=["qwen3-0.6b", "qwen3-1.7b", "qwen3-moe-small"],
+                        choices=list(SHAPES))
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--prompt-len", type=int, default=256)
+    parser.add_argument("--new-tokens", type=int, default=256)
+    parser.add_argument("--length", type=int, default=1024, help="training sequence length")
+    parser.add_argument("--train-steps", type=int, default=3)
+    parser.add_argument("--peak-tflops", type=float, default=989.0, help="bf16 dense peak of the GPU (H100/H200 SXM)")
+    parser.add_argument("--device", default="cuda", help="cuda (the measurement) or cpu (a smoke test)")
+    parser.add_argument("--dry-run", action="store_true", help="no GPU: build on the meta device, count only")
+    args = parser.parse_args()
+    device = torch.device("meta" if args.dry_run else args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("bench/gpu.py needs a CUDA GPU; --dry-run counts parameters and FLOPs without one")
+    if not args.dry_run:
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU (smoke test: MFU meaningless)"
+        print(f"{name}, peak {args.peak_tflops:.0f} TFLOP/s bf16 assumed; "
+              f"batch {args.batch}, generate {args.prompt_len}+{args.new_tokens}, train length {args.length}")
+    for name in args.models:
+        model, config = build(name, device)
+        total, active = active_params(model, config)
+        gen_context = args.prompt_len + args.new_tokens / 2
+        gen_flops = flops_per_token(config, active, gen_context, backward=False)
+        train_flops = flops_per_token(config, active, args.length / 2, backward=True)
+        print(f"{name}: {total / 1e9:.2f} B parameters, {active / 1e9:.2f} B active per token; "
+              f"{gen_flops / 1e9:.2f} GFLOP/token generating, {train_flops / 1e9:.2f} GFLOP/token training")
+        if args.dry_run:
+            continue
+        seconds, peak = measure_generation(model, args, device)
+        tokens = args.batch * args.new_tokens
+        print(f"  generation: {tokens / seconds:10.0f} tokens/s  MFU {tokens * gen_flops / seconds / args.peak_tflops / 1e12:6.1%}"
+              f"  peak {peak / 2**30:.1f} GiB")
+        seconds, peak = measure_training(model, args, device)
+        tokens = args.batch * args.length
+        print(f"  training:   {tokens / seconds:10.0f} tokens/s  MFU {tokens * train_flops / seconds / args.peak_tflops / 1e12:6.1%}"
+              f"  peak {peak / 2**30:.1f} GiB")
+        del model
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
