@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import string
 from pathlib import Path
 
@@ -76,19 +77,28 @@ def create_tiny_model(name: str, path: Path, seed: int = 0) -> None:
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     (tmp / "nano_respo.json").write_text(json.dumps({"created_as": name, "seed": seed}))
+    if not is_complete(tmp):  # e.g. save_pretrained inside a process group writes on rank 0 only
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RuntimeError(f"model: creating {name} wrote no weights to {tmp}; create it outside torch.distributed")
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and not is_complete(path):  # a broken earlier attempt: replace it
+        shutil.rmtree(path, ignore_errors=True)
     try:
         os.replace(tmp, path)
     except OSError:  # another process created it first: keep theirs
-        import shutil
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def is_complete(path: Path) -> bool:
+    """A model directory that from_pretrained can load: a config and its weights."""
+    return (path / "config.json").exists() and any(path.glob("*.safetensors"))
 
 
 def resolve_model_path(name: str) -> str:
     """A tiny default (created on first use), a run or checkpoint directory, or a hub id / local dir."""
     if name in TINY_MODELS:
         path = cache_dir() / "models" / name
-        if not (path / "config.json").exists():
+        if not is_complete(path):
             create_tiny_model(name, path)
         return str(path)
     local = Path(name)

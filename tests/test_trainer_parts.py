@@ -106,3 +106,15 @@ def test_char_tokenizer_round_trips_and_formats_chat():
 def test_completion_mask_stops_after_the_first_eos():
     ids = torch.tensor([[5, 6, 2, 0, 2], [5, 5, 5, 5, 5], [2, 0, 0, 0, 0]])
     assert completion_mask_of(ids, [2]).int().tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]]
+
+
+def test_a_broken_tiny_model_cache_is_rebuilt(tmp_path, monkeypatch):
+    """A cache entry without weights (an interrupted or rank-0-less save) is replaced, not trusted."""
+    from nano_respo.models import load_model
+
+    monkeypatch.setenv("NANO_RESPO_CACHE", str(tmp_path))
+    broken = tmp_path / "models" / "tiny-qwen3"
+    broken.mkdir(parents=True)
+    build_char_tokenizer().save_pretrained(broken)
+    model, _ = load_model("tiny-qwen3")
+    assert (broken / "config.json").exists() and sum(p.numel() for p in model.parameters()) > 100_000
