@@ -49,6 +49,8 @@ class ExperimentConfig:
     """Rollout batches per run: the fixed budget every method gets."""
     task: str = "reverse"
     """train.py --task (the long-answer task by default)."""
+    eval_every: int = 10
+    """train.py --eval-every: held-out evaluation period in iterations (always at the start and end)."""
     workers: int = 2
     """Runs in parallel, one torch thread each."""
     out_dir: str = "runs/experiments"
@@ -85,16 +87,26 @@ def train_command(cfg: ExperimentConfig, model: str, method: str, reuse: int, se
     path = run_dir(cfg, model, method, reuse, seed)
     return [sys.executable, str(ROOT / "train.py"), "--model", model, "--task", cfg.task, "--method", method,
             "--reuse", str(reuse), "--epochs", "1" if reuse == 1 else "2", "--seed", str(seed),
-            "--iterations", str(cfg.iterations), "--out-dir", str(path.parent), "--name", path.name,
+            "--iterations", str(cfg.iterations), "--eval-every", str(cfg.eval_every), "--out-dir", str(path.parent), "--name", path.name,
             "--no-plots", *(["--resume"] if resume else [])]
+
+
+def grid(cfg: ExperimentConfig, model: str | None = None) -> list[tuple]:
+    """(model, method, reuse, seed) cells in seed-major order: a grid stopped halfway still
+    holds whole seeds of every method and reuse, which is what paired differences need.
+
+    At reuse 1 every step is on-policy, where every method's gradient is the plain policy
+    gradient (tests/test_kernel_derivations.py, family 1): the runs would be identical, so
+    only the first method runs there and stands for all.
+    """
+    return [(m, meth, r, s) for m in ([model] if model else cfg.models) for s in cfg.seeds for r in cfg.reuse
+            for meth in cfg.methods if r > 1 or meth == cfg.methods[0]]
 
 
 def run_grid(cfg: ExperimentConfig) -> None:
     from tqdm import tqdm
 
-    # Seed-major order: a grid stopped halfway still holds whole seeds of every method and reuse,
-    # which is what paired differences need.
-    cells = [(m, meth, r, s) for m in cfg.models for s in cfg.seeds for r in cfg.reuse for meth in cfg.methods]
+    cells = grid(cfg)
     todo = [c for c in cells if not finished(read_metrics(run_dir(cfg, *c)), cfg.iterations)]
     print(f"{len(cells) - len(todo)} of {len(cells)} runs already finished; running {len(todo)}")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
@@ -146,7 +158,7 @@ def record_of(path: Path, model: str, method: str, reuse: int, seed: int) -> dic
 def report(cfg: ExperimentConfig) -> str:
     sections = []
     for model in cfg.models:
-        cells = [(model, meth, r, s) for meth in cfg.methods for r in cfg.reuse for s in cfg.seeds]
+        cells = grid(cfg, model)
         records = [record_of(run_dir(cfg, *c), *c) for c in cells
                    if finished(read_metrics(run_dir(cfg, *c)), cfg.iterations)]
         if not records:
