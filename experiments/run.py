@@ -57,6 +57,8 @@ class ExperimentConfig:
     """Where the runs are written."""
     figures: str = "experiments/figures"
     """Where the learning-curve figures are written."""
+    records: str = "experiments/results/records.json"
+    """Where the per-run records (curves, outcomes, diagnostics) are written: RESULTS.md and notebook 04 read them."""
     stuck_below: float = 0.1
     """A run whose final training reward is below this counts as stuck (reported beside the means)."""
     report_only: bool = False
@@ -156,13 +158,14 @@ def record_of(path: Path, model: str, method: str, reuse: int, seed: int) -> dic
 
 
 def report(cfg: ExperimentConfig) -> str:
-    sections = []
+    sections, everything = [], []
     for model in cfg.models:
         cells = grid(cfg, model)
         records = [record_of(run_dir(cfg, *c), *c) for c in cells
                    if finished(read_metrics(run_dir(cfg, *c)), cfg.iterations)]
         if not records:
             continue
+        everything += records
         Path(cfg.figures).mkdir(parents=True, exist_ok=True)
         figure = Path(cfg.figures) / f"{model}-reward.png"
         plot_rewards(records, str(figure), title=f"{model}: training reward per rollout batch")
@@ -171,6 +174,9 @@ def report(cfg: ExperimentConfig) -> str:
                      outcome_table(records, cfg.stuck_below), "",
                      paired_table(records, reference=cfg.methods[0]), "",
                      diagnostics_table(records), ""]
+    if everything:
+        Path(cfg.records).parent.mkdir(parents=True, exist_ok=True)
+        Path(cfg.records).write_text(json.dumps(everything, indent=0))
     return "\n".join(sections) or "no finished runs yet"
 
 

@@ -158,7 +158,7 @@ def score(reward_fn, texts: list[str], problems: list[Problem]):
     return torch.tensor(rewards), errors
 
 
-def policy_logprobs(model, batch: RolloutBatch, temperature: float, chunk_size: int = 1024,
+def policy_logprobs(model, batch: RolloutBatch, temperature: float, chunk_size: int | None = None,
                     with_entropy: bool = False):
     """Current-policy log-probs [B, C] of the batch's completion tokens (and entropy, router aux loss).
 

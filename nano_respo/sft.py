@@ -39,7 +39,7 @@ def teacher_forced_batch(tokenizer, prompts: list[str], answers: list[str], devi
                         rewards=zeros, advantages=zeros)
 
 
-def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, seed: int, chunk_size: int = 1024):
+def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, seed: int, chunk_size: int | None = None):
     """Minimise the mean token negative log-likelihood of the reference answers."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
@@ -64,7 +64,7 @@ def hash_seed(*parts) -> int:
 
 
 def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_size: int, lr: float, seed: int,
-               dtype: str, device: str, chunk_size: int = 1024):
+               dtype: str, device: str, chunk_size: int | None = None):
     """(model, tokenizer) after `steps` SFT steps, from the cache when this exact warm start exists."""
     key = {"model": model_name, **task_key, "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
            "dtype": dtype}

@@ -75,6 +75,8 @@ class TrainConfig(LossConfig):
     """Warm-start batch size (demonstrations per step)."""
     sft_lr: float = 3e-3
     """Warm-start AdamW learning rate."""
+    sft_seed: int = 0
+    """Warm-start seed, fixed apart from --seed so that every RL seed starts from the same model."""
     eval_every: int = 10
     """Evaluate on the held-out split every this many iterations (and at the start and the end)."""
     eval_problems: int = 128
@@ -105,8 +107,8 @@ class TrainConfig(LossConfig):
     """Sequences per generate call (bounds the KV cache); None = the whole rollout batch at once."""
     micro_batch: int | None = None
     """Sequences per forward/backward; gradients accumulate over a mini-batch. None = the whole mini-batch."""
-    logprob_chunk: int = 1024
-    """Token positions per chunk of the log-prob routine (bounds the float32 vocabulary buffer)."""
+    logprob_chunk: int | None = None
+    """Token positions per chunk of the log-prob routine; None = as many as fit 16 MB of float32 logits."""
     plots: bool = True
     """Write plots.png at the end."""
     fsdp: bool = False
@@ -117,11 +119,10 @@ class TrainConfig(LossConfig):
         if not self.model.strip():
             raise ValueError("model: empty model name")
         for name in ("iterations", "prompts_per_iteration", "group_size", "reuse", "epochs", "max_new_tokens",
-                     "sft_batch", "eval_every", "eval_problems", "eval_samples", "save_every", "threads",
-                     "logprob_chunk"):
+                     "sft_batch", "eval_every", "eval_problems", "eval_samples", "save_every", "threads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
-        for name in ("micro_batch", "rollout_batch"):
+        for name in ("micro_batch", "rollout_batch", "logprob_chunk"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
         if self.sft_steps is not None and self.sft_steps < 0:
@@ -309,7 +310,7 @@ def initial_model(cfg: TrainConfig, task, device: str):
     if sft_steps == 0:
         return load_model(cfg.model, cfg.dtype, device, cfg.gradient_checkpointing)
     task_key = {"task": cfg.task, "task_size": cfg.task_size}
-    model, tokenizer = warm_start(cfg.model, task, task_key, sft_steps, cfg.sft_batch, cfg.sft_lr, cfg.seed,
+    model, tokenizer = warm_start(cfg.model, task, task_key, sft_steps, cfg.sft_batch, cfg.sft_lr, cfg.sft_seed,
                                   cfg.dtype, device, cfg.logprob_chunk)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

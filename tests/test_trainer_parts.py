@@ -31,6 +31,18 @@ def test_token_logprobs_equals_a_naive_log_softmax_with_gradients(temperature, c
     assert torch.allclose(entropy.double(), -(p * p.log()).sum(-1), atol=1e-5)
 
 
+def test_token_logprobs_leaves_float32_logits_untouched():
+    """float32 logits are the float32 buffer itself: the routine must never scale them in place."""
+    logits = (3 * torch.randn(6, 40)).requires_grad_()
+    before = logits.detach().clone()
+    targets = torch.randint(0, 40, (6,))
+    out = token_logprobs(logits, targets, temperature=0.7, chunk_size=4)
+    (grad,) = torch.autograd.grad(out.sum(), logits)
+    assert torch.equal(logits.detach(), before)
+    naive = torch.log_softmax(before / 0.7, -1)
+    torch.testing.assert_close(grad, torch.nn.functional.one_hot(targets, 40) / 0.7 - naive.exp() / 0.7)
+
+
 def test_token_logprobs_of_bfloat16_logits_is_float32():
     logits = torch.randn(4, 8, 30).bfloat16()
     out = token_logprobs(logits, torch.zeros(4, 8, dtype=torch.long))
