@@ -1,6 +1,6 @@
 """Write the teaching notebooks from the cell lists in nb01/02/03 and execute them in place.
 
-    python notebooks/build.py            # all three
+    python notebooks/build.py            # all four
     python notebooks/build.py 02         # only those whose name contains 02
 
 Executed with nbclient (kernel python3) and saved with their outputs, so they read on a
@@ -55,7 +55,7 @@ def main(argv):
     import importlib
 
     sys.path.insert(0, HERE)
-    for source in ("nb01", "nb02", "nb03"):
+    for source in ("nb01", "nb02", "nb03", "nb04"):
         if argv and not any(a in source for a in argv):
             continue
         module = importlib.import_module(source)

@@ -13,8 +13,8 @@ from nbclient import NotebookClient
 NOTEBOOKS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "notebooks", "*.ipynb")))
 
 
-def test_there_are_three_notebooks():
-    assert [os.path.basename(p)[:2] for p in NOTEBOOKS] == ["01", "02", "03"]
+def test_there_are_four_notebooks():
+    assert [os.path.basename(p)[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[os.path.basename(p) for p in NOTEBOOKS])
