@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout, no install
 from nano_respo.cli import parse_config  # noqa: E402
 from toy.report import diagnostics_table, outcome_table, paired_table, plot_rewards  # noqa: E402
 
-OFF_POLICY_STATS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "phi_max_neg", "clip_frac_seq", "clip_frac_token",
+OFF_POLICY_STATS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "len_low_w_pos", "len_pos", "phi_max_neg", "clip_frac_seq", "clip_frac_token",
                     "approx_kl", "log_w_q10_pos", "log_w_q90_pos", "log_w_q10_neg", "log_w_q90_neg")
 
 

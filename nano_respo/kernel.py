@@ -417,6 +417,8 @@ def diagnostics(phi, log_w, logp, old_logp, advantages, mask, cfg) -> dict[str, 
         "low_w_pos_frac": low_w.sum() / pos.sum() if pos.any() else nan,
         "low_w_pos_phi_mass": phi_seq[low_w].sum() / phi_seq[pos].sum().clamp(min=1e-30) if pos.any() else nan,
         "phi_low_w_pos": phi_seq[low_w].mean() if low_w.any() else nan,  # what one starved positive gets
+        "len_low_w_pos": lengths[low_w].float().mean() if low_w.any() else nan,  # are the starved ones long?
+        "len_pos": lengths[pos].float().mean() if pos.any() else nan,
         "phi_mean_pos": phi_seq[pos].mean() if pos.any() else nan,
         "phi_mean_neg": phi_seq[neg].mean() if neg.any() else nan,
         "phi_max_neg": phi_seq[neg].max() if neg.any() else nan,

@@ -139,3 +139,19 @@ def test_importing_the_kernel_does_not_import_transformers():
     code = "import sys, nano_respo.kernel; print('transformers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_diagnostics_on_a_hand_sized_batch():
+    """Two positives (one drifted to w = e^-0.8, 4 tokens; one at w = 1, 2 tokens), one negative."""
+    old = torch.zeros(3, 4)
+    old[0] = 0.2
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0]], dtype=torch.bool)
+    adv = torch.tensor([1.0, 1.0, -1.0])
+    _, stats = policy_loss(torch.zeros(3, 4, requires_grad=True), old, adv, mask, LossConfig(method="seq_clip"))
+    w = torch.exp(torch.tensor(-0.8)).item()
+    assert stats["low_w_pos_frac"] == pytest.approx(0.5)
+    assert stats["phi_low_w_pos"] == pytest.approx(w)  # the sequence clip gives it its own weight
+    assert stats["low_w_pos_phi_mass"] == pytest.approx(w / (w + 1))
+    assert (stats["len_low_w_pos"], stats["len_pos"]) == (4.0, 3.0)
+    assert stats["log_w_q50_pos"] == pytest.approx(-0.4) and stats["phi_max_neg"] == pytest.approx(1.0)
+    assert stats["clip_frac_token"] == 0 and stats["clip_frac_seq"] == 0
