@@ -357,11 +357,11 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     """
     cfg = (cfg or LossConfig()).validate()
     mask = check_inputs(logp, old_logp, advantages, mask)
-    phi, log_w = coefficients(logp, old_logp, advantages, mask, cfg)  # [B, T], [B]
+    phi, _ = coefficients(logp, old_logp, advantages, mask, cfg)  # [B, T]
     dtype = compute_dtype(logp)
     terms = -(phi * advantages.to(dtype)[:, None]).detach() * logp.to(dtype)  # [B, T]
     loss = aggregate(terms, mask, cfg.agg, cfg.norm_len)
-    return loss, diagnostics(phi, log_w, logp, old_logp, advantages, mask, cfg)
+    return loss, diagnostics(phi, logp, old_logp, advantages, mask, cfg)
 
 
 # --- Spec section 2 and 6: what to watch ----------------------------------------------
@@ -394,15 +394,15 @@ def masked_quantiles(x: torch.Tensor, keep: torch.Tensor, qs=(0.1, 0.5, 0.9)) ->
 
 
 @torch.no_grad()
-def diagnostics(phi, log_w, logp, old_logp, advantages, mask, cfg) -> dict[str, float]:
+def diagnostics(phi, logp, old_logp, advantages, mask, cfg) -> dict[str, float]:
     """Spec section 6 statistics of one batch, as python floats (one host sync)."""
     lengths = mask.sum(-1)  # [B]
     nonempty = lengths > 0
     pos, neg = (advantages > 0) & nonempty, (advantages < 0) & nonempty  # [B]
     phi_seq = masked_sum(phi, mask) / lengths.clamp(min=1)  # [B] mean coefficient of a response
-    true_log_w = sequence_log_weight(logp, old_logp, mask)  # [B] always the true product
-    low_w = pos & (true_log_w < math.log(1 - cfg.diag_eps))  # [B] what a sequence clip starves
     d = torch.where(mask, logp.detach().to(phi.dtype) - old_logp.to(phi.dtype), torch.zeros_like(phi))  # [B, T]
+    true_log_w = d.sum(-1)  # [B] always the true product, whatever the method uses
+    low_w = pos & (true_log_w < math.log(1 - cfg.diag_eps))  # [B] what a sequence clip starves
     r = torch.exp(d.clamp(max=cfg.log_w_max))
     tok_pos = pos[:, None] & mask
     tok_neg = neg[:, None] & mask
