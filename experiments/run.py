@@ -89,8 +89,8 @@ def train_command(cfg: ExperimentConfig, model: str, method: str, reuse: int, se
     path = run_dir(cfg, model, method, reuse, seed)
     return [sys.executable, str(ROOT / "train.py"), "--model", model, "--task", cfg.task, "--method", method,
             "--reuse", str(reuse), "--epochs", "1" if reuse == 1 else "2", "--seed", str(seed),
-            "--iterations", str(cfg.iterations), "--eval-every", str(cfg.eval_every), "--out-dir", str(path.parent), "--name", path.name,
-            "--no-plots", *(["--resume"] if resume else [])]
+            "--iterations", str(cfg.iterations), "--eval-every", str(cfg.eval_every),
+            "--out-dir", str(path.parent), "--name", path.name, "--no-plots", *(["--resume"] if resume else [])]
 
 
 def grid(cfg: ExperimentConfig, model: str | None = None) -> list[tuple]:
