@@ -29,7 +29,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 from nano_respo.kernel import LossConfig, policy_loss  # noqa: E402
-from nano_respo.logprobs import token_logprobs  # noqa: E402
+from nano_respo.logprobs import head_inputs, linear_head, token_logprobs  # noqa: E402
 
 VOCAB = 151936
 # Published Qwen3 shapes (config.json of the Qwen/Qwen3-* checkpoints); qwen3-moe-small keeps
@@ -120,8 +120,9 @@ def measure_training(model, args, device) -> tuple[float, float]:
     advantages = torch.randn(args.batch, device=device)  # [B]
 
     def step():
-        logits = model(input_ids=input_ids, use_cache=False).logits[:, :-1]  # [B, T-1, V]
-        logp = token_logprobs(logits, input_ids[:, 1:])  # [B, T-1]
+        with head_inputs(model) as collected:  # the trainer's route: the [B, T, V] logits are never built
+            model(input_ids=input_ids, use_cache=False)
+        logp = token_logprobs(collected[0][:, :-1], linear_head(model).weight, input_ids[:, 1:])  # [B, T-1]
         loss, _ = policy_loss(logp, logp.detach(), advantages, mask, LossConfig(method="respo"))
         loss.backward()
         optimizer.step()

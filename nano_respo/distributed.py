@@ -138,6 +138,14 @@ def all_reduce(value: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
     return value
 
 
+def on_every_rank(flag: torch.Tensor) -> bool:
+    """Whether flag holds on every rank: a step is skipped by all ranks or by none, or the ones
+
+    that went on would wait forever in the gradient reduction for the ones that skipped.
+    """
+    return bool(all_reduce(flag.to(torch.int32), dist.ReduceOp.MIN))
+
+
 def loss_denominator(mask: torch.Tensor, cfg: LossConfig) -> torch.Tensor:
     """What kernel.aggregate divides the summed terms by, on this shard."""
     lengths = mask.sum(-1)  # [B]

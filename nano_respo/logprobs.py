@@ -1,71 +1,138 @@
-"""Per-token log-probs of chosen tokens without a float32 log-softmax over the whole batch.
+"""Per-token log-probs of chosen tokens straight from the LM head's input, never building [N, V] logits.
 
-log p(y_t) = z_t[y_t] / T - logsumexp(z_t / T), computed chunk by chunk of rows in
-float32, and a hand-written backward, d log p(y_t) / d z_t = (onehot(y_t) - softmax(z_t / T)) / T,
-that writes the gradient of the logits chunk by chunk too. Between the two passes only
-one float per position (its logsumexp) is kept, so the float32 buffers are one chunk
-wide: with a 150k vocabulary a full float32 log-softmax of a 512 x 1024-token batch would
-be 300 GB.
+    log p(y_t) = z_t[y_t] / T - logsumexp(z_t / T),   z_t = W h_t   (W: the head, [V, H])
+
+computed a chunk at a time: a chunk's logits exist only while it is processed, in float32.
+Between forward and backward only one float per position (its logsumexp) is kept; the
+backward rebuilds the logits slice by slice and applies
+
+    d log p(y_t) / d z_t = (onehot(y_t) - softmax(z_t / T)) / T
+    d/dh_t = W^T dz_t,   d/dW = sum_t dz_t h_t^T
+
+With Qwen3's 151,936-token vocabulary the logits of one 8 x 4096-token micro-batch are
+10 GB in bfloat16 and their gradient as much again; here the working set is one chunk.
+The price is one more head matmul (the backward's recompute).
 """
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
-CHUNK_BYTES = 16 * 2**20  # float32 working set per chunk when no chunk size is given
+# Working set of float32 logits per chunk when none is given. A GPU wants larger matmuls
+# than a CPU: with too small a chunk each one re-reads the head or the hidden states for little work.
+CHUNK_MB = {"cpu": 16, "cuda": 256}
 
 
-class ChunkedTokenLogprobs(torch.autograd.Function):
-    """log softmax(logits / T)[targets] for logits [N, V]; float32 math one chunk at a time."""
+class LinearTokenLogprobs(torch.autograd.Function):
+    """log softmax(hidden @ weight.T / T)[targets] and the entropy, for hidden [N, H], weight [V, H].
 
-    @staticmethod
-    def forward(ctx, logits, targets, temperature, chunk_size):
-        logp = torch.empty(len(targets), dtype=torch.float32, device=logits.device)  # [N]
-        lse = torch.empty_like(logp)  # [N]
-        for start in range(0, len(targets), chunk_size):
-            rows = slice(start, start + chunk_size)
-            scaled = logits[rows].float() / temperature  # [n, V] (a copy: never edit the logits)
-            lse[rows] = scaled.logsumexp(-1)
-            logp[rows] = scaled.gather(-1, targets[rows, None]).squeeze(-1) - lse[rows]
-        ctx.save_for_backward(logits, targets, lse)
-        ctx.temperature, ctx.chunk_size = temperature, chunk_size
-        return logp
-
-    @staticmethod
-    def backward(ctx, grad_logp):  # [N]
-        logits, targets, lse = ctx.saved_tensors
-        grad_logits = torch.empty_like(logits)  # [N, V], in the logits' dtype
-        for start in range(0, len(targets), ctx.chunk_size):
-            rows = slice(start, start + ctx.chunk_size)
-            g = grad_logp[rows].float() / ctx.temperature  # [n]
-            softmax = (logits[rows].float() / ctx.temperature).sub_(lse[rows, None]).exp_()  # [n, V]
-            grad_logits[rows] = softmax.mul_(-g[:, None]).scatter_add_(-1, targets[rows, None], g[:, None])
-        return grad_logits, None, None, None
-
-
-@torch.no_grad()
-def _chunk_entropy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    logp = torch.log_softmax(logits.float() / temperature, -1)  # [n, V]
-    return -(logp.exp() * logp).sum(-1)  # [n]
-
-
-def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0,
-                   chunk_size: int | None = None, with_entropy: bool = False):
-    """log softmax(logits / temperature) at targets, for logits [..., V] and targets [...].
-
-    Returns log-probs shaped like targets (float32), and with with_entropy also the
-    (detached) entropy of each position's tempered distribution.
+    The forward walks over chunks of positions (a logsumexp needs a position's whole
+    vocabulary); the backward over slices of the vocabulary, so that each slice of the
+    head's gradient is one matmul written once in the head's dtype, as autograd would.
     """
-    if logits.shape[:-1] != targets.shape:
-        raise ValueError(f"targets: shape {tuple(targets.shape)} does not match logits {tuple(logits.shape)}")
+
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda")  # the backward's recompute runs under the forward's autocast
+    def forward(ctx, hidden, weight, targets, temperature, chunk_bytes, with_entropy):
+        dtype = torch.promote_types(hidden.dtype, torch.float32)  # float32 math (float64 for float64 input)
+        logp = torch.empty(len(targets), dtype=dtype, device=hidden.device)  # [N]
+        lse = torch.empty_like(logp)  # [N]
+        entropy = torch.full_like(logp, float("nan"))  # [N], filled only on request
+        for rows in _slices(len(targets), chunk_bytes // (4 * len(weight))):
+            z = (hidden[rows] @ weight.T).to(dtype).div_(temperature)  # [n, V]
+            target_z = z.gather(-1, targets[rows, None]).squeeze(-1)  # [n]
+            top = z.amax(-1, keepdim=True)  # [n, 1]
+            z.sub_(top)  # in place: one [n, V] buffer per chunk, two with the entropy
+            e = z.exp() if with_entropy else z.exp_()  # [n, V] unnormalised probabilities
+            total = e.sum(-1)  # [n]
+            lse[rows] = top.squeeze(-1) + total.log()
+            logp[rows] = target_z - lse[rows]
+            if with_entropy:  # H = log total - sum_v e_v (z_v - top) / total
+                entropy[rows] = total.log() - torch.bmm(e[:, None], z[:, :, None]).view(-1) / total
+        ctx.save_for_backward(hidden, weight, targets, lse)
+        ctx.temperature, ctx.chunk_bytes = temperature, chunk_bytes
+        ctx.mark_non_differentiable(entropy)
+        return logp, entropy
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")
+    def backward(ctx, grad_logp, _grad_entropy):  # [N]
+        hidden, weight, targets, lse = ctx.saved_tensors
+        need_hidden, need_weight = ctx.needs_input_grad[:2]
+        g = grad_logp.to(lse.dtype) / ctx.temperature  # [N]
+        positions = torch.arange(len(targets), device=targets.device)  # [N]
+        grad_hidden = torch.zeros_like(hidden, dtype=lse.dtype) if need_hidden else None  # [N, H], summed over slices
+        grad_weight = torch.empty_like(weight) if need_weight else None  # [V, H]
+        for cols in _slices(len(weight), ctx.chunk_bytes // (4 * max(1, len(targets)))):
+            z = (hidden @ weight[cols].T).to(lse.dtype).div_(ctx.temperature)  # [N, m]
+            grad_z = z.sub_(lse[:, None]).exp_().mul_(-g[:, None])  # [N, m] = -softmax * g
+            hit = (targets >= cols.start) & (targets < cols.stop)  # [N] target inside this slice
+            grad_z.index_put_((positions[hit], targets[hit] - cols.start), g[hit], accumulate=True)  # + onehot * g
+            grad_z = grad_z.to(weight.dtype)
+            if need_hidden:
+                grad_hidden += grad_z @ weight[cols]  # [N, H]
+            if need_weight:
+                torch.mm(grad_z.T, hidden, out=grad_weight[cols])  # [m, H], straight into its rows
+        return None if grad_hidden is None else grad_hidden.to(hidden.dtype), grad_weight, None, None, None, None
+
+
+def _slices(n: int, size: int):
+    size = max(1, size)
+    for start in range(0, n, size):
+        yield slice(start, min(start + size, n))
+
+
+def token_logprobs(hidden: torch.Tensor, head_weight: torch.Tensor, targets: torch.Tensor,
+                   temperature: float = 1.0, chunk_mb: float | None = None, with_entropy: bool = False):
+    """log softmax(hidden @ head_weight.T / temperature) at targets, for hidden [..., H] and targets [...].
+
+    chunk_mb bounds the float32 logits held at once (default CHUNK_MB by device). Returns
+    float32 (float64 for float64 input) log-probs shaped like targets, and with
+    with_entropy also the (detached) entropy of each position's tempered distribution.
+    """
+    if hidden.shape[:-1] != targets.shape:
+        raise ValueError(f"targets: shape {tuple(targets.shape)} does not match hidden states {tuple(hidden.shape)}")
+    if head_weight.ndim != 2 or head_weight.shape[1] != hidden.shape[-1]:
+        raise ValueError(f"head_weight: expected [V, {hidden.shape[-1]}], got {tuple(head_weight.shape)}")
     if temperature <= 0:
         raise ValueError(f"temperature: must be > 0, got {temperature}")
-    chunk_size = chunk_size or max(1, CHUNK_BYTES // (4 * logits.shape[-1]))  # 27 rows at V = 151,936
-    flat_logits = logits.reshape(-1, logits.shape[-1])  # [N, V]
-    flat_targets = targets.reshape(-1)  # [N]
-    logp = ChunkedTokenLogprobs.apply(flat_logits, flat_targets, temperature, chunk_size).view(targets.shape)
-    if not with_entropy:
-        return logp
-    entropy = [_chunk_entropy(flat_logits[start:start + chunk_size], temperature)
-               for start in range(0, len(flat_targets), chunk_size)]
-    return logp, (torch.cat(entropy).view(targets.shape) if entropy else torch.zeros_like(logp))
+    chunk_mb = chunk_mb or CHUNK_MB["cuda" if hidden.device.type == "cuda" else "cpu"]
+    logp, entropy = LinearTokenLogprobs.apply(hidden.reshape(-1, hidden.shape[-1]), head_weight,
+                                              targets.reshape(-1), temperature, int(chunk_mb * 2**20),
+                                              with_entropy)  # [N], [N]
+    logp, entropy = logp.view(targets.shape), entropy.view(targets.shape)
+    return (logp, entropy) if with_entropy else logp
+
+
+def linear_head(model) -> torch.nn.Linear:
+    """The model's LM head, checked to be a plain bias-free linear map (logits = W h, nothing after)."""
+    head = model.get_output_embeddings()
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    after = [name for name in ("final_logit_softcapping", "logit_scale") if getattr(config, name, None)]
+    if not isinstance(head, torch.nn.Linear) or head.bias is not None or after:
+        raise ValueError(f"model: {type(model).__name__}'s logits are not a plain bias-free linear head "
+                         f"({after or type(head).__name__}); token_logprobs would not reproduce them")
+    return head
+
+
+@contextlib.contextmanager
+def head_inputs(model):
+    """Collect what the model's LM head is given and hand it zero positions instead.
+
+    The model's own forward then runs unchanged (same masks, positions, MoE routing and,
+    under FSDP, the same parameter gathering) but builds empty logits; the caller feeds
+    the collected hidden states and the head's weight to token_logprobs.
+    """
+    collected: list[torch.Tensor] = []
+
+    def take(module, args):
+        collected.append(args[0])  # [B, T, H]
+        return (args[0][..., :0, :],)
+
+    handle = linear_head(model).register_forward_pre_hook(take)
+    try:
+        yield collected
+    finally:
+        handle.remove()

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 
-from .logprobs import token_logprobs
+from .logprobs import head_inputs, linear_head, token_logprobs
 from .models import is_moe
 from .tasks import Problem
 
@@ -158,7 +158,7 @@ def score(reward_fn, texts: list[str], problems: list[Problem]):
     return torch.tensor(rewards), errors
 
 
-def policy_logprobs(model, batch: RolloutBatch, temperature: float, chunk_size: int | None = None,
+def policy_logprobs(model, batch: RolloutBatch, temperature: float, chunk_mb: float | None = None,
                     with_entropy: bool = False):
     """Current-policy log-probs [B, C] of the batch's completion tokens (and entropy, router aux loss).
 
@@ -169,10 +169,15 @@ def policy_logprobs(model, batch: RolloutBatch, temperature: float, chunk_size: 
     width = batch.completion_mask.shape[1]
     position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # [B, P + C]
     extra = {"output_router_logits": True} if is_moe(model) else {}
-    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
-                logits_to_keep=width + 1, use_cache=False, **extra)
-    logits = out.logits[:, :-1]  # [B, C, V] position t predicts completion token t
-    targets = batch.input_ids[:, -width:]  # [B, C]
-    result = token_logprobs(logits, targets, temperature, chunk_size, with_entropy)
-    aux_loss = getattr(out, "aux_loss", None)
-    return result, aux_loss
+    with head_inputs(model) as collected:
+        out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
+                    logits_to_keep=width + 1, use_cache=False, **extra)
+    hidden = collected[0]  # [B, C + 1, H] position t predicts completion token t, the last one nothing
+    # All C + 1 positions as the model returns them, the last with a placeholder target and
+    # dropped after: slicing it off first would copy the hidden states (and change the float
+    # rounding of the head's gradient from that of the logits route this replaced).
+    targets = F.pad(batch.input_ids[:, -width:], (0, 1))  # [B, C + 1]
+    # Read the head's weight after the forward: under FSDP that is when it is gathered.
+    result = token_logprobs(hidden, linear_head(model).weight, targets, temperature, chunk_mb, with_entropy)
+    result = tuple(r[:, :-1] for r in result) if with_entropy else result[:, :-1]  # [B, C]
+    return result, getattr(out, "aux_loss", None)

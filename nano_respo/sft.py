@@ -39,7 +39,7 @@ def teacher_forced_batch(tokenizer, prompts: list[str], answers: list[str], devi
                         rewards=zeros, advantages=zeros)
 
 
-def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, seed: int, chunk_size: int | None = None):
+def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, seed: int, chunk_mb: float | None = None):
     """Minimise the mean token negative log-likelihood of the reference answers."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
@@ -48,7 +48,7 @@ def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, se
         problems = task.train_batch(batch_size, seed=hash_seed("sft", seed, step))
         batch = teacher_forced_batch(tokenizer, [p.prompt for p in problems], [p.answer for p in problems],
                                      model.device)
-        logp, _ = policy_logprobs(model, batch, temperature=1.0, chunk_size=chunk_size)  # [N, C]
+        logp, _ = policy_logprobs(model, batch, temperature=1.0, chunk_mb=chunk_mb)  # [N, C]
         loss = -logp[batch.completion_mask].mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -64,7 +64,7 @@ def hash_seed(*parts) -> int:
 
 
 def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_size: int, lr: float, seed: int,
-               dtype: str, device: str, chunk_size: int | None = None):
+               dtype: str, device: str, chunk_mb: float | None = None):
     """(model, tokenizer) after `steps` SFT steps, from the cache when this exact warm start exists."""
     key = {"model": model_name, **task_key, "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
            "dtype": dtype}
@@ -76,7 +76,7 @@ def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_si
     model, tokenizer = load_model(model_name, dtype, device)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        sft(model, tokenizer, task, steps, batch_size, lr, seed, chunk_size)
+        sft(model, tokenizer, task, steps, batch_size, lr, seed, chunk_mb)
     tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)

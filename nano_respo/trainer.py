@@ -6,7 +6,7 @@
         reuse = epochs x mini-batches optimizer steps on this batch       (rl_step)
         log; every eval_every iterations evaluate held-out; every save_every checkpoint
 
-`rl_step` (one optimizer step on one mini-batch) and `logprobs.token_logprobs` are the
+`rl_step` (one optimizer step on one mini-batch) and `rollout.policy_logprobs` are the
 pieces a distributed trainer reuses; everything else is bookkeeping.
 """
 
@@ -24,7 +24,7 @@ import torch
 from tqdm import tqdm
 
 from .checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, set_rng_state
-from .distributed import FSDPRun, has_sharded_state, load_sharded, loss_scale
+from .distributed import FSDPRun, has_sharded_state, load_sharded, loss_scale, on_every_rank
 from .evaluation import evaluate
 from .kernel import SCALES, LossConfig, group_advantages, policy_loss
 from .models import TINY_WARM_START_STEPS, load_model
@@ -107,8 +107,8 @@ class TrainConfig(LossConfig):
     """Sequences per generate call (bounds the KV cache); None = the whole rollout batch at once."""
     micro_batch: int | None = None
     """Sequences per forward/backward; gradients accumulate over a mini-batch. None = the whole mini-batch."""
-    logprob_chunk: int | None = None
-    """Token positions per chunk of the log-prob routine; None = as many as fit 16 MB of float32 logits."""
+    logprob_chunk_mb: float | None = None
+    """MB of float32 logits the log-prob routine holds at once; None = 16 on a CPU, 256 on a GPU."""
     plots: bool = True
     """Write plots.png at the end."""
     fsdp: bool = False
@@ -122,7 +122,7 @@ class TrainConfig(LossConfig):
                      "sft_batch", "eval_every", "eval_problems", "eval_samples", "save_every", "threads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
-        for name in ("micro_batch", "rollout_batch", "logprob_chunk"):
+        for name in ("micro_batch", "rollout_batch", "logprob_chunk_mb"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
         if self.sft_steps is not None and self.sft_steps < 0:
@@ -171,7 +171,8 @@ def micro_share(mask: torch.Tensor, full_mask: torch.Tensor, agg: str) -> float:
 def rl_step(model, optimizer, batch: RolloutBatch, cfg: TrainConfig, loss_cfg: LossConfig) -> dict:
     """One optimizer step on one mini-batch, gradients accumulated over micro-batches of cfg.micro_batch.
 
-    A NaN/inf log-prob, loss or gradient skips the step: weights and optimizer state stay untouched.
+    A NaN/inf log-prob, loss or gradient skips the step: weights and optimizer state stay untouched
+    (under FSDP on every rank together: the gradient norm is global, the other two are agreed on).
     The logged statistics are those of the whole mini-batch (loss_cfg.norm_len must be set, so
     that every micro-batch divides by the same constant).
     """
@@ -184,10 +185,10 @@ def rl_step(model, optimizer, batch: RolloutBatch, cfg: TrainConfig, loss_cfg: L
     for index in torch.arange(n, device=full_mask.device).split(cfg.micro_batch or n):
         micro = batch.select(index)
         width = micro.completion_mask.shape[1]
-        (logp, entropy), aux_loss = policy_logprobs(model, micro, cfg.temperature, cfg.logprob_chunk,
+        (logp, entropy), aux_loss = policy_logprobs(model, micro, cfg.temperature, cfg.logprob_chunk_mb,
                                                     with_entropy=True)  # [b, c]
         logp_all[index, :width], entropy_all[index, :width] = logp.detach(), entropy
-        if not torch.where(micro.completion_mask, logp.detach(), 0.0).isfinite().all():
+        if not on_every_rank(torch.where(micro.completion_mask, logp.detach(), 0.0).isfinite().all()):
             optimizer.zero_grad(set_to_none=True)
             return {"skipped": 1, "skip_reason": "non-finite log-prob"}
         loss, _ = policy_loss(logp, micro.old_logp, micro.advantages, micro.completion_mask, loss_cfg)
@@ -196,7 +197,7 @@ def rl_step(model, optimizer, batch: RolloutBatch, cfg: TrainConfig, loss_cfg: L
             aux_total = (aux_total or 0.0) + aux_loss.item() * len(index) / n
             if cfg.router_aux_coef:
                 loss = loss + cfg.router_aux_coef * aux_loss * len(index) / n
-        if not loss.isfinite():
+        if not on_every_rank(loss.isfinite()):
             optimizer.zero_grad(set_to_none=True)
             return {"skipped": 1, "skip_reason": "non-finite loss"}
         loss.backward()
@@ -311,7 +312,7 @@ def initial_model(cfg: TrainConfig, task, device: str):
         return load_model(cfg.model, cfg.dtype, device, cfg.gradient_checkpointing)
     task_key = {"task": cfg.task, "task_size": cfg.task_size}
     model, tokenizer = warm_start(cfg.model, task, task_key, sft_steps, cfg.sft_batch, cfg.sft_lr, cfg.sft_seed,
-                                  cfg.dtype, device, cfg.logprob_chunk)
+                                  cfg.dtype, device, cfg.logprob_chunk_mb)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return model, tokenizer

@@ -4,12 +4,14 @@ One spawn of 2 workers trains a tiny random Qwen3 and a tiny Qwen3-MoE for STEPS
 steps with the trainer's own rl_step (2 mini-batches x 2 epochs over one fixed rollout
 batch, off-policy old log-probs, ReSPO loss, gradient clipping that bites, AdamW), saving a
 DCP checkpoint halfway. This process then runs the same steps on an unsharded model with
-no process group, and resumes a fresh model from the 2-process checkpoint.
+no process group, and resumes a fresh model from the 2-process checkpoint. Last, rank 1
+alone meets NaN hidden states: both ranks must skip that step and train on together.
 Tolerance (float32; the only difference is the order of the float sums in the gradient
 reduction): losses atol 1e-6 (order-1 terms that cancel to ~0.02), parameters atol 2e-6
 (the 4 steps move them by ~1e-3, 500x more).
 """
 
+import datetime
 import os
 import socket
 
@@ -104,6 +106,8 @@ def worker(rank, world, port, tmp):
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
+    # A short timeout turns a rank left waiting in a collective into a failure, not a hung test.
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
     nd.init_distributed("gloo")
     try:
         for family, (_, _, cfg) in FAMILIES.items():
@@ -124,6 +128,16 @@ def worker(rank, world, port, tmp):
             if rank == 0:
                 torch.save({"losses": losses, "params": full, "generated": out, "logits": logits},
                            f"{tmp}/{family}-fsdp.pt")
+            # NaN hidden states on rank 1 alone: both ranks must skip that step, then train on together.
+            model.train()
+            local = batch.select(torch.arange(rank * GROUP, (rank + 1) * GROUP))
+            nan = model.model.norm.register_forward_hook(lambda module, args, out: out * float("nan"))
+            if rank == 0:
+                nan.remove()
+            skipped = rl_step(model, optimizer, local, cfg, cfg.loss_config())
+            nan.remove()
+            after = rl_step(model, optimizer, local, cfg, cfg.loss_config())
+            torch.save({"skipped": skipped, "after": after}, f"{tmp}/{family}-skip-rank{rank}.pt")
     finally:
         nd.shutdown_distributed()
 
@@ -183,6 +197,14 @@ def test_two_process_checkpoint_resumes_in_one(fsdp_runs, family):
     losses = train(model, optimizer, batch, cfg, range(STEPS // 2, STEPS))
     torch.testing.assert_close(torch.tensor(losses), torch.tensor(fsdp["losses"][STEPS // 2:]), rtol=1e-5, atol=1e-6)
     assert_same_params(model.state_dict(), fsdp["params"])
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_a_non_finite_step_on_one_rank_is_skipped_by_every_rank(fsdp_runs, family):
+    for rank in range(WORLD):
+        result = torch.load(fsdp_runs / f"{family}-skip-rank{rank}.pt", weights_only=False)
+        assert result["skipped"]["skipped"] == 1 and "non-finite" in result["skipped"]["skip_reason"], rank
+        assert result["after"]["skipped"] == 0 and result["after"]["grad_norm"] > 0, rank
 
 
 def test_rank_slice_rejects_split_groups():

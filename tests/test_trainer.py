@@ -108,6 +108,28 @@ def test_first_step_on_a_fresh_batch_sees_w_equal_one(model):
     assert torch.where(mask, logp - old_logp, 0.0).sum(-1).abs().max() > 1e-2
 
 
+@pytest.mark.parametrize("model", ["tiny-qwen3", "tiny-qwen3-moe"])
+def test_policy_logprobs_match_the_models_own_logits_with_gradients(model):
+    """The head-input route (logits never built) equals log_softmax(model(...).logits), for every parameter's grad."""
+    torch.manual_seed(0)
+    net, tokenizer = load_model(model)
+    input_ids, attention_mask, mask, old_logp, _ = sample(net, tokenizer, ["12+3=", "7+70="] * 3, 6, temperature=0.8)
+    batch = RolloutBatch(input_ids, attention_mask, mask, old_logp, torch.zeros(6), torch.zeros(6))
+    mix = torch.randn(mask.shape) * mask  # [B, C]
+    width = mask.shape[1]
+    logp, _ = policy_logprobs(net, batch, temperature=0.8, chunk_mb=1e-3)
+    ours = torch.autograd.grad((logp * mix).sum(), list(net.parameters()), allow_unused=True)
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    logits = net(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits
+    naive = torch.log_softmax(logits[:, -width - 1:-1] / 0.8, -1).gather(-1, input_ids[:, -width:, None])[..., 0]
+    reference = torch.autograd.grad((naive * mix).sum(), list(net.parameters()), allow_unused=True)
+    torch.testing.assert_close(logp, naive, rtol=0, atol=1e-5)
+    for (name, _), a, b in zip(net.named_parameters(), ours, reference):
+        assert (a is None) == (b is None), name
+        if a is not None:
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=2e-5, msg=name)
+
+
 def test_first_step_of_every_iteration_logs_w_one(tmp_path, varied_reward):
     run_dir = train(tiny_config(tmp_path, reuse=4, epochs=2, iterations=2))
     for record in read_metrics(run_dir):
@@ -162,7 +184,7 @@ def test_a_nan_loss_skips_the_step_and_leaves_weights_and_optimizer_untouched():
     batch = RolloutBatch(*batch_parts[:4], torch.tensor([1.0, 0, 0, 1]), torch.tensor([0.5, -0.5, -0.5, 0.5]))
     cfg = TrainConfig(sft_steps=0)
     before = [p.detach().clone() for p in net.parameters()]
-    hook = net.get_output_embeddings().register_forward_hook(lambda module, inputs, out: out * float("nan"))
+    hook = net.model.norm.register_forward_hook(lambda module, inputs, out: out * float("nan"))  # NaN hidden states
     stats = rl_step(net, optimizer, batch, cfg, cfg.loss_config())
     hook.remove()
     assert stats["skipped"] == 1 and "non-finite" in stats["skip_reason"]

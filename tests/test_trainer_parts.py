@@ -15,43 +15,52 @@ from nano_respo.rollout import completion_mask_of  # noqa: E402
 from nano_respo.tasks import PROCEDURAL, answers_match, extract_answer, in_heldout, make_task  # noqa: E402
 
 
-@pytest.mark.parametrize("temperature, chunk", [(1.0, 7), (0.6, 1000), (1.7, 1)])
-def test_token_logprobs_equals_a_naive_log_softmax_with_gradients(temperature, chunk):
+def naive_logprobs(hidden, weight, targets, temperature):
+    logits = hidden @ weight.T / temperature  # [..., V]
+    return torch.log_softmax(logits, -1).gather(-1, targets[..., None]).squeeze(-1), torch.softmax(logits, -1)
+
+
+@pytest.mark.parametrize("temperature, chunk_mb", [(1.0, 1e-3), (0.6, 1.0), (1.7, 1e-6)])
+def test_token_logprobs_equals_a_naive_log_softmax_with_gradients(temperature, chunk_mb):
     torch.manual_seed(0)
-    logits = (3 * torch.randn(3, 5, 50, dtype=torch.float64)).requires_grad_()
+    hidden = torch.randn(3, 5, 16, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(50, 16, dtype=torch.float64, requires_grad=True)
     targets = torch.randint(0, 50, (3, 5))
-    naive = torch.log_softmax(logits / temperature, -1).gather(-1, targets[..., None]).squeeze(-1)
-    chunked, entropy = token_logprobs(logits, targets, temperature, chunk_size=chunk, with_entropy=True)
-    weights = torch.randn(3, 5, dtype=torch.float64)
-    (grad_naive,) = torch.autograd.grad((naive * weights).sum(), logits)
-    (grad_chunked,) = torch.autograd.grad((chunked * weights).sum(), logits)
+    naive, p = naive_logprobs(hidden, weight, targets, temperature)
+    chunked, entropy = token_logprobs(hidden, weight, targets, temperature, chunk_mb, with_entropy=True)
+    mix = torch.randn(3, 5, dtype=torch.float64)
+    grads_naive = torch.autograd.grad((naive * mix).sum(), (hidden, weight))
+    grads_chunked = torch.autograd.grad((chunked * mix).sum(), (hidden, weight))
     assert torch.allclose(chunked.double(), naive, atol=1e-5)
-    assert torch.allclose(grad_chunked.double(), grad_naive, atol=1e-5)
-    p = torch.softmax(logits.detach() / temperature, -1)
-    assert torch.allclose(entropy.double(), -(p * p.log()).sum(-1), atol=1e-5)
+    for ours, reference in zip(grads_chunked, grads_naive):
+        assert torch.allclose(ours, reference, atol=1e-5)
+    assert torch.allclose(entropy.double(), -(p * p.log()).sum(-1).detach(), atol=1e-5)
 
 
-def test_token_logprobs_leaves_float32_logits_untouched():
-    """float32 logits are the float32 buffer itself: the routine must never scale them in place."""
-    logits = (3 * torch.randn(6, 40)).requires_grad_()
-    before = logits.detach().clone()
-    targets = torch.randint(0, 40, (6,))
-    out = token_logprobs(logits, targets, temperature=0.7, chunk_size=4)
-    (grad,) = torch.autograd.grad(out.sum(), logits)
-    assert torch.equal(logits.detach(), before)
-    naive = torch.log_softmax(before / 0.7, -1)
-    torch.testing.assert_close(grad, torch.nn.functional.one_hot(targets, 40) / 0.7 - naive.exp() / 0.7)
+def test_token_logprobs_backward_passes_gradcheck():
+    """Finite differences of the whole routine (forward and hand-written backward), float64, several chunks."""
+    torch.manual_seed(1)
+    hidden = torch.randn(7, 4, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(9, 4, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(0, 9, (7,))
+    routine = lambda h, w: token_logprobs(h, w, targets, 0.8, chunk_mb=100 / 2**20)  # noqa: E731 (4 chunks, 3 vocabulary slices)
+    assert torch.autograd.gradcheck(routine, (hidden, weight))
 
 
-def test_token_logprobs_of_bfloat16_logits_is_float32():
-    logits = torch.randn(4, 8, 30).bfloat16()
-    out = token_logprobs(logits, torch.zeros(4, 8, dtype=torch.long))
+def test_token_logprobs_of_bfloat16_inputs_is_float32_with_gradients_in_their_dtype():
+    hidden = torch.randn(4, 8, 16).bfloat16().requires_grad_()
+    weight = torch.randn(30, 16).bfloat16().requires_grad_()
+    out = token_logprobs(hidden, weight, torch.zeros(4, 8, dtype=torch.long), chunk_mb=1e-3)
+    out.sum().backward()
     assert out.dtype == torch.float32 and out.shape == (4, 8)
+    assert hidden.grad.dtype == weight.grad.dtype == torch.bfloat16
 
 
-def test_token_logprobs_rejects_mismatched_targets():
+def test_token_logprobs_rejects_mismatched_shapes():
     with pytest.raises(ValueError, match="targets: shape"):
-        token_logprobs(torch.randn(2, 3, 5), torch.zeros(2, 4, dtype=torch.long))
+        token_logprobs(torch.randn(2, 3, 4), torch.randn(5, 4), torch.zeros(2, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="head_weight"):
+        token_logprobs(torch.randn(2, 3, 4), torch.randn(5, 3), torch.zeros(2, 3, dtype=torch.long))
 
 
 @pytest.mark.parametrize("text, expected", [
