@@ -3,18 +3,19 @@
     python bench/logprobs.py [--lengths 256 1024 2048] [--vocab 151936] [--hidden 1024] [--chunk-mb 16]
 
 Both start where the trainer does, from the LM head's input: hidden states [1, T, H] and
-the head's weight [V, H] (Qwen3-0.6B's shape by default, bfloat16), both requiring grad.
+the head's weight [V, H] (Qwen3-0.6B's shape by default; bfloat16 on a GPU, float32 on a CPU).
 naive = torch.log_softmax((hidden @ weight.T).float(), -1).gather(-1, targets): the logits
 [T, V] as a model's forward returns them, then what most RL code writes. ours =
-token_logprobs(hidden, weight, targets), which never builds them. Two uses: forward only
-(no grad: rollout and evaluation log-probs) and forward + backward (training: gradients
-for the hidden states and for the head). Peak memory is what the routine adds on top of
-its inputs: each measurement runs in a fresh process and reads the peak resident set size
-(ru_maxrss) before and after, or torch.cuda.max_memory_allocated on a GPU.
+token_logprobs(hidden, weight, targets), which never builds them; in training it also
+returns the entropy, as the trainer asks it to (naive does not: a handicap for ours).
+Uses: forward only (no grad: e.g. a reference model's log-probs) and forward + backward.
+Peak memory is what the routine adds on top of its inputs: each measurement runs in a
+fresh process and reads the peak resident set size (ru_maxrss) before and after, or
+torch.cuda.max_memory_allocated on a GPU.
 
 Training is measured twice: with the gradient for the hidden states only, which is the
 working set a log-prob routine controls, and with the head's gradient too. That one is
-V x H (622 MB in float32 at Qwen3-0.6B's shape), the same for both routines, and held
+V x H (594 MB in float32 at Qwen3-0.6B's shape), the same for both routines, and held
 until the optimizer step in any training whatever computes the log-probs; at short
 lengths it dominates both peaks.
 """
@@ -34,12 +35,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from nano_respo.logprobs import token_logprobs
 
 
+def our_logprobs(hidden, weight, targets, chunk_mb, with_entropy):
+    out = token_logprobs(hidden, weight, targets, chunk_mb=chunk_mb, with_entropy=with_entropy)
+    return out[0] if with_entropy else out  # [B, T]
+
+
 def naive_logprobs(hidden, weight, targets, **_):
     logits = hidden @ weight.T  # [B, T, V]
     return torch.log_softmax(logits.float(), -1).gather(-1, targets[..., None]).squeeze(-1)  # [B, T]
 
 
-ROUTINES = {"ours": token_logprobs, "naive": naive_logprobs}
+ROUTINES = {"ours": our_logprobs, "naive": naive_logprobs}
 
 
 def peak_bytes(device) -> int:
@@ -74,7 +80,7 @@ def measure(args) -> dict:
     weight = weight.mul_(3).to(device).requires_grad_(args.grad == "both")  # [V, H], logits of std ~3
     targets = torch.randint(args.vocab, (1, args.length), generator=g).to(device)  # [1, T]
     routine = ROUTINES[args.routine]
-    kwargs = {"chunk_mb": args.chunk_mb or None}
+    kwargs = {"chunk_mb": args.chunk_mb or None, "with_entropy": backward}
     # Warm up on 4 positions and 64 tokens first, so the peak counts buffers, not library pages touched once.
     run_once(routine, hidden[:, :4].detach().clone().requires_grad_(backward),
              weight[:64].detach().clone().requires_grad_(weight.requires_grad), targets[:, :4] % 64, backward, **kwargs)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 
 import torch
+from torch.autograd.function import once_differentiable
 
 # Working set of float32 logits per chunk when none is given. A GPU wants larger matmuls
 # than a CPU: with too small a chunk each one re-reads the head or the hidden states for little work.
@@ -34,7 +35,10 @@ class LinearTokenLogprobs(torch.autograd.Function):
     """
 
     @staticmethod
-    @torch.amp.custom_fwd(device_type="cuda")  # the backward's recompute runs under the forward's autocast
+    # Under the trainer's CUDA autocast: cast hidden states and head to bfloat16 once and run
+    # both passes without autocast (it would recast the whole head for every chunk, and the
+    # out= matmul of the backward is never autocast).
+    @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.bfloat16)
     def forward(ctx, hidden, weight, targets, temperature, chunk_bytes, with_entropy):
         dtype = torch.promote_types(hidden.dtype, torch.float32)  # float32 math (float64 for float64 input)
         logp = torch.empty(len(targets), dtype=dtype, device=hidden.device)  # [N]
@@ -58,6 +62,7 @@ class LinearTokenLogprobs(torch.autograd.Function):
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cuda")
+    @once_differentiable  # a clear error for double backward, which nothing here needs
     def backward(ctx, grad_logp, _grad_entropy):  # [N]
         hidden, weight, targets, lse = ctx.saved_tensors
         need_hidden, need_weight = ctx.needs_input_grad[:2]
@@ -106,14 +111,20 @@ def token_logprobs(hidden: torch.Tensor, head_weight: torch.Tensor, targets: tor
     return (logp, entropy) if with_entropy else logp
 
 
+# Model types whose logits are exactly lm_head(final hidden state): nothing scales, caps or
+# biases them afterwards (Granite divides by logits_scaling, Gemma 2 soft-caps, ...). Checked
+# in transformers 5.24's *ForCausalLM.forward; add a type only after reading its forward too.
+PLAIN_HEAD_TYPES = {"qwen3", "qwen3_moe", "qwen2", "qwen2_moe", "llama", "mistral", "mixtral"}
+
+
 def linear_head(model) -> torch.nn.Linear:
-    """The model's LM head, checked to be a plain bias-free linear map (logits = W h, nothing after)."""
+    """The model's LM head, for the model types whose logits are a plain bias-free linear map of its input."""
     head = model.get_output_embeddings()
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    after = [name for name in ("final_logit_softcapping", "logit_scale") if getattr(config, name, None)]
-    if not isinstance(head, torch.nn.Linear) or head.bias is not None or after:
-        raise ValueError(f"model: {type(model).__name__}'s logits are not a plain bias-free linear head "
-                         f"({after or type(head).__name__}); token_logprobs would not reproduce them")
+    model_type = getattr(model.config, "model_type", None)
+    if model_type not in PLAIN_HEAD_TYPES or not isinstance(head, torch.nn.Linear) or head.bias is not None:
+        raise ValueError(f"model: {model_type!r} ({type(model).__name__}) is not known to compute its logits as "
+                         f"lm_head(h) with nothing after; token_logprobs reproduces only those "
+                         f"({', '.join(sorted(PLAIN_HEAD_TYPES))})")
     return head
 
 

@@ -173,9 +173,9 @@ def policy_logprobs(model, batch: RolloutBatch, temperature: float, chunk_mb: fl
         out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
                     logits_to_keep=width + 1, use_cache=False, **extra)
     hidden = collected[0]  # [B, C + 1, H] position t predicts completion token t, the last one nothing
-    # All C + 1 positions as the model returns them, the last with a placeholder target and
-    # dropped after: slicing it off first would copy the hidden states (and change the float
-    # rounding of the head's gradient from that of the logits route this replaced).
+    # All C + 1 positions, the last with a placeholder target and dropped after: the head's
+    # gradient is then one matmul of the same shape as in the logits route this replaced,
+    # so on the tiny models its float rounding, and every run, stay bit for bit the same.
     targets = F.pad(batch.input_ids[:, -width:], (0, 1))  # [B, C + 1]
     # Read the head's weight after the forward: under FSDP that is when it is gathered.
     result = token_logprobs(hidden, linear_head(model).weight, targets, temperature, chunk_mb, with_entropy)

@@ -9,7 +9,7 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from nano_respo.evaluation import pass_at_k  # noqa: E402
-from nano_respo.logprobs import token_logprobs  # noqa: E402
+from nano_respo.logprobs import linear_head, token_logprobs  # noqa: E402
 from nano_respo.models import build_char_tokenizer  # noqa: E402
 from nano_respo.rollout import completion_mask_of  # noqa: E402
 from nano_respo.tasks import PROCEDURAL, answers_match, extract_answer, in_heldout, make_task  # noqa: E402
@@ -54,6 +54,20 @@ def test_token_logprobs_of_bfloat16_inputs_is_float32_with_gradients_in_their_dt
     out.sum().backward()
     assert out.dtype == torch.float32 and out.shape == (4, 8)
     assert hidden.grad.dtype == weight.grad.dtype == torch.bfloat16
+
+
+def test_models_whose_logits_are_not_a_plain_head_are_refused():
+    """Granite divides its logits by logits_scaling after the head: the head's input would give wrong log-probs."""
+    import transformers
+
+    config = transformers.GraniteConfig(vocab_size=16, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                                        num_attention_heads=2, num_key_value_heads=1, logits_scaling=8.0)
+    with pytest.raises(ValueError, match="'granite'"):
+        linear_head(transformers.AutoModelForCausalLM.from_config(config))
+    qwen3 = transformers.Qwen3Config(vocab_size=16, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                                     num_attention_heads=2, num_key_value_heads=1, head_dim=4)
+    model = transformers.AutoModelForCausalLM.from_config(qwen3)
+    assert linear_head(model) is model.lm_head
 
 
 def test_token_logprobs_rejects_mismatched_shapes():
