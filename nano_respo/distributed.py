@@ -139,9 +139,10 @@ def all_reduce(value: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
 
 
 def on_every_rank(flag: torch.Tensor) -> bool:
-    """Whether flag holds on every rank: a step is skipped by all ranks or by none, or the ones
+    """Whether flag holds on every rank (the flag itself when not distributed).
 
-    that went on would wait forever in the gradient reduction for the ones that skipped.
+    A step is skipped by all ranks or by none: the ranks that went on would otherwise wait
+    forever in the gradient reduction for the ones that skipped.
     """
     return bool(all_reduce(flag.to(torch.int32), dist.ReduceOp.MIN))
 

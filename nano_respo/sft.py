@@ -39,7 +39,8 @@ def teacher_forced_batch(tokenizer, prompts: list[str], answers: list[str], devi
                         rewards=zeros, advantages=zeros)
 
 
-def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, seed: int, chunk_mb: float | None = None):
+def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, seed: int,
+        chunk_mb: float | None = None):
     """Minimise the mean token negative log-likelihood of the reference answers."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
