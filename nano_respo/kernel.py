@@ -291,25 +291,37 @@ def resolved_length_norm(cfg: LossConfig) -> bool:
 
 # --- Aggregation (verl's loss_agg_mode names) ----------------------------------------
 
+def loss_denominator(mask: torch.Tensor, mode: str, norm_len: int | None = None) -> torch.Tensor:
+    """What `aggregate` divides the summed terms by: tokens (token-mean) or non-empty responses.
+
+    Whoever splits a batch (micro-batches, data-parallel ranks) scales each part's loss by its
+    share of this number, so that the parts' losses sum to the loss of the whole batch.
+    """
+    lengths = mask.sum(-1)  # [B]
+    if mode == "token-mean":
+        return lengths.sum()
+    n_seq = (lengths > 0).sum()
+    if mode == "seq-mean-token-sum-norm":
+        return n_seq * (norm_len or mask.shape[-1])
+    if mode in AGG_MODES:
+        return n_seq
+    raise ValueError(f"agg: unknown aggregation {mode!r}; choose one of {', '.join(AGG_MODES)}")
+
+
 def aggregate(terms: torch.Tensor, mask: torch.Tensor, mode: str, norm_len: int | None = None) -> torch.Tensor:
     """Reduce per-token terms [B, T] to a scalar. Empty responses do not count as sequences.
 
     seq-mean-token-sum is the exact sequence gradient (grad log pi(y|x) = sum_t grad log pi_t);
     seq-mean-token-sum-norm is that divided by one constant (Dr. GRPO), so the same direction;
     as in verl 0.9, it is the sequence mean of token sums divided by that constant.
+    seq-mean-token-mean first divides each response's sum by its own length.
     """
     terms = torch.where(mask, terms, torch.zeros_like(terms))  # [B, T]
-    lengths = mask.sum(-1)  # [B]
-    n_seq = (lengths > 0).sum().clamp(min=1)
-    if mode == "token-mean":
-        return terms.sum() / lengths.sum().clamp(min=1)
     if mode == "seq-mean-token-mean":
-        return (terms.sum(-1) / lengths.clamp(min=1)).sum() / n_seq
-    if mode == "seq-mean-token-sum":
-        return terms.sum() / n_seq
-    if mode == "seq-mean-token-sum-norm":
-        return terms.sum() / n_seq / (norm_len or mask.shape[-1])
-    raise ValueError(f"agg: unknown aggregation {mode!r}; choose one of {', '.join(AGG_MODES)}")
+        total = (terms.sum(-1) / mask.sum(-1).clamp(min=1)).sum()
+    else:
+        total = terms.sum()
+    return total / loss_denominator(mask, mode, norm_len).clamp(min=1)
 
 
 # --- The loss ------------------------------------------------------------------------
@@ -393,6 +405,17 @@ def masked_quantiles(x: torch.Tensor, keep: torch.Tensor, qs=(0.1, 0.5, 0.9)) ->
     return list(torch.quantile(x[keep], x.new_tensor(qs)))
 
 
+# The statistics `diagnostics` returns, in its order: every list of logged kernel statistics derives from these.
+DIAGNOSTIC_KEYS = (
+    "frac_pos", "frac_neg", "low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "len_low_w_pos", "len_pos",
+    "phi_mean_pos", "phi_mean_neg", "phi_max_neg", "clip_frac_token", "clip_frac_seq", "approx_kl",
+    *(f"log_w_q{q}_{sign}" for sign in ("pos", "neg") for q in (10, 50, 90)),
+)
+# Those that describe the tails of the weights under reuse (all trivial at w = 1): what the tables show.
+TAIL_KEYS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "phi_max_neg", "clip_frac_seq",
+             "clip_frac_token", "approx_kl", "log_w_q10_pos", "log_w_q90_pos", "log_w_q10_neg", "log_w_q90_neg")
+
+
 @torch.no_grad()
 def diagnostics(phi, logp, old_logp, advantages, mask, cfg) -> dict[str, float]:
     """Spec section 6 statistics of one batch, as python floats (one host sync)."""
@@ -429,6 +452,6 @@ def diagnostics(phi, logp, old_logp, advantages, mask, cfg) -> dict[str, float]:
     for sign, keep in (("pos", pos), ("neg", neg)):
         for q, value in zip((10, 50, 90), masked_quantiles(true_log_w, keep)):
             stats[f"log_w_q{q}_{sign}"] = value
-    keys = list(stats)
+    assert tuple(stats) == DIAGNOSTIC_KEYS
     values = torch.stack([v.float().reshape(()) for v in stats.values()]).tolist()
-    return dict(zip(keys, values))
+    return dict(zip(DIAGNOSTIC_KEYS, values))

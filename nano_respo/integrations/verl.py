@@ -35,7 +35,7 @@ import torch
 from verl.trainer.ppo.core_algos import register_policy_loss
 from verl.workers.config import PolicyLossConfig
 
-from nano_respo.kernel import METHODS, LossConfig, policy_loss
+from nano_respo.kernel import AGG_MODES, METHODS, LossConfig, loss_denominator, policy_loss
 
 SET_BY_VERL = ("method", "agg", "norm_len")  # from loss_mode, loss_agg_mode, loss_scale_factor
 LOSS_MODES = {"respo": "respo", **{f"nano_respo_{m}": m for m in METHODS if m != "respo"}}
@@ -63,9 +63,9 @@ def loss_config(method: str, loss_agg_mode: str, config) -> LossConfig:
         if f.name not in SET_BY_VERL and policy_cfg is not None and policy_cfg.get(f.name, None) is not None:
             knobs[f.name] = policy_cfg.get(f.name)
     norm_len = config.get("loss_scale_factor", None) if config is not None else None
-    if loss_agg_mode not in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"):
-        raise ValueError(f"loss_agg_mode: {loss_agg_mode!r} has no nano_respo counterpart; use token-mean, "
-                         "seq-mean-token-mean, seq-mean-token-sum or seq-mean-token-sum-norm")
+    if loss_agg_mode not in AGG_MODES:
+        raise ValueError(f"loss_agg_mode: {loss_agg_mode!r} has no nano_respo counterpart; use one of "
+                         f"{', '.join(AGG_MODES)}")
     return LossConfig(method=method, agg=loss_agg_mode, norm_len=norm_len, **knobs)
 
 
@@ -107,21 +107,22 @@ def fold_rollout_is(old_log_prob: torch.Tensor, advantages: torch.Tensor, mask: 
     return behaviour, torch.where(rejected, torch.zeros_like(advantages), advantages)
 
 
-def global_batch_scale(mask: torch.Tensor, agg: str, global_batch_info: dict) -> float | torch.Tensor:
+def global_batch_scale(mask: torch.Tensor, cfg: LossConfig, global_batch_info: dict) -> float | torch.Tensor:
     """Factor turning the kernel's micro-batch mean into verl's share of the global mean.
 
     verl divides each micro-batch's sum by the global token or sequence count and multiplies
-    by dp_size (DDP/FSDP average the ranks' gradients); the kernel divides by the local count.
+    by dp_size (DDP/FSDP average the ranks' gradients); the kernel divides by the local
+    kernel.loss_denominator, so the factor is local denominator x dp_size / global denominator.
     """
     dp_size = global_batch_info.get("dp_size") or 1
-    if agg == "token-mean":
-        local, total = mask.sum(), global_batch_info.get("batch_num_tokens")
-    else:
-        local, total = (mask.sum(-1) > 0).sum(), global_batch_info.get("global_batch_size")
+    total = global_batch_info.get("batch_num_tokens" if cfg.agg == "token-mean" else "global_batch_size")
     if total is None:
         if dp_size > 1:
             raise ValueError("global_batch_info: dp_size > 1 needs batch_num_tokens / global_batch_size from verl")
         return 1.0
+    local = loss_denominator(mask, cfg.agg, cfg.norm_len)
+    if cfg.agg == "seq-mean-token-sum-norm":  # the same constant divides locally and globally
+        total = total * (cfg.norm_len or mask.shape[-1])
     return local.clamp(min=1).float() * dp_size / total
 
 
@@ -139,7 +140,7 @@ def make_policy_loss(method: str):
         behaviour, adv = fold_rollout_is(old_log_prob, adv, mask, rollout_is_weights, level)
         loss, stats = policy_loss(log_prob, behaviour, adv, mask, cfg)
         global_info = (config.get("global_batch_info", None) if config is not None else None) or {}
-        loss = loss * global_batch_scale(mask, cfg.agg, global_info)
+        loss = loss * global_batch_scale(mask, cfg, global_info)
         return loss, {f"actor/nano_respo/{name}": value for name, value in stats.items()}
 
     nano_respo_policy_loss.__name__ = f"nano_respo_{method}_policy_loss"

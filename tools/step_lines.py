@@ -1,0 +1,214 @@
+"""Count what a reader follows through one RL step: definitions reached from the trainer, statically.
+
+    python tools/step_lines.py                                   # from trainer.rl_iteration
+    python tools/step_lines.py trainer.collect_rollouts trainer.rl_step   # from other roots
+    python tools/step_lines.py --root <checkout> ...             # another checkout of the repo
+
+Starting from the given functions of the package, it follows with `ast` every name a
+reached definition uses that resolves to a definition of the package: functions and
+classes called or referenced (a config named in a parameter's annotation counts: the
+reader looks it up), module-level tables they read, `module.name`, `self.method`, and a
+method called on a parameter whose annotation or default value is of a package class.
+A class counts its own body (fields, docstrings); each method counts once it is called,
+`__init__` / `__post_init__` once the class is. Nothing is run and nothing outside the
+package (torch, transformers) is followed. Prints each definition reached with its file,
+lines and line count, then the total; a reached module named `distributed` is flagged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+from pathlib import Path
+
+PACKAGE = "nano_respo"
+CONSTRUCTORS = ("__init__", "__post_init__")
+
+
+class Module:
+    def __init__(self, name: str, path: Path):
+        self.name, self.path = name, path
+        self.tree = ast.parse(path.read_text())
+        self.defs: dict[str, ast.AST] = {}       # top-level functions, classes, assignments
+        self.imports: dict[str, tuple] = {}      # local alias -> (module, name or None for a module)
+        for node in self.tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.defs[node.name] = node
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    if isinstance(target, ast.Name):
+                        self.defs[target.id] = node
+            elif isinstance(node, ast.ImportFrom):
+                base = self.resolve_from(node)
+                for alias in node.names:
+                    self.imports[alias.asname or alias.name] = (base, alias.name)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.startswith(PACKAGE):
+                        self.imports[alias.asname or alias.name] = (alias.name, None)
+
+    def resolve_from(self, node: ast.ImportFrom) -> str:
+        if not node.level:
+            return node.module or ""
+        parts = self.name.split(".")[:-node.level]
+        return ".".join(parts + ([node.module] if node.module else []))
+
+
+class Walker:
+    def __init__(self, root: Path):
+        self.modules: dict[str, Module] = {}
+        for path in sorted((root / PACKAGE).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            self.modules[name] = Module(name, path)
+        self.root = root
+        self.reached: dict[tuple[str, str], ast.AST] = {}  # (module, qualified name) -> node
+        self.todo: list[tuple[Module, str, ast.AST]] = []
+
+    # -- resolution -------------------------------------------------------------------
+    def lookup(self, module: Module, name: str):
+        """(module, top-level name) that `name` means in `module`, or None outside the package."""
+        if name in module.defs:
+            return module, name
+        if name in module.imports:
+            target, attr = module.imports[name]
+            if attr is None:
+                return None
+            if f"{target}.{attr}" in self.modules:  # `from . import trainer`: a module, not a definition
+                return None
+            if target in self.modules:
+                return self.lookup(self.modules[target], attr)
+        return None
+
+    def module_alias(self, module: Module, name: str) -> Module | None:
+        if name in module.imports:
+            target, attr = module.imports[name]
+            full = target if attr is None else f"{target}.{attr}"
+            return self.modules.get(full)
+        return None
+
+    def class_of(self, module: Module, expr: ast.AST | None):
+        """The package class an annotation or a default value names (X, X | None, or an instance X())."""
+        if expr is None:
+            return None
+        if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+            expr = ast.parse(expr.value, mode="eval").body
+        if isinstance(expr, ast.BinOp):  # X | None
+            return self.class_of(module, expr.left) or self.class_of(module, expr.right)
+        if isinstance(expr, ast.Name):
+            found = self.lookup(module, expr.id)
+            if found is None:
+                return None
+            owner, name = found
+            node = owner.defs[name]
+            if isinstance(node, ast.ClassDef):
+                return owner, node
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):  # ONE = OneProcess()
+                return self.class_of(owner, node.value.func)
+        return None
+
+    # -- reaching ---------------------------------------------------------------------
+    def reach(self, module: Module, qualname: str, node: ast.AST) -> None:
+        key = (module.name, qualname)
+        if key not in self.reached:
+            self.reached[key] = node
+            self.todo.append((module, qualname, node))
+
+    def reach_name(self, module: Module, name: str, called: bool) -> None:
+        found = self.lookup(module, name)
+        if found is None:
+            return
+        owner, top = found
+        node = owner.defs[top]
+        self.reach(owner, top, node)
+        if called and isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name in CONSTRUCTORS:
+                    self.reach(owner, f"{top}.{item.name}", item)
+
+    def reach_method(self, owner: Module, cls: ast.ClassDef, attr: str) -> None:
+        self.reach(owner, cls.name, cls)
+        for item in cls.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == attr:
+                self.reach(owner, f"{cls.name}.{attr}", item)
+
+    def visit(self, module: Module, qualname: str, node: ast.AST) -> None:
+        typed: dict[str, tuple] = {}  # parameter -> (module, class) from its annotation or default
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            positional = args.posonlyargs + args.args
+            defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+            for arg, default in [*zip(positional, defaults), *zip(args.kwonlyargs, args.kw_defaults)]:
+                cls = self.class_of(module, arg.annotation) or self.class_of(module, default)
+                if cls:
+                    typed[arg.arg] = cls
+            if "." in qualname:  # a method: self is its class
+                owner_name = qualname.split(".")[0]
+                typed["self"] = (module, module.defs[owner_name])
+        body = node.body if isinstance(node, ast.ClassDef) else [node]
+        if isinstance(node, ast.ClassDef):  # the class's own lines; its methods are reached one by one
+            body = [item for item in node.body if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            body += node.bases + node.decorator_list
+        called = {id(n.func) for part in body for n in ast.walk(part) if isinstance(n, ast.Call)}
+        for part in body:
+            for sub in ast.walk(part):
+                if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
+                    self.reach_name(module, sub.id, id(sub) in called)
+                elif isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name):
+                    alias = self.module_alias(module, sub.value.id)
+                    if alias is not None and sub.attr in alias.defs:
+                        self.reach_name(alias, sub.attr, id(sub) in called)
+                    elif sub.value.id in typed:
+                        self.reach_method(*typed[sub.value.id], sub.attr)
+
+    def run(self, roots: list[str]) -> None:
+        for root in roots:
+            module_name, _, name = root.rpartition(".")
+            module = self.modules[f"{PACKAGE}.{module_name}"]
+            if name not in module.defs:
+                raise SystemExit(f"{root}: no such definition in {module.path}")
+            self.reach(module, name, module.defs[name])
+        while self.todo:
+            self.visit(*self.todo.pop())
+
+
+def span(node: ast.AST, methods_apart: bool) -> int:
+    """Lines of a definition (decorators included); a class without the methods counted on their own."""
+    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    lines = node.end_lineno - first + 1
+    if methods_apart and isinstance(node, ast.ClassDef):
+        for item in node.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines -= span(item, False)
+    return lines
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("roots", nargs="*", default=["trainer.rl_iteration"],
+                        help="module.function of the package to start from")
+    parser.add_argument("--root", default=str(Path(__file__).resolve().parents[1]), help="the checkout to read")
+    args = parser.parse_args(argv)
+    walker = Walker(Path(args.root))
+    walker.run(args.roots)
+    rows = []
+    for (module_name, qualname), node in walker.reached.items():
+        module = walker.modules[module_name]
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        rows.append((str(module.path.relative_to(walker.root)), first, node.end_lineno, qualname,
+                     span(node, methods_apart=True)))
+    rows.sort()
+    per_file: dict[str, int] = {}
+    for path, first, last, qualname, lines in rows:
+        print(f"{lines:4d}  {path}:{first}-{last}  {qualname}")
+        per_file[path] = per_file.get(path, 0) + lines
+    print()
+    for path, lines in sorted(per_file.items(), key=lambda kv: -kv[1]):
+        flag = "   <- FSDP code" if Path(path).stem == "distributed" else ""
+        print(f"{lines:4d}  {path}{flag}")
+    print(f"\n{sum(per_file.values())} lines in {len(rows)} definitions, {len(per_file)} files "
+          f"(from {', '.join(args.roots)})")
+
+
+if __name__ == "__main__":
+    main()
