@@ -2,6 +2,8 @@
 
 The help text of each flag is the one-line docstring written under the field, so the
 config class is the single place where a knob is named, typed, defaulted and explained.
+A field that is itself a config (TrainConfig.loss: LossConfig) contributes its fields as
+flags of their own, so the command line stays flat.
 """
 
 from __future__ import annotations
@@ -40,12 +42,15 @@ def _flag_type(hint):
     return hint, False
 
 
-def build_parser(cls, description: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=description or (cls.__doc__ or "").strip(),
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def build_parser(cls, description: str | None = None, parser=None) -> argparse.ArgumentParser:
+    parser = parser or argparse.ArgumentParser(description=description or (cls.__doc__ or "").strip(),
+                                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
     for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            build_parser(hints[f.name], parser=parser)
+            continue
         flag = "--" + f.name.replace("_", "-")
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         kind, is_list = _flag_type(hints[f.name])
@@ -62,8 +67,25 @@ def build_parser(cls, description: str | None = None) -> argparse.ArgumentParser
 def parse_config(cls, argv=None, description: str | None = None):
     """Parse argv into cls; a config that rejects a value exits with its one-line message."""
     parser = build_parser(cls, description)
-    namespace = parser.parse_args(argv)
+    values = vars(parser.parse_args(argv))
     try:
-        return cls(**vars(namespace))
+        return from_flat(cls, values)
     except ValueError as error:
         parser.error(str(error))
+
+
+def from_flat(cls, values: dict):
+    """cls from one flat dict of field values, a composed config built from the names it declares."""
+    hints = typing.get_type_hints(cls)
+    return cls(**{f.name: from_flat(hints[f.name], values) if dataclasses.is_dataclass(hints[f.name])
+                  else values[f.name] for f in dataclasses.fields(cls) if f.name in values
+                  or dataclasses.is_dataclass(hints[f.name])})
+
+
+def flat(config) -> dict:
+    """The inverse of from_flat: one dict of every field, a composed config's fields at the top."""
+    values = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        values.update(flat(value) if dataclasses.is_dataclass(value) else {f.name: value})
+    return values

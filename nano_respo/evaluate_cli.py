@@ -10,9 +10,8 @@ import torch
 
 from .checkpoint import STATE_FILE, load_trainer_state
 from .evaluation import evaluate
-from .models import load_model, resolve_model_path
+from .models import load_model, resolve_device, resolve_model_path
 from .tasks import make_task
-from .trainer import resolve_device
 
 
 @dataclass

@@ -1,5 +1,8 @@
 """Per-token log-probs of chosen tokens straight from the LM head's input, never building [N, V] logits.
 
+A drop-in for rollout.policy_logprobs when the vocabulary is large (--logprob-chunk-mb):
+`chunked_policy_logprobs` gives the same numbers with the same signature.
+
     log p(y_t) = z_t[y_t] / T - logsumexp(z_t / T),   z_t = W h_t   (W: the head, [V, H])
 
 computed a chunk at a time: a chunk's logits exist only while it is processed, in float32.
@@ -19,7 +22,10 @@ from __future__ import annotations
 import contextlib
 
 import torch
+import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
+
+from .models import is_moe
 
 # Working set of float32 logits per chunk when none is given. A GPU wants larger matmuls
 # than a CPU: with too small a chunk each one re-reads the head or the hidden states for little work.
@@ -147,3 +153,27 @@ def head_inputs(model):
         yield collected
     finally:
         handle.remove()
+
+
+def chunked_policy_logprobs(model, batch, temperature: float, with_entropy: bool = False,
+                            chunk_mb: float | None = None):
+    """rollout.policy_logprobs through token_logprobs: the [B, C, V] logits are never built.
+
+    The model's own forward runs (masks, positions, MoE routing, FSDP gathering) with the
+    head handed zero positions; its input and weight go to token_logprobs.
+    """
+    width = batch.completion_mask.shape[1]
+    position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # [B, P + C]
+    extra = {"output_router_logits": True} if is_moe(model) else {}
+    with head_inputs(model) as collected:
+        out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
+                    logits_to_keep=width + 1, use_cache=False, **extra)
+    hidden = collected[0]  # [B, C + 1, H] position t predicts completion token t, the last one nothing
+    # All C + 1 positions, the last with a placeholder target and dropped after: the head's
+    # gradient is then one matmul of the same shape as in rollout.policy_logprobs, so on the
+    # tiny models both routes round alike.
+    targets = F.pad(batch.input_ids[:, -width:], (0, 1))  # [B, C + 1]
+    # Read the head's weight after the forward: under FSDP that is when it is gathered.
+    result = token_logprobs(hidden, linear_head(model).weight, targets, temperature, chunk_mb, with_entropy)
+    logp, entropy = result if with_entropy else (result, None)
+    return logp[:, :-1], None if entropy is None else entropy[:, :-1], getattr(out, "aux_loss", None)

@@ -20,29 +20,37 @@ def read_metrics(run_dir: Path) -> list[dict]:
 
 
 class MetricsLog:
-    """Appends records; on resume first drops those written after the checkpoint it resumes from."""
+    """Appends records; on resume first drops those written after the checkpoint it resumes from.
 
-    def __init__(self, run_dir: Path, keep_until_iteration: int | None = None):
+    write=False (FSDP ranks other than 0) keeps the records in memory, which a resume reads,
+    and writes nothing.
+    """
+
+    def __init__(self, run_dir: Path, keep_until_iteration: int | None = None, write: bool = True):
         run_dir.mkdir(parents=True, exist_ok=True)
         self.path = run_dir / "metrics.jsonl"
         self.records = []
         if keep_until_iteration is not None:
             self.records = [r for r in read_metrics(run_dir) if r["iteration"] < keep_until_iteration
                             or (r["kind"] == "eval" and r["iteration"] == keep_until_iteration)]
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text("".join(json.dumps(r) + "\n" for r in self.records))
-            tmp.replace(self.path)
-        self.file = open(self.path, "a")
+            if write:
+                tmp = self.path.with_suffix(".tmp")
+                tmp.write_text("".join(json.dumps(r) + "\n" for r in self.records))
+                tmp.replace(self.path)
+        self.file = open(self.path, "a") if write else None
         self.tensorboard = None
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-            self.tensorboard = SummaryWriter(str(run_dir / "tensorboard"))
-        except ImportError:  # TensorBoard is optional
-            pass
+        if write:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+                self.tensorboard = SummaryWriter(str(run_dir / "tensorboard"))
+            except ImportError:  # TensorBoard is optional
+                pass
 
     def write(self, record: dict) -> None:
         record = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
         self.records.append(record)
+        if self.file is None:
+            return
         self.file.write(json.dumps(record) + "\n")
         self.file.flush()
         if self.tensorboard is not None:
@@ -55,7 +63,8 @@ class MetricsLog:
         return evals[-1] if evals else None
 
     def close(self) -> None:
-        self.file.close()
+        if self.file is not None:
+            self.file.close()
         if self.tensorboard is not None:
             self.tensorboard.close()
 

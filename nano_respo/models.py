@@ -133,5 +133,14 @@ def load_model(name: str, dtype: str = "float32", device: str = "cpu", gradient_
     return model.to(device), tokenizer
 
 
+def resolve_device(name: str) -> str:
+    """cpu, cuda, cuda:N; auto = cuda when available."""
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device: {name!r} requested but CUDA is not available")
+    return name
+
+
 def is_moe(model) -> bool:
     return getattr(model.config, "num_experts", 0) > 1 or getattr(model.config, "num_local_experts", 0) > 1

@@ -1,4 +1,8 @@
-"""Rollouts: KV-cached sampling that records the behaviour log-prob of every sampled token.
+"""Rollouts: a KV-cache sampler that records the behaviour log-prob of every sampled token.
+
+    prefill:  one forward over the left-padded prompts fills the KV cache
+    decode:   one forward per new token; sample from softmax(z / T) and keep log mu of the
+              sampled token; a row that emitted EOS pads from then on; stop when all have
 
 The recorded log-prob is that of the distribution actually sampled from: softmax(z / T)
 with no top-k / top-p truncation (a truncated sampler is a different mu, and the
@@ -13,9 +17,7 @@ from dataclasses import dataclass, fields
 
 import torch
 import torch.nn.functional as F
-from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 
-from .logprobs import head_inputs, linear_head, token_logprobs
 from .models import is_moe
 from .tasks import Problem
 
@@ -43,36 +45,16 @@ class RolloutBatch:
                 rows[name] = rows[name][:, :width]
         return RolloutBatch(**rows)
 
-    def to(self, device) -> "RolloutBatch":
-        return RolloutBatch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
 
+@dataclass
+class Samples:
+    """What `sample` returns: prompts and completions in the rollout batch's layout."""
 
-class SamplingLogprobRecorder(LogitsProcessor):
-    """Applies the temperature and records log mu of each token that generate then samples.
-
-    A call at step t sees the token sampled at step t-1 as input_ids[:, -1], so only one
-    step's [N, V] log-softmax is ever kept. Added as the last processor and with no
-    warpers configured, its output is exactly the distribution generate samples from.
-    """
-
-    def __init__(self, temperature: float):
-        self.temperature = temperature
-        self.previous: torch.Tensor | None = None  # [N, V]
-        self.logps: list[torch.Tensor] = []  # each [N]
-
-    def __call__(self, input_ids, scores):
-        if self.previous is not None:
-            self.take(input_ids[:, -1])
-        scaled = scores.float() / self.temperature  # [N, V]
-        self.previous = torch.log_softmax(scaled, -1)
-        return scaled
-
-    def take(self, tokens: torch.Tensor) -> None:
-        self.logps.append(self.previous.gather(-1, tokens[:, None]).squeeze(-1))  # [N]
-
-    def result(self, last_tokens: torch.Tensor) -> torch.Tensor:
-        self.take(last_tokens)
-        return torch.stack(self.logps, 1)  # [N, C]
+    input_ids: torch.Tensor          # [N, P + C]
+    attention_mask: torch.Tensor     # [N, P + C]
+    completion_mask: torch.Tensor    # [N, C] bool, up to and including the first EOS
+    old_logp: torch.Tensor | None    # [N, C] log mu of each sampled token; None when greedy
+    texts: list[str]                 # the completions, decoded
 
 
 def encode_prompts(tokenizer, prompts: list[str], device) -> dict[str, torch.Tensor]:
@@ -92,55 +74,69 @@ def completion_mask_of(completion_ids: torch.Tensor, eos_ids: list[int]) -> torc
 
 
 def eos_ids_of(tokenizer, model) -> list[int]:
+    """Every id that ends a response: the tokenizer's EOS and the checkpoint's (Qwen3 lists two)."""
     ids = model.generation_config.eos_token_id
     ids = [ids] if isinstance(ids, int) else list(ids or [])
     return sorted(set(ids + [tokenizer.eos_token_id]) - {None})
 
 
 @torch.no_grad()
-def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperature: float = 1.0,
-           greedy: bool = False, batch_size: int | None = None):
-    """Generate one completion per prompt (repeat prompts for groups), batch_size prompts per generate call.
+def decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int,
+           temperature: float, greedy: bool, eos_ids: list[int], pad_id: int):
+    """Prefill, then one forward per token on the model's KV cache: (tokens [n, c], log mu [n, c]).
 
-    Returns (input_ids [N, P + C], attention_mask, completion_mask [N, C], old_logp [N, C]
-    or None when greedy, completion texts).
+    Position ids count only real tokens, as in the training forward, so left padding shifts
+    nothing; the padding stays masked in every later step through the growing attention mask.
     """
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # [n, P]
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                use_cache=True, logits_to_keep=1)
+    position = position_ids[:, -1:]  # [n, 1]
+    eos = torch.tensor(eos_ids, device=input_ids.device)
+    finished = torch.zeros(len(input_ids), dtype=torch.bool, device=input_ids.device)  # [n]
+    tokens, logps = [], []
+    for _ in range(max_new_tokens):
+        logp = torch.log_softmax(out.logits[:, -1].float() / temperature, -1)  # [n, V] log mu
+        token = logp.argmax(-1) if greedy else torch.multinomial(logp.exp(), 1).squeeze(-1)  # [n]
+        token = torch.where(finished, pad_id, token)
+        tokens.append(token)
+        logps.append(logp.gather(-1, token[:, None]).squeeze(-1))  # [n]
+        finished |= torch.isin(token, eos)
+        if finished.all():
+            break
+        attention_mask = F.pad(attention_mask, (0, 1), value=1)  # [n, P + t + 1]
+        position = position + 1
+        out = model(input_ids=token[:, None], attention_mask=attention_mask, position_ids=position,
+                    cache=out.cache, use_cache=True)
+    return torch.stack(tokens, 1), torch.stack(logps, 1)
+
+
+@torch.no_grad()
+def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperature: float = 1.0,
+           greedy: bool = False, batch_size: int | None = None) -> Samples:
+    """One completion per prompt (repeat prompts for groups), decoded batch_size prompts at a time."""
     prompt = encode_prompts(tokenizer, prompts, model.device)
     eos_ids = eos_ids_of(tokenizer, model)
-    # Only these settings may apply: generate fills every unset field from the checkpoint's
-    # generation_config.json, whose top_k / top_p / penalties would silently change mu.
-    # top_k must be 0, not None: None means "unset", and the global default is top_k = 50.
-    warpers = {} if greedy else {"top_k": 0, "top_p": 1.0}
-    config = GenerationConfig(do_sample=not greedy, temperature=1.0, **warpers,
-                              max_new_tokens=max_new_tokens, eos_token_id=eos_ids,
-                              pad_token_id=tokenizer.pad_token_id, use_cache=True,
-                              return_dict_in_generate=True)
-    was_training, checkpoint_config = model.training, model.generation_config
+    step = batch_size or len(prompts)
+    was_training = model.training
     model.eval()
-    model.generation_config = GenerationConfig()
-    completions, logps = [], []
     try:
-        for start in range(0, len(prompts), batch_size or len(prompts)):
-            part = {k: v[start:start + (batch_size or len(prompts))] for k, v in prompt.items()}
-            recorder = SamplingLogprobRecorder(temperature)
-            out = model.generate(**part, generation_config=config,
-                                 logits_processor=LogitsProcessorList([] if greedy else [recorder]))
-            completions.append(out.sequences[:, part["input_ids"].shape[1]:])  # [n, c]
-            logps.append(None if greedy else recorder.result(completions[-1][:, -1]))  # [n, c]
+        parts = [decode(model, prompt["input_ids"][i:i + step], prompt["attention_mask"][i:i + step],
+                        max_new_tokens, temperature, greedy, eos_ids, tokenizer.pad_token_id)
+                 for i in range(0, len(prompts), step)]
     finally:
         model.train(was_training)
-        model.generation_config = checkpoint_config
-    # A call that stopped early had every row finished, so padding its tail changes no mask.
-    width = max(c.shape[1] for c in completions)
-    completion_ids = torch.cat([F.pad(c, (0, width - c.shape[1]), value=tokenizer.pad_token_id)
-                                for c in completions])  # [N, C]
-    old_logp = None if greedy else torch.cat([F.pad(lp, (0, width - lp.shape[1])) for lp in logps])  # [N, C]
+    # A part that stopped early had every row finished, so padding its tail changes no mask.
+    width = max(tokens.shape[1] for tokens, _ in parts)
+    completion_ids = torch.cat([F.pad(tokens, (0, width - tokens.shape[1]), value=tokenizer.pad_token_id)
+                                for tokens, _ in parts])  # [N, C]
+    old_logp = torch.cat([F.pad(logp, (0, width - logp.shape[1])) for _, logp in parts])  # [N, C]
     completion_mask = completion_mask_of(completion_ids, eos_ids)  # [N, C]
-    sequences = torch.cat([prompt["input_ids"], completion_ids], 1)  # [N, P + C]
-    attention_mask = torch.cat([prompt["attention_mask"], completion_mask.long()], 1)  # [N, P + C]
     texts = tokenizer.batch_decode(torch.where(completion_mask, completion_ids, tokenizer.pad_token_id),
                                    skip_special_tokens=True)
-    return sequences, attention_mask, completion_mask, old_logp, texts
+    return Samples(input_ids=torch.cat([prompt["input_ids"], completion_ids], 1),  # [N, P + C]
+                   attention_mask=torch.cat([prompt["attention_mask"], completion_mask.long()], 1),
+                   completion_mask=completion_mask, old_logp=None if greedy else old_logp, texts=texts)
 
 
 def score(reward_fn, texts: list[str], problems: list[Problem]):
@@ -158,26 +154,20 @@ def score(reward_fn, texts: list[str], problems: list[Problem]):
     return torch.tensor(rewards), errors
 
 
-def policy_logprobs(model, batch: RolloutBatch, temperature: float, chunk_mb: float | None = None,
-                    with_entropy: bool = False):
-    """Current-policy log-probs [B, C] of the batch's completion tokens (and entropy, router aux loss).
+def policy_logprobs(model, batch: RolloutBatch, temperature: float, with_entropy: bool = False):
+    """(log pi [B, C] of the batch's completion tokens, entropy [B, C] or None, MoE router aux loss or None).
 
-    Position ids follow the attention mask as in generate, so left padding does not shift
-    positions; router logits are requested only here (transformers 5's generate on a MoE
-    fails when they are enabled in the config).
+    The same tempered log-softmax the sampler recorded, at the same position ids. Router
+    logits are requested only here: the sampler does not need them. For large vocabularies
+    logprobs.chunked_policy_logprobs computes the same numbers without the [B, C, V] logits.
     """
     width = batch.completion_mask.shape[1]
     position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # [B, P + C]
     extra = {"output_router_logits": True} if is_moe(model) else {}
-    with head_inputs(model) as collected:
-        out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
-                    logits_to_keep=width + 1, use_cache=False, **extra)
-    hidden = collected[0]  # [B, C + 1, H] position t predicts completion token t, the last one nothing
-    # All C + 1 positions, the last with a placeholder target and dropped after: the head's
-    # gradient is then one matmul of the same shape as in the logits route this replaced,
-    # so on the tiny models its float rounding, and every run, stay bit for bit the same.
-    targets = F.pad(batch.input_ids[:, -width:], (0, 1))  # [B, C + 1]
-    # Read the head's weight after the forward: under FSDP that is when it is gathered.
-    result = token_logprobs(hidden, linear_head(model).weight, targets, temperature, chunk_mb, with_entropy)
-    result = tuple(r[:, :-1] for r in result) if with_entropy else result[:, :-1]  # [B, C]
-    return result, getattr(out, "aux_loss", None)
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
+                logits_to_keep=width + 1, use_cache=False, **extra)
+    # Position t predicts completion token t; the last position predicts nothing.
+    logp_all = torch.log_softmax(out.logits[:, :-1].float() / temperature, -1)  # [B, C, V]
+    logp = logp_all.gather(-1, batch.input_ids[:, -width:, None]).squeeze(-1)  # [B, C]
+    entropy = -(logp_all.exp() * logp_all).sum(-1).detach() if with_entropy else None  # [B, C]
+    return logp, entropy, getattr(out, "aux_loss", None)

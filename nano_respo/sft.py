@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from .models import cache_dir, load_model
 from .rollout import RolloutBatch, encode_prompts, policy_logprobs
-from .tasks import Task
+from .tasks import Task, hash_seed
 
 
 def teacher_forced_batch(tokenizer, prompts: list[str], answers: list[str], device) -> RolloutBatch:
@@ -39,9 +39,11 @@ def teacher_forced_batch(tokenizer, prompts: list[str], answers: list[str], devi
                         rewards=zeros, advantages=zeros)
 
 
-def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, seed: int,
-        chunk_mb: float | None = None):
-    """Minimise the mean token negative log-likelihood of the reference answers."""
+def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, seed: int, logprobs=policy_logprobs):
+    """Minimise the mean token negative log-likelihood of the reference answers.
+
+    logprobs: rollout.policy_logprobs or a drop-in with its signature (logprobs.chunked_policy_logprobs).
+    """
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
     bar = tqdm(range(steps), desc="warm start (sft)", dynamic_ncols=True)
@@ -49,7 +51,7 @@ def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, se
         problems = task.train_batch(batch_size, seed=hash_seed("sft", seed, step))
         batch = teacher_forced_batch(tokenizer, [p.prompt for p in problems], [p.answer for p in problems],
                                      model.device)
-        logp, _ = policy_logprobs(model, batch, temperature=1.0, chunk_mb=chunk_mb)  # [N, C]
+        logp, _, _ = logprobs(model, batch, temperature=1.0)  # [N, C]
         loss = -logp[batch.completion_mask].mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -60,12 +62,8 @@ def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, se
     return model
 
 
-def hash_seed(*parts) -> int:
-    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:4], "little")
-
-
 def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_size: int, lr: float, seed: int,
-               dtype: str, device: str, chunk_mb: float | None = None):
+               dtype: str, device: str, logprobs=policy_logprobs):
     """(model, tokenizer) after `steps` SFT steps, from the cache when this exact warm start exists."""
     key = {"model": model_name, **task_key, "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
            "dtype": dtype}
@@ -77,7 +75,7 @@ def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_si
     model, tokenizer = load_model(model_name, dtype, device)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        sft(model, tokenizer, task, steps, batch_size, lr, seed, chunk_mb)
+        sft(model, tokenizer, task, steps, batch_size, lr, seed, logprobs)
     tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)

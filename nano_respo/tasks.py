@@ -9,6 +9,7 @@ else the last number) equals the reference, else 0.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
@@ -52,6 +53,11 @@ def answers_match(predicted: str | None, reference: str) -> bool:
 
 def math_reward(completion: str, answer: str) -> float:
     return float(answers_match(extract_answer(completion), answer))
+
+
+def hash_seed(*parts) -> int:
+    """A seed named by its parts ("rl", seed, iteration): each draw of a run gets its own stream."""
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:4], "little")
 
 
 def in_heldout(prompt: str, heldout_percent: int = 10) -> bool:

@@ -1,42 +1,46 @@
-"""The single-device RLVR loop with explicit rollout reuse.
+"""The single-device RLVR loop with explicit rollout reuse; `rl_iteration` is one RL step.
 
     for each iteration:
-        sample G completions for each of P prompts, recording log mu     (rollout.sample)
-        reward, group advantages                                          (kernel)
-        reuse = epochs x mini-batches optimizer steps on this batch       (rl_step)
+        sample G completions for each of P prompts, recording log mu      (rollout.sample)
+        reward, group advantages                                           (kernel)
+        reuse = epochs x mini-batches optimizer steps on this batch        (rl_step)
         log; every eval_every iterations evaluate held-out; every save_every checkpoint
 
-`rl_step` (one optimizer step on one mini-batch) and `rollout.policy_logprobs` are the
-pieces a distributed trainer reuses; everything else is bookkeeping.
+Under torchrun --fsdp the same loop runs on every rank; what differs is confined to the
+`ranks` object (OneProcess here, distributed.Ranks there) and the fenced blocks of `train`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import functools
 import json
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
-from .checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, set_rng_state
-from .distributed import FSDPRun, has_sharded_state, load_sharded, loss_scale, on_every_rank
+from .checkpoint import is_sharded, latest_checkpoint, load_trainer_state, save_checkpoint, set_rng_state
+from .cli import flat
 from .evaluation import evaluate
-from .kernel import SCALES, LossConfig, group_advantages, policy_loss
-from .models import TINY_WARM_START_STEPS, load_model
+from .kernel import SCALES, LossConfig, group_advantages, loss_denominator, policy_loss
+from .logprobs import chunked_policy_logprobs
+from .metrics import MetricsLog
+from .models import TINY_WARM_START_STEPS, load_model, resolve_device
 from .rollout import RolloutBatch, eos_ids_of, policy_logprobs, sample, score
-from .sft import hash_seed, warm_start
-from .tasks import make_task
+from .sft import warm_start
+from .tasks import hash_seed, make_task
 
 
 @dataclass
-class TrainConfig(LossConfig):
+class TrainConfig:
     """Train a Qwen3 (tiny offline default, or any hub id / local dir) with RLVR and rollout reuse."""
 
+    loss: LossConfig = field(default_factory=LossConfig)
+    """The policy loss (its fields are flags of their own: --method, --alpha-pos, ...)."""
     model: str = "tiny-qwen3"
     """tiny-qwen3, tiny-qwen3-moe (offline, random init), a hub id (Qwen/Qwen3-0.6B) or a local/run directory."""
     task: str = "reverse"
@@ -108,14 +112,13 @@ class TrainConfig(LossConfig):
     micro_batch: int | None = None
     """Sequences per forward/backward; gradients accumulate over a mini-batch. None = the whole mini-batch."""
     logprob_chunk_mb: float | None = None
-    """MB of float32 logits the log-prob routine holds at once; None = 16 on a CPU, 256 on a GPU."""
+    """Large vocabularies: log-probs by the chunked routine holding this many MB of float32 logits (16 suits a CPU, 256 a GPU); None = a plain log-softmax."""
     plots: bool = True
     """Write plots.png at the end."""
     fsdp: bool = False
     """Shard the model with FSDP2 over torchrun's processes: torchrun --nproc_per_node N train.py --fsdp."""
 
     def __post_init__(self):
-        super().__post_init__()
         if not self.model.strip():
             raise ValueError("model: empty model name")
         for name in ("iterations", "prompts_per_iteration", "group_size", "reuse", "epochs", "max_new_tokens",
@@ -148,56 +151,69 @@ class TrainConfig(LossConfig):
 
     @property
     def run_name(self) -> str:
-        return self.name or f"{self.task.rsplit('/', 1)[-1].removesuffix('.jsonl')}-{self.method}-reuse{self.reuse}-seed{self.seed}"
-
-    def loss_config(self) -> LossConfig:
-        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(LossConfig)}
-        # Dr. GRPO's constant divisor: the generation budget, so every mini-batch divides alike.
-        shared["norm_len"] = self.norm_len or self.max_new_tokens
-        return LossConfig(**shared)
+        return self.name or f"{self.task.rsplit('/', 1)[-1].removesuffix('.jsonl')}-{self.loss.method}-reuse{self.reuse}-seed{self.seed}"
 
 
 # Config fields a --resume may change without changing what the run computes.
 RESUMABLE = {"iterations", "resume", "threads", "plots", "save_every", "device", "fsdp"}
 
 
-def micro_share(mask: torch.Tensor, full_mask: torch.Tensor, agg: str) -> float:
-    """The part of the mini-batch loss's normaliser a micro-batch holds: scaled micro losses sum to the full loss."""
-    if agg == "token-mean":
-        return mask.sum().item() / max(1, full_mask.sum().item())
-    return (mask.sum(-1) > 0).sum().item() / max(1, (full_mask.sum(-1) > 0).sum().item())
+class OneProcess:
+    """What a step shares with other processes, on one device: nothing (distributed.Ranks under --fsdp)."""
+
+    rank, world_size = 0, 1
+
+    def all_agree(self, flag: torch.Tensor) -> bool:
+        return bool(flag)
+
+    def loss_factor(self, denominator: torch.Tensor) -> float:
+        return 1.0
+
+    def barrier(self) -> None:
+        pass
+
+    def gathered(self, model):
+        return contextlib.nullcontext()
 
 
-def rl_step(model, optimizer, batch: RolloutBatch, cfg: TrainConfig, loss_cfg: LossConfig) -> dict:
-    """One optimizer step on one mini-batch, gradients accumulated over micro-batches of cfg.micro_batch.
+ONE_PROCESS = OneProcess()
 
-    A NaN/inf log-prob, loss or gradient skips the step: weights and optimizer state stay untouched
-    (under FSDP on every rank together: the gradient norm is global, the other two are agreed on).
-    The logged statistics are those of the whole mini-batch (loss_cfg.norm_len must be set, so
-    that every micro-batch divides by the same constant).
+
+def rl_step(model, optimizer, batch: RolloutBatch, loss_cfg: LossConfig, temperature: float, max_grad_norm: float,
+            micro_batch: int | None = None, router_aux_coef: float = 0.0, logprobs=policy_logprobs,
+            ranks=ONE_PROCESS) -> dict:
+    """One optimizer step on one mini-batch, gradients accumulated over micro-batches.
+
+    A NaN/inf log-prob, loss or gradient skips the step: weights and optimizer state stay
+    untouched (under FSDP on every rank together). Each micro-batch's loss is scaled by its
+    share of the mini-batch's kernel.loss_denominator, so the scaled losses sum to the
+    mini-batch's loss; loss_cfg.norm_len must be set for that under seq-mean-token-sum-norm.
     """
     n = len(batch.advantages)
     full_mask = batch.completion_mask  # [B, C]
+    denominator = loss_denominator(full_mask, loss_cfg.agg, loss_cfg.norm_len)
+    loss_factor = ranks.loss_factor(denominator)  # 1 on one device; this rank's share of the global loss
     logp_all = torch.zeros_like(batch.old_logp)  # [B, C] detached, for the mini-batch statistics
     entropy_all = torch.zeros_like(batch.old_logp)  # [B, C]
     loss_total, aux_total = 0.0, None
     optimizer.zero_grad(set_to_none=True)
-    for index in torch.arange(n, device=full_mask.device).split(cfg.micro_batch or n):
-        micro = batch.select(index)
+    for rows in torch.arange(n, device=full_mask.device).split(micro_batch or n):
+        micro = batch.select(rows)
         width = micro.completion_mask.shape[1]
-        (logp, entropy), aux_loss = policy_logprobs(model, micro, cfg.temperature, cfg.logprob_chunk_mb,
-                                                    with_entropy=True)  # [b, c]
-        logp_all[index, :width], entropy_all[index, :width] = logp.detach(), entropy
-        if not on_every_rank(torch.where(micro.completion_mask, logp.detach(), 0.0).isfinite().all()):
+        logp, entropy, aux_loss = logprobs(model, micro, temperature, with_entropy=True)  # [b, c]: log pi
+        logp_all[rows, :width], entropy_all[rows, :width] = logp.detach(), entropy
+        if not ranks.all_agree(torch.where(micro.completion_mask, logp.detach(), 0.0).isfinite().all()):
             optimizer.zero_grad(set_to_none=True)
             return {"skipped": 1, "skip_reason": "non-finite log-prob"}
+        # ReSPO: the method lives in this one call (loss_cfg.method); everything around it is plain RL.
         loss, _ = policy_loss(logp, micro.old_logp, micro.advantages, micro.completion_mask, loss_cfg)
-        loss = loss * micro_share(micro.completion_mask, full_mask, loss_cfg.agg) * loss_scale(full_mask, loss_cfg)
+        share = loss_denominator(micro.completion_mask, loss_cfg.agg, loss_cfg.norm_len) / denominator.clamp(min=1)
+        loss = loss * share * loss_factor
         if aux_loss is not None:
-            aux_total = (aux_total or 0.0) + aux_loss.item() * len(index) / n
-            if cfg.router_aux_coef:
-                loss = loss + cfg.router_aux_coef * aux_loss * len(index) / n
-        if not on_every_rank(loss.isfinite()):
+            aux_total = (aux_total or 0.0) + aux_loss.item() * len(rows) / n
+            if router_aux_coef:
+                loss = loss + router_aux_coef * aux_loss * len(rows) / n
+        if not ranks.all_agree(loss.isfinite()):
             optimizer.zero_grad(set_to_none=True)
             return {"skipped": 1, "skip_reason": "non-finite loss"}
         loss.backward()
@@ -206,7 +222,7 @@ def rl_step(model, optimizer, batch: RolloutBatch, cfg: TrainConfig, loss_cfg: L
     stats.update(loss=loss_total, entropy=entropy_all[full_mask].mean().item() if full_mask.any() else float("nan"))
     if aux_total is not None:
         stats["router_aux_loss"] = aux_total
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
     if not grad_norm.isfinite():
         optimizer.zero_grad(set_to_none=True)
         return {**stats, "grad_norm": grad_norm.item(), "skipped": 1, "skip_reason": "non-finite gradient"}
@@ -214,57 +230,67 @@ def rl_step(model, optimizer, batch: RolloutBatch, cfg: TrainConfig, loss_cfg: L
     return {**stats, "grad_norm": grad_norm.item(), "skipped": 0}
 
 
-def collect_rollouts(model, tokenizer, task, cfg: TrainConfig, iteration: int):
-    """(RolloutBatch, rollout stats) for one iteration: P prompts x G samples, scored, with advantages."""
+def collect_rollouts(model, tokenizer, task, cfg: TrainConfig, iteration: int, ranks=ONE_PROCESS):
+    """This process's prompts, G samples of each with log mu, and their rewards: (samples, problems, rewards, stats)."""
     problems = task.train_batch(cfg.prompts_per_iteration, seed=hash_seed("rl", cfg.seed, iteration))
+    per_rank = len(problems) // ranks.world_size  # whole prompts, so whole groups (all of them on one device)
+    problems = problems[ranks.rank * per_rank:(ranks.rank + 1) * per_rank]
     grouped = [p for p in problems for _ in range(cfg.group_size)]
     start = time.perf_counter()
-    input_ids, attention_mask, completion_mask, old_logp, texts = sample(
-        model, tokenizer, [p.prompt for p in grouped], cfg.max_new_tokens, cfg.temperature,
-        batch_size=cfg.rollout_batch)
+    with ranks.gathered(model):  # under FSDP: full weights for the whole rollout, no collectives while decoding
+        samples = sample(model, tokenizer, [p.prompt for p in grouped], cfg.max_new_tokens, cfg.temperature,
+                         batch_size=cfg.rollout_batch)
     gen_seconds = time.perf_counter() - start
-    rewards, reward_errors = score(task.reward, texts, grouped)
+    rewards, reward_errors = score(task.reward, samples.texts, grouped)
     if reward_errors:
-        tqdm.write(f"iteration {iteration}: the reward function failed on {len(reward_errors)} of {len(texts)} "
-                   f"completions (scored 0); first: {reward_errors[0]}")
-    advantages, adv_stats = group_advantages(rewards, cfg.group_size, cfg.adv_scale)
-    lengths = completion_mask.sum(-1).float()  # [N]
-    eos_ids = torch.tensor(eos_ids_of(tokenizer, model), device=input_ids.device)
-    last = input_ids[:, -completion_mask.shape[1]:].gather(1, (lengths.long() - 1).clamp(min=0)[:, None])  # [N, 1]
-    truncated = ~torch.isin(last.squeeze(1), eos_ids)  # [N] no EOS within the budget
-    device = input_ids.device
-    batch = RolloutBatch(input_ids, attention_mask, completion_mask, old_logp,
-                         rewards.to(device), advantages.to(device))
-    if adv_stats["zero_var_frac"] == 1.0:
-        tqdm.write(f"iteration {iteration}: every group has all-equal rewards, so this batch carries no signal")
+        tqdm.write(f"iteration {iteration}: the reward function failed on {len(reward_errors)} of "
+                   f"{len(samples.texts)} completions (scored 0); first: {reward_errors[0]}")
+    lengths = samples.completion_mask.sum(-1)  # [N]
+    completion_ids = samples.input_ids[:, -samples.completion_mask.shape[1]:]  # [N, C]
+    last = completion_ids.gather(1, (lengths - 1).clamp(min=0)[:, None]).squeeze(1)  # [N]
+    truncated = ~torch.isin(last, torch.tensor(eos_ids_of(tokenizer, model), device=last.device))  # no EOS in budget
     stats = {"reward": rewards.mean().item(), "reward_errors": len(reward_errors),
-             "empty_frac": sum(not t.strip() for t in texts) / len(texts),
-             "response_len": lengths.mean().item(), "truncated_frac": truncated.float().mean().item(),
-             "zero_var_frac": adv_stats["zero_var_frac"],
-             "gen_tokens_per_s": lengths.sum().item() / gen_seconds, "sample_text": texts[0]}
-    return batch, stats
+             "empty_frac": sum(not t.strip() for t in samples.texts) / len(samples.texts),
+             "response_len": lengths.float().mean().item(), "truncated_frac": truncated.float().mean().item(),
+             "gen_tokens_per_s": lengths.sum().item() / gen_seconds, "sample_text": samples.texts[0]}
+    return samples, rewards.to(samples.input_ids.device), stats
 
 
 def minibatch_order(n: int, cfg: TrainConfig, iteration: int, epoch: int) -> list[torch.Tensor]:
+    """Episodes in a fresh random order each epoch, cut into cfg.minibatches mini-batches."""
     generator = torch.Generator().manual_seed(hash_seed("order", cfg.seed, iteration, epoch))
     return list(torch.randperm(n, generator=generator).chunk(cfg.minibatches))
 
 
-def reuse_batch(model, optimizer, batch: RolloutBatch, rollout_stats: dict, cfg: TrainConfig,
-                loss_cfg: LossConfig, iteration: int, step: int, log) -> int:
-    """The reuse loop: epochs x mini-batches optimizer steps on one rollout batch; returns the step count."""
+def rl_iteration(model, tokenizer, task, optimizer, cfg: TrainConfig, loss_cfg: LossConfig, iteration: int,
+                 step: int, logprobs=policy_logprobs, ranks=ONE_PROCESS) -> tuple[list[dict], dict]:
+    """One RL step: a rollout batch, then cfg.reuse = epochs x mini-batches optimizer steps on it.
+
+    Returns (one record per optimizer step, the rollout statistics).
+    """
+    # 1. Rollout: completions and log mu of each sampled token (the behaviour policy), rewards.
+    samples, rewards, rollout_stats = collect_rollouts(model, tokenizer, task, cfg, iteration, ranks)
+    # 2. Advantages: centred within each group of G samples of one prompt.
+    advantages, adv_stats = group_advantages(rewards, cfg.group_size, cfg.adv_scale)
+    if adv_stats["zero_var_frac"] == 1.0:
+        tqdm.write(f"iteration {iteration}: every group has all-equal rewards, so this batch carries no signal")
+    batch = RolloutBatch(samples.input_ids, samples.attention_mask, samples.completion_mask, samples.old_logp,
+                         rewards, advantages.to(rewards.device))
+    # 3. Reuse: the same episodes feed cfg.reuse optimizer steps; from the second on, pi differs from mu.
+    records = []
     for epoch in range(cfg.epochs):
-        for minibatch, index in enumerate(minibatch_order(len(batch.rewards), cfg, iteration, epoch)):
+        for minibatch, rows in enumerate(minibatch_order(len(batch.rewards), cfg, iteration, epoch)):
             start = time.perf_counter()
-            stats = rl_step(model, optimizer, batch.select(index.to(batch.rewards.device)), cfg, loss_cfg)
+            stats = rl_step(model, optimizer, batch.select(rows.to(batch.rewards.device)), loss_cfg,
+                            cfg.temperature, cfg.max_grad_norm, cfg.micro_batch, cfg.router_aux_coef, logprobs, ranks)
             step += 1
             if stats["skipped"]:
                 tqdm.write(f"step {step}: skipped ({stats['skip_reason']}); weights and optimizer unchanged")
-            tokens = batch.completion_mask[index].sum().item()
-            log.write({"kind": "train", "iteration": iteration, "step": step, "epoch": epoch,
-                       "minibatch": minibatch, **stats, **rollout_stats,
-                       "train_tokens_per_s": tokens / (time.perf_counter() - start)})
-    return step
+            tokens = batch.completion_mask[rows].sum().item()
+            records.append({"kind": "train", "iteration": iteration, "step": step, "epoch": epoch,
+                            "minibatch": minibatch, **stats, **rollout_stats, "zero_var_frac": adv_stats["zero_var_frac"],
+                            "train_tokens_per_s": tokens / (time.perf_counter() - start)})
+    return records, rollout_stats
 
 
 class StopRequest:
@@ -294,46 +320,59 @@ class StopRequest:
             pass
 
 
-def resolve_device(name: str) -> str:
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device: {name!r} requested but CUDA is not available")
-    return name
-
-
 def build_task(cfg: TrainConfig):
     return make_task(cfg.task, cfg.task_size, cfg.eval_problems, cfg.heldout_file, seed=0)
 
 
-def initial_model(cfg: TrainConfig, task, device: str):
+def initial_model(cfg: TrainConfig, task, device: str, logprobs):
     sft_steps = cfg.sft_steps if cfg.sft_steps is not None else TINY_WARM_START_STEPS.get(cfg.model, 0)
     if sft_steps == 0:
         return load_model(cfg.model, cfg.dtype, device, cfg.gradient_checkpointing)
     task_key = {"task": cfg.task, "task_size": cfg.task_size}
     model, tokenizer = warm_start(cfg.model, task, task_key, sft_steps, cfg.sft_batch, cfg.sft_lr, cfg.sft_seed,
-                                  cfg.dtype, device, cfg.logprob_chunk_mb)
+                                  cfg.dtype, device, logprobs)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return model, tokenizer
 
 
+def evaluate_heldout(model, tokenizer, task, cfg: TrainConfig, amp, ranks=ONE_PROCESS) -> dict:
+    """Held-out accuracy, pass@1, pass@k (every rank evaluates under FSDP: sampling runs gathered)."""
+    with amp, ranks.gathered(model):
+        return evaluate(model, tokenizer, task, cfg.max_new_tokens, cfg.temperature, cfg.eval_samples,
+                        batch_size=cfg.rollout_batch or 256)
+
+
+def save(run_dir: Path, model, tokenizer, optimizer, iteration: int, step: int, config: dict, ranks) -> Path:
+    if ranks is ONE_PROCESS:
+        return save_checkpoint(run_dir, model, tokenizer, iteration, step, config, optimizer.state_dict())
+    from .distributed import checkpoint_state  # FSDP: the full weights, and every rank's shards as the payload
+
+    model_state, optimizer_state, write_shards = checkpoint_state(model, optimizer)
+    return save_checkpoint(run_dir, model, tokenizer, iteration, step, config, optimizer_state,
+                           model_state=model_state, payload=write_shards, ranks=ranks)
+
+
 def train(cfg: TrainConfig) -> Path:
     """Run (or resume) training; returns the run directory."""
-    from .metrics import MetricsLog, write_plots
+    from .metrics import write_plots
 
     torch.set_num_threads(cfg.threads)
-    device = resolve_device(cfg.device)
-    # ---- FSDP (torchrun --nproc_per_node N train.py --fsdp), part 1 of 2: this process's device -----
-    fsdp = FSDPRun(cfg) if cfg.fsdp else None
-    device = str(fsdp.device) if fsdp else device
-    # -----------------------------------------------------------------------------------------------
+    if cfg.fsdp:  # torchrun --nproc_per_node N train.py --fsdp: this process's device
+        from . import distributed
+        device = str(distributed.check_split(cfg.prompts_per_iteration, cfg.group_size, cfg.minibatches))
+    else:
+        device = resolve_device(cfg.device)
     if cfg.autocast and not device.startswith("cuda"):
         raise ValueError(f"autocast: bfloat16 autocast is for CUDA devices, not {device!r}")
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if cfg.autocast else contextlib.nullcontext()
+    # Dr. GRPO's constant divisor: the generation budget, so every mini-batch and rank divides alike.
+    loss_cfg = replace(cfg.loss, norm_len=cfg.loss.norm_len or cfg.max_new_tokens)
+    logprobs = (policy_logprobs if cfg.logprob_chunk_mb is None
+                else functools.partial(chunked_policy_logprobs, chunk_mb=cfg.logprob_chunk_mb))
     run_dir = Path(cfg.out_dir) / cfg.run_name
     task = build_task(cfg)
-    config = dataclasses.asdict(cfg)
+    config = flat(cfg)
     checkpoint = latest_checkpoint(run_dir) if cfg.resume else None
     if cfg.resume and checkpoint is None:
         raise ValueError(f"resume: no checkpoint in {run_dir}")
@@ -341,7 +380,7 @@ def train(cfg: TrainConfig) -> Path:
         raise ValueError(f"name: {run_dir} already holds a run; pass --resume or another --name")
     torch.manual_seed(cfg.seed)
     if checkpoint is None:
-        model, tokenizer = initial_model(cfg, task, device)
+        model, tokenizer = initial_model(cfg, task, device, logprobs)
         optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         iteration, step = 0, 0
     else:
@@ -354,28 +393,20 @@ def train(cfg: TrainConfig) -> Path:
         optimizer.load_state_dict(state["optimizer"])
         set_rng_state(state["rng"])
         iteration, step = state["iteration"], state["step"]
-    loss_cfg = cfg.loss_config()
-    log = MetricsLog(run_dir, keep_until_iteration=iteration if checkpoint else None)
-    (run_dir / "config.json").write_text(json.dumps(config, indent=1))
-    # ---- FSDP, part 2 of 2: join the group, shard; everything below runs unchanged on every rank --
-    if fsdp:
-        model, optimizer, task, log = fsdp.wrap(model, optimizer, task, log, checkpoint, iteration)
-    elif checkpoint is not None and has_sharded_state(checkpoint):
-        load_sharded(checkpoint, model, optimizer)  # an FSDP run's checkpoint, resumed on one device
-    save = fsdp.save_checkpoint if fsdp else save_checkpoint
-    # -----------------------------------------------------------------------------------------------
+    ranks = ONE_PROCESS
+    if cfg.fsdp:  # join the process group and shard; the loop below runs on every rank
+        model, optimizer, ranks = distributed.shard(model, optimizer, checkpoint, cfg.seed, iteration)
+    elif checkpoint is not None and is_sharded(checkpoint):  # an FSDP run's checkpoint, resumed in one process
+        from .distributed import load_sharded
+        load_sharded(checkpoint, model, optimizer)
+    log = MetricsLog(run_dir, keep_until_iteration=iteration if checkpoint else None, write=ranks.rank == 0)
+    if ranks.rank == 0:
+        (run_dir / "config.json").write_text(json.dumps(config, indent=1))
 
-    def run_eval():
-        with amp:
-            figures = evaluate(model, tokenizer, task, cfg.max_new_tokens, cfg.temperature, cfg.eval_samples,
-                               batch_size=cfg.rollout_batch or 256)
-        log.write({"kind": "eval", "iteration": iteration, "step": step, **figures})
-        return figures
-
-    if checkpoint is None:
-        last_eval = run_eval()
-    else:
-        last_eval = log.last_eval() or run_eval()
+    last_eval = log.last_eval() if checkpoint is not None else None
+    if last_eval is None:
+        last_eval = evaluate_heldout(model, tokenizer, task, cfg, amp, ranks)
+        log.write({"kind": "eval", "iteration": iteration, "step": step, **last_eval})
     print(f"run: {run_dir}  start held-out accuracy {last_eval['heldout_acc']:.3f}")
     bar = tqdm(range(iteration, cfg.iterations), initial=iteration, total=cfg.iterations, desc="rl",
                dynamic_ncols=True)
@@ -384,24 +415,28 @@ def train(cfg: TrainConfig) -> Path:
             model.train()
             start = time.perf_counter()
             with amp:
-                batch, rollout_stats = collect_rollouts(model, tokenizer, task, cfg, iteration)
-                step = reuse_batch(model, optimizer, batch, rollout_stats, cfg, loss_cfg, iteration, step, log)
+                records, rollout_stats = rl_iteration(model, tokenizer, task, optimizer, cfg, loss_cfg, iteration,
+                                                      step, logprobs, ranks)
+            for record in records:
+                log.write(record)
+            step = records[-1]["step"]
             done = iteration + 1
             log.write({"kind": "time", "iteration": iteration, "step": step,
                        "iteration_s": time.perf_counter() - start})
-            iteration = done
             if done % cfg.eval_every == 0 or done == cfg.iterations:
-                last_eval = run_eval()
+                last_eval = evaluate_heldout(model, tokenizer, task, cfg, amp, ranks)
+                log.write({"kind": "eval", "iteration": done, "step": step, **last_eval})
             bar.set_postfix(reward=f"{rollout_stats['reward']:.2f}", heldout=f"{last_eval['heldout_acc']:.2f}")
             if done % cfg.save_every == 0 or done == cfg.iterations or stop.requested:
-                save(run_dir, model, tokenizer, optimizer, done, step, config)
+                save(run_dir, model, tokenizer, optimizer, done, step, config, ranks)
+            iteration = done
             if stop.requested:
                 break
     bar.close()
     log.close()
     print(f"end held-out accuracy {last_eval['heldout_acc']:.3f} "
           f"(pass@1 {last_eval['heldout_pass@1']:.3f}) after {iteration} iterations, {step} optimizer steps")
-    if cfg.plots:
+    if cfg.plots and ranks.rank == 0:
         print(f"plots: {write_plots(run_dir)}")
     print(f"metrics: {run_dir / 'metrics.jsonl'}\ncheckpoint: {latest_checkpoint(run_dir)}")
     return run_dir

@@ -16,12 +16,13 @@ from nano_respo import checkpoint as checkpoint_module  # noqa: E402
 from nano_respo import evaluate_cli  # noqa: E402
 from nano_respo import trainer as trainer_module  # noqa: E402
 from nano_respo.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint  # noqa: E402
-from nano_respo.cli import parse_config  # noqa: E402
+from nano_respo.cli import build_parser, from_flat, parse_config  # noqa: E402
 from nano_respo.evaluate_cli import EvalConfig, run_eval  # noqa: E402
 from nano_respo.kernel import LossConfig  # noqa: E402
 from nano_respo.metrics import TIMING_KEYS, read_metrics  # noqa: E402
 from nano_respo.models import load_model  # noqa: E402
 from nano_respo.rollout import RolloutBatch, policy_logprobs, sample, score  # noqa: E402
+from nano_respo.logprobs import chunked_policy_logprobs  # noqa: E402
 from nano_respo.tasks import Problem, make_task  # noqa: E402
 from nano_respo.trainer import TrainConfig, rl_step, train  # noqa: E402
 
@@ -59,7 +60,19 @@ def tiny_config(tmp_path, **overrides) -> TrainConfig:
                     group_size=4, reuse=2, epochs=1, max_new_tokens=6, eval_problems=8, eval_samples=2,
                     eval_every=1, save_every=1, out_dir=str(tmp_path), plots=False, name="run")
     settings.update(overrides)
-    return TrainConfig(**settings)
+    return from_flat(TrainConfig, settings)
+
+
+def batch_of(samples, rewards, advantages) -> RolloutBatch:
+    return RolloutBatch(samples.input_ids, samples.attention_mask, samples.completion_mask, samples.old_logp,
+                        rewards, advantages)
+
+
+def step(model, optimizer, batch, cfg: TrainConfig) -> dict:
+    """rl_step as the trainer calls it, with the trainer's loss config (norm_len the generation budget)."""
+    loss_cfg = dataclasses.replace(cfg.loss, norm_len=cfg.max_new_tokens)
+    return rl_step(model, optimizer, batch, loss_cfg, cfg.temperature, cfg.max_grad_norm, cfg.micro_batch,
+                   cfg.router_aux_coef)
 
 
 def train_records(run_dir):
@@ -96,28 +109,30 @@ def test_first_step_on_a_fresh_batch_sees_w_equal_one(model):
     torch.manual_seed(0)
     net, tokenizer = load_model(model)
     prompts = [f"{a}+{a * 7}=" for a in range(12)]
-    # Three generate calls (5 + 5 + 2 prompts) whose completions are padded to one width.
-    input_ids, attention_mask, mask, old_logp, _ = sample(net, tokenizer, prompts, 10, temperature=0.7, batch_size=5)
-    batch = RolloutBatch(input_ids, attention_mask, mask, old_logp, torch.zeros(12), torch.zeros(12))
-    for part in (batch, batch.select(torch.tensor([0, 5, 11]))):
-        logp, _ = policy_logprobs(net, part, temperature=0.7)
-        log_w = torch.where(part.completion_mask, logp - part.old_logp, 0.0).sum(-1)  # [B]
-        assert log_w.abs().max() < 1e-4
+    # Three decode calls (5 + 5 + 2 prompts) whose completions are padded to one width.
+    batch = batch_of(sample(net, tokenizer, prompts, 10, temperature=0.7, batch_size=5), torch.zeros(12),
+                     torch.zeros(12))
+    for logprobs in (policy_logprobs, chunked_policy_logprobs):
+        for part in (batch, batch.select(torch.tensor([0, 5, 11]))):
+            logp, _, _ = logprobs(net, part, temperature=0.7)
+            log_w = torch.where(part.completion_mask, logp - part.old_logp, 0.0).sum(-1)  # [B]
+            assert log_w.abs().max() < 1e-4
     # The wrong temperature in the training forward breaks it: the test can fail.
-    logp, _ = policy_logprobs(net, batch, temperature=1.0)
-    assert torch.where(mask, logp - old_logp, 0.0).sum(-1).abs().max() > 1e-2
+    logp, _, _ = policy_logprobs(net, batch, temperature=1.0)
+    assert torch.where(batch.completion_mask, logp - batch.old_logp, 0.0).sum(-1).abs().max() > 1e-2
 
 
 @pytest.mark.parametrize("model", ["tiny-qwen3", "tiny-qwen3-moe"])
-def test_policy_logprobs_match_the_models_own_logits_with_gradients(model):
+def test_chunked_policy_logprobs_match_the_models_own_logits_with_gradients(model):
     """The head-input route (logits never built) equals log_softmax(model(...).logits), for every parameter's grad."""
     torch.manual_seed(0)
     net, tokenizer = load_model(model)
-    input_ids, attention_mask, mask, old_logp, _ = sample(net, tokenizer, ["12+3=", "7+70="] * 3, 6, temperature=0.8)
-    batch = RolloutBatch(input_ids, attention_mask, mask, old_logp, torch.zeros(6), torch.zeros(6))
+    batch = batch_of(sample(net, tokenizer, ["12+3=", "7+70="] * 3, 6, temperature=0.8), torch.zeros(6),
+                     torch.zeros(6))
+    input_ids, attention_mask, mask = batch.input_ids, batch.attention_mask, batch.completion_mask
     mix = torch.randn(mask.shape) * mask  # [B, C]
     width = mask.shape[1]
-    logp, _ = policy_logprobs(net, batch, temperature=0.8, chunk_mb=1e-3)
+    logp, _, _ = chunked_policy_logprobs(net, batch, temperature=0.8, chunk_mb=1e-3)
     ours = torch.autograd.grad((logp * mix).sum(), list(net.parameters()), allow_unused=True)
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     logits = net(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits
@@ -159,7 +174,8 @@ def test_resume_refuses_changed_flags_and_missing_checkpoints(tmp_path, varied_r
 def test_a_failed_save_leaves_the_previous_checkpoint_loadable(tmp_path, monkeypatch):
     net, tokenizer = load_model("tiny-qwen3")
     optimizer = torch.optim.AdamW(net.parameters())
-    save_checkpoint(tmp_path, net, tokenizer, optimizer, iteration=1, step=2, config={"a": 1})
+    save_checkpoint(tmp_path, net, tokenizer, iteration=1, step=2, config={"a": 1},
+                    optimizer_state=optimizer.state_dict())
 
     def killed_midway(*args, **kwargs):  # the model files are written, the trainer state is not
         raise OSError("disk full")
@@ -167,7 +183,8 @@ def test_a_failed_save_leaves_the_previous_checkpoint_loadable(tmp_path, monkeyp
     with torch.no_grad():
         next(net.parameters()).add_(1.0)
     with pytest.raises(OSError, match="disk full"):
-        save_checkpoint(tmp_path, net, tokenizer, optimizer, iteration=2, step=4, config={"a": 1})
+        save_checkpoint(tmp_path, net, tokenizer, iteration=2, step=4, config={"a": 1},
+                        optimizer_state=optimizer.state_dict())
     latest = latest_checkpoint(tmp_path)
     assert latest.name == "iter-000001"
     assert load_trainer_state(latest)["step"] == 2
@@ -180,17 +197,17 @@ def test_a_nan_loss_skips_the_step_and_leaves_weights_and_optimizer_untouched():
     torch.manual_seed(0)
     net, tokenizer = load_model("tiny-qwen3")
     optimizer = torch.optim.AdamW(net.parameters(), lr=1e-2)
-    _, attention_mask, mask, old_logp, _ = batch_parts = sample(net, tokenizer, ["1+1=", "2+2="] * 2, 5)
-    batch = RolloutBatch(*batch_parts[:4], torch.tensor([1.0, 0, 0, 1]), torch.tensor([0.5, -0.5, -0.5, 0.5]))
+    batch = batch_of(sample(net, tokenizer, ["1+1=", "2+2="] * 2, 5), torch.tensor([1.0, 0, 0, 1]),
+                     torch.tensor([0.5, -0.5, -0.5, 0.5]))
     cfg = TrainConfig(sft_steps=0)
     before = [p.detach().clone() for p in net.parameters()]
     hook = net.model.norm.register_forward_hook(lambda module, inputs, out: out * float("nan"))  # NaN hidden states
-    stats = rl_step(net, optimizer, batch, cfg, cfg.loss_config())
+    stats = step(net, optimizer, batch, cfg)
     hook.remove()
     assert stats["skipped"] == 1 and "non-finite" in stats["skip_reason"]
     assert all(torch.equal(a, b) for a, b in zip(before, net.parameters()))
     assert optimizer.state_dict()["state"] == {}
-    stats = rl_step(net, optimizer, batch, cfg, cfg.loss_config())
+    stats = step(net, optimizer, batch, cfg)
     assert stats["skipped"] == 0
     assert not all(torch.equal(a, b) for a, b in zip(before, net.parameters()))
 
@@ -233,7 +250,7 @@ def test_reward_errors_are_reported_in_the_metrics(tmp_path, monkeypatch, capsys
 ])
 def test_impossible_configs_fail_with_one_line_messages(overrides, message):
     with pytest.raises(ValueError, match=message):
-        TrainConfig(**overrides)
+        from_flat(TrainConfig, overrides)
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -247,13 +264,13 @@ def test_unknown_task_or_model_fails_with_one_line_messages(tmp_path, overrides,
 
 
 def test_cli_has_a_flag_for_every_kernel_and_trainer_field(capsys):
-    names = {f.name for f in dataclasses.fields(TrainConfig)}
-    assert {f.name for f in dataclasses.fields(LossConfig)} <= names
+    flags = {action.dest for action in build_parser(TrainConfig)._actions}
+    fields = {f.name for f in dataclasses.fields(LossConfig)} | {f.name for f in dataclasses.fields(TrainConfig)}
+    assert fields - {"loss"} <= flags and "loss" not in flags
     cfg = parse_config(TrainConfig, ["--method", "grpo", "--reuse", "8", "--group-size", "4", "--alpha-pos", "0.5",
                                      "--eps-high", "0.28"])
-    assert (cfg.method, cfg.reuse, cfg.group_size, cfg.alpha_pos, cfg.eps_high) == ("grpo", 8, 4, 0.5, 0.28)
-    loss_cfg = cfg.loss_config()
-    assert (loss_cfg.method, loss_cfg.alpha_pos, loss_cfg.norm_len) == ("grpo", 0.5, cfg.max_new_tokens)
+    assert (cfg.loss.method, cfg.reuse, cfg.group_size, cfg.loss.alpha_pos, cfg.loss.eps_high) == ("grpo", 8, 4, 0.5, 0.28)
+    assert not isinstance(cfg, LossConfig)  # a TrainConfig cannot be passed as the loss's config by mistake
     with pytest.raises(SystemExit):
         parse_config(TrainConfig, ["--method", "nope"])
     assert "method: unknown method 'nope'" in capsys.readouterr().err
@@ -273,14 +290,14 @@ def test_metrics_lines_are_plain_json(tmp_path, varied_reward):
 def test_micro_batches_accumulate_to_the_same_update_and_statistics():
     torch.manual_seed(0)
     net, tokenizer = load_model("tiny-qwen3")
-    parts = sample(net, tokenizer, [f"{a}+1=" for a in range(3) for _ in range(2)], 8)
-    batch = RolloutBatch(*parts[:4], torch.zeros(6), torch.tensor([0.5, -0.5, 1.0, -1.0, 0.25, -0.25]))
+    batch = batch_of(sample(net, tokenizer, [f"{a}+1=" for a in range(3) for _ in range(2)], 8), torch.zeros(6),
+                     torch.tensor([0.5, -0.5, 1.0, -1.0, 0.25, -0.25]))
     results = []
     for micro_batch in (None, 4, 1):
         model = copy.deepcopy(net)
         optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
         cfg = TrainConfig(sft_steps=0, micro_batch=micro_batch, max_grad_norm=1e9)
-        stats = rl_step(model, optimizer, batch, cfg, cfg.loss_config())
+        stats = step(model, optimizer, batch, cfg)
         results.append((stats, torch.cat([p.detach().flatten() for p in model.parameters()])))
     (full_stats, full_params), *others = results
     assert not torch.equal(full_params, torch.cat([p.detach().flatten() for p in net.parameters()]))
@@ -294,10 +311,10 @@ def test_micro_batches_accumulate_to_the_same_update_and_statistics():
 def test_ctrl_c_finishes_the_iteration_saves_and_stops(tmp_path, varied_reward, monkeypatch):
     real_collect = trainer_module.collect_rollouts
 
-    def interrupted(model, tokenizer, task, cfg, iteration):
+    def interrupted(model, tokenizer, task, cfg, iteration, ranks):
         if iteration == 1:
             os.kill(os.getpid(), signal.SIGINT)  # as if the user pressed Ctrl-C mid-iteration
-        return real_collect(model, tokenizer, task, cfg, iteration)
+        return real_collect(model, tokenizer, task, cfg, iteration, ranks)
     monkeypatch.setattr(trainer_module, "collect_rollouts", interrupted)
     handler_before = signal.getsignal(signal.SIGINT)
     run_dir = train(tiny_config(tmp_path, iterations=5, save_every=10, eval_every=10))
@@ -307,21 +324,14 @@ def test_ctrl_c_finishes_the_iteration_saves_and_stops(tmp_path, varied_reward, 
     assert signal.getsignal(signal.SIGINT) is handler_before
 
 
-def test_sampling_ignores_a_checkpoints_truncating_generation_config(monkeypatch):
+def test_sampling_ignores_a_checkpoints_truncating_generation_config():
     """mu must be the plain tempered softmax the trainer reproduces, whatever generation_config.json says."""
     torch.manual_seed(0)
     net, tokenizer = load_model("tiny-qwen3")
     net.generation_config.top_k, net.generation_config.top_p = 1, 0.5  # would make every sample greedy
     net.generation_config.repetition_penalty = 1.3
-    used = []
-    build = net._get_logits_processor
-
-    def spy(*args, **kwargs):
-        processors = build(*args, **kwargs)
-        used.append([type(p).__name__ for p in processors])
-        return processors
-    monkeypatch.setattr(net, "_get_logits_processor", spy)
-    texts = sample(net, tokenizer, ["1+1="] * 8, 6, temperature=1.0)[-1]
-    assert used == [["SamplingLogprobRecorder"]]  # no top-k (transformers' default is 50), top-p or penalty
-    assert len(set(texts)) > 1
+    samples = sample(net, tokenizer, ["1+1="] * 8, 6, temperature=1.0)
+    assert len(set(samples.texts)) > 1
+    logp, _, _ = policy_logprobs(net, batch_of(samples, torch.zeros(8), torch.zeros(8)), temperature=1.0)
+    assert torch.where(samples.completion_mask, logp - samples.old_logp, 0.0).abs().max() < 1e-4
     assert net.generation_config.top_k == 1  # the checkpoint's own config is left as it was

@@ -153,3 +153,80 @@ def test_a_broken_tiny_model_cache_is_rebuilt(tmp_path, monkeypatch):
     build_char_tokenizer().save_pretrained(broken)
     model, _ = load_model("tiny-qwen3")
     assert (broken / "config.json").exists() and sum(p.numel() for p in model.parameters()) > 100_000
+
+
+def tiny_vocabulary_model(family: str, sharpness: float = 8.0):
+    """A 6-token Qwen3 (0 pad, 1 EOS) whose next-token distributions are far from uniform."""
+    import transformers
+
+    shape = dict(vocab_size=6, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                 head_dim=8, intermediate_size=32, max_position_embeddings=32, tie_word_embeddings=False,
+                 pad_token_id=0, eos_token_id=1, bos_token_id=None)
+    if family == "moe":
+        config = transformers.Qwen3MoeConfig(**shape, moe_intermediate_size=8, num_experts=4, num_experts_per_tok=2,
+                                             norm_topk_prob=True)
+    else:
+        config = transformers.Qwen3Config(**shape)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(sharpness)
+    return model.eval()
+
+
+def exact_distribution(model, prompt: list[int], steps: int, temperature: float) -> dict[tuple, float]:
+    """Every completion of at most `steps` tokens (ending at EOS or the budget) and its probability, by enumeration."""
+    out, frontier = {}, [((), 1.0)]
+    for _ in range(steps):
+        grown = []
+        for prefix, p in frontier:
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor([prompt + list(prefix)])).logits[0, -1]
+            probs = torch.softmax(logits.double() / temperature, -1)
+            for token in range(len(probs)):
+                (out if token == 1 else dict()).update({prefix + (token,): p * probs[token].item()})
+                if token != 1:
+                    grown.append((prefix + (token,), p * probs[token].item()))
+        frontier = grown
+    out.update(dict(frontier))
+    return out
+
+
+@pytest.mark.parametrize("family", ["dense", "moe"])
+def test_sampler_draws_the_exact_tempered_distribution_with_left_padding(family):
+    """Completion frequencies of the KV-cache sampler match exact enumeration; log mu matches each sequence's."""
+    from nano_respo.rollout import decode
+
+    model = tiny_vocabulary_model(family)
+    temperature, steps, n = 0.6, 3, 3000
+    prompts = [[2, 3, 4], [5, 2, 2, 3, 4]]  # different lengths: the short one is left-padded
+    width = max(map(len, prompts))
+    input_ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts]).repeat_interleave(n, 0)  # [2n, P]
+    attention_mask = (torch.arange(width) >= torch.tensor([width - len(p) for p in prompts])[:, None]).long()
+    torch.manual_seed(1)
+    tokens, logps = decode(model, input_ids, attention_mask.repeat_interleave(n, 0), steps, temperature,
+                           greedy=False, eos_ids=[1], pad_id=0)
+    for row, prompt in enumerate(prompts):
+        exact = exact_distribution(model, prompt, steps, temperature)
+        drawn = tokens[row * n:(row + 1) * n].tolist()
+        completions = [tuple(seq[:seq.index(1) + 1] if 1 in seq else seq) for seq in drawn]
+        counts = {c: completions.count(c) for c in set(completions)}
+        assert set(counts) <= set(exact)
+        for completion, p in exact.items():  # each count within 5 binomial standard deviations
+            assert abs(counts.get(completion, 0) - n * p) <= 5 * math.sqrt(n * p * (1 - p)) + 1, completion
+        statistic, df = chi_square(counts, exact, n)
+        assert statistic < df + 5 * math.sqrt(2 * df)
+        # The test can fail: the same draws are far from the untempered distribution.
+        statistic, df = chi_square(counts, exact_distribution(model, prompt, steps, 1.0), n)
+        assert statistic > df + 5 * math.sqrt(2 * df)
+        for i, completion in enumerate(completions[:50]):  # recorded log mu = the exact log-probability
+            recorded = logps[row * n + i, :len(completion)].sum().item()
+            assert recorded == pytest.approx(math.log(exact[completion]), abs=1e-4)
+
+
+def chi_square(counts: dict, probabilities: dict, n: int) -> tuple[float, int]:
+    """Pearson's statistic over the completions expected at least 5 times (the rest pooled), and its dof."""
+    frequent = [c for c, p in probabilities.items() if n * p >= 5]
+    observed = [counts.get(c, 0) for c in frequent] + [n - sum(counts.get(c, 0) for c in frequent)]
+    expected = [n * probabilities[c] for c in frequent] + [n - sum(n * probabilities[c] for c in frequent)]
+    return sum((o - e) ** 2 / e for o, e in zip(observed, expected) if e > 0), len(frequent)
