@@ -3,7 +3,8 @@
 One spawn of 2 workers trains a tiny random Qwen3 and a tiny Qwen3-MoE for STEPS optimizer
 steps with the trainer's own rl_step (2 mini-batches x 2 epochs over one fixed rollout
 batch, off-policy old log-probs, ReSPO loss, gradient clipping that bites, AdamW), saving a
-DCP checkpoint halfway. This process then runs the same steps on an unsharded model with
+checkpoint halfway through the trainer's own save (checkpoint.save_checkpoint, the shards
+as its payload). This process then runs the same steps on an unsharded model with
 no process group, and resumes a fresh model from the 2-process checkpoint. Last, rank 1
 alone meets NaN hidden states: both ranks must skip that step and train on together.
 Tolerance (float32; the only difference is the order of the float sums in the gradient
@@ -14,6 +15,7 @@ reduction): losses atol 1e-6 (order-1 terms that cancel to ~0.02), parameters at
 import datetime
 import os
 import socket
+from pathlib import Path
 
 import pytest
 import torch
@@ -23,8 +25,11 @@ import transformers
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
 from nano_respo import distributed as nd
-from nano_respo.rollout import RolloutBatch
-from nano_respo.trainer import TrainConfig, rl_step
+from nano_respo.checkpoint import latest_checkpoint
+from nano_respo.kernel import LossConfig
+from nano_respo.models import build_char_tokenizer
+from nano_respo.rollout import RolloutBatch, decode
+from nano_respo.trainer import ONE_PROCESS, rl_step, save
 
 WORLD = 2
 GROUP = 2
@@ -33,15 +38,16 @@ STEPS = MINI_BATCHES * EPOCHS
 SHAPE = dict(vocab_size=48, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
              head_dim=8, intermediate_size=64, max_position_embeddings=64, tie_word_embeddings=True,
              pad_token_id=0, eos_token_id=1, bos_token_id=None)
-# Clipping that bites (max_grad_norm), a learning rate that moves the weights in 4 steps.
-COMMON = dict(method="respo", lr=1e-3, max_grad_norm=0.05, max_new_tokens=7)
+# Clipping that bites (max_grad_norm), a learning rate that moves the weights in 4 steps; the loss
+# config as the trainer builds it (norm_len the generation budget, 7).
+STEP = dict(temperature=1.0, max_grad_norm=0.05)
 FAMILIES = {
     # dense, default aggregation: each shard divides by its own number of sequences
-    "dense": (transformers.Qwen3Config, {}, TrainConfig(**COMMON)),
+    "dense": (transformers.Qwen3Config, {}, LossConfig(method="respo", norm_len=7), None),
     # MoE, token-mean (each shard divides by its own token count), one sequence per backward
     "moe": (transformers.Qwen3MoeConfig, dict(moe_intermediate_size=16, num_experts=4, num_experts_per_tok=2,
                                               norm_topk_prob=True, router_aux_loss_coef=0.0),
-            TrainConfig(**COMMON, agg="token-mean", micro_batch=1)),
+            LossConfig(method="respo", agg="token-mean", norm_len=7), 1),
 }
 
 
@@ -55,7 +61,7 @@ def float32_default():
 
 
 def build_model(family):
-    config_class, extra, _ = FAMILIES[family]
+    config_class, extra, _, _ = FAMILIES[family]
     torch.manual_seed(0)
     return transformers.AutoModelForCausalLM.from_config(config_class(**SHAPE, **extra))
 
@@ -84,17 +90,21 @@ def make_batch(family, rows=8, prompt=5, completion=7):
                         logp + 0.3 * torch.randn(logp.shape, generator=g), advantages, advantages)
 
 
-def train(model, optimizer, batch, cfg, steps: range, rank=0, world=1):
+def train(model, optimizer, batch, family, steps: range, ranks=ONE_PROCESS):
     """The trainer's reuse loop in miniature around its own rl_step; returns the global loss of each step."""
+    _, _, loss_cfg, micro_batch = FAMILIES[family]
     per_mini = len(batch.advantages) // MINI_BATCHES
+    per_rank = per_mini // ranks.world_size  # whole groups of GROUP rows
     losses = []
     for step in steps:
-        start = step % MINI_BATCHES * per_mini
-        local = nd.rank_slice(per_mini, GROUP, rank, world)
-        stats = rl_step(model, optimizer, batch.select(torch.arange(start + local.start, start + local.stop)),
-                        cfg, cfg.loss_config())
-        assert not stats["skipped"] and stats["grad_norm"] > cfg.max_grad_norm  # clipping is exercised
-        losses.append(float(nd.all_reduce(torch.tensor(stats["loss"]))) / world)
+        start = step % MINI_BATCHES * per_mini + ranks.rank * per_rank
+        stats = rl_step(model, optimizer, batch.select(torch.arange(start, start + per_rank)), loss_cfg,
+                        micro_batch=micro_batch, ranks=ranks, **STEP)
+        assert not stats["skipped"] and stats["grad_norm"] > STEP["max_grad_norm"]  # clipping is exercised
+        loss = torch.tensor(stats["loss"])
+        if dist.is_initialized():
+            dist.all_reduce(loss)
+        losses.append(float(loss) / ranks.world_size)
     return losses
 
 
@@ -109,21 +119,22 @@ def worker(rank, world, port, tmp):
     # A short timeout turns a rank left waiting in a collective into a failure, not a hung test.
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
     nd.init_distributed("gloo")
+    ranks = nd.Ranks()
     try:
-        for family, (_, _, cfg) in FAMILIES.items():
+        for family in FAMILIES:
             batch = torch.load(f"{tmp}/{family}-batch.pt", weights_only=False)
             model = build_model(family)
             nd.shard_model(model)
             optimizer = make_optimizer(model)
-            losses = train(model, optimizer, batch, cfg, range(0, STEPS // 2), rank, world)
-            nd.save_sharded(f"{tmp}/{family}-ckpt", model, optimizer)
-            losses += train(model, optimizer, batch, cfg, range(STEPS // 2, STEPS), rank, world)
+            losses = train(model, optimizer, batch, family, range(0, STEPS // 2), ranks)
+            save(Path(tmp) / f"{family}-run", model, build_char_tokenizer(), optimizer, STEPS // 2, STEPS // 2, {},
+                 ranks)
+            losses += train(model, optimizer, batch, family, range(STEPS // 2, STEPS), ranks)
             full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-            # Gathered once, generate runs with no collectives: rank 1 decodes 4 more steps than rank 0.
+            # Gathered once, the sampler runs with no collectives: rank 1 decodes 4 more steps than rank 0.
             model.eval()
-            with torch.no_grad(), nd.full_parameters(model):
-                out = model.generate(batch.input_ids[:2, :5], do_sample=False, max_new_tokens=3 + 4 * rank,
-                                     min_new_tokens=3 + 4 * rank, pad_token_id=0)
+            with torch.no_grad(), nd.gathered(model):
+                out, _ = greedy(model, batch, 3 + 4 * rank)
                 logits = model(batch.input_ids[:2]).logits
             if rank == 0:
                 torch.save({"losses": losses, "params": full, "generated": out, "logits": logits},
@@ -134,12 +145,19 @@ def worker(rank, world, port, tmp):
             nan = model.model.norm.register_forward_hook(lambda module, args, out: out * float("nan"))
             if rank == 0:
                 nan.remove()
-            skipped = rl_step(model, optimizer, local, cfg, cfg.loss_config())
+            _, _, loss_cfg, micro_batch = FAMILIES[family]
+            skipped = rl_step(model, optimizer, local, loss_cfg, micro_batch=micro_batch, ranks=ranks, **STEP)
             nan.remove()
-            after = rl_step(model, optimizer, local, cfg, cfg.loss_config())
+            after = rl_step(model, optimizer, local, loss_cfg, micro_batch=micro_batch, ranks=ranks, **STEP)
             torch.save({"skipped": skipped, "after": after}, f"{tmp}/{family}-skip-rank{rank}.pt")
     finally:
         nd.shutdown_distributed()
+
+
+def greedy(model, batch, steps: int):
+    """The trainer's sampler, greedy, on the first two prompts; an EOS that never comes decodes every step."""
+    return decode(model, batch.input_ids[:2, :5], torch.ones(2, 5, dtype=torch.long), steps, 1.0, greedy=True,
+                  eos_ids=[-1], pad_id=0)
 
 
 def free_port():
@@ -165,12 +183,11 @@ def assert_same_params(got, want):
 
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_two_processes_train_like_one(fsdp_runs, family):
-    cfg = FAMILIES[family][2]
     batch = torch.load(fsdp_runs / f"{family}-batch.pt", weights_only=False)
     fsdp = torch.load(fsdp_runs / f"{family}-fsdp.pt", weights_only=False)
     model = build_model(family)
     start = {k: v.clone() for k, v in model.state_dict().items()}
-    losses = train(model, make_optimizer(model), batch, cfg, range(STEPS))
+    losses = train(model, make_optimizer(model), batch, family, range(STEPS))
     assert not dist.is_initialized()
     torch.testing.assert_close(torch.tensor(fsdp["losses"]), torch.tensor(losses), rtol=1e-5, atol=1e-6)
     assert_same_params(fsdp["params"], model.state_dict())
@@ -179,22 +196,21 @@ def test_two_processes_train_like_one(fsdp_runs, family):
     model.eval()
     with torch.no_grad():
         torch.testing.assert_close(fsdp["logits"], model(batch.input_ids[:2]).logits, rtol=0, atol=1e-4)
-        greedy = model.generate(batch.input_ids[:2, :5], do_sample=False, max_new_tokens=3, min_new_tokens=3,
-                                pad_token_id=0)
-    assert torch.equal(fsdp["generated"], greedy)  # rank 0's 3 tokens; rank 1 decoded 7 meanwhile
+        tokens, _ = greedy(model, batch, 3)
+    assert torch.equal(fsdp["generated"], tokens)  # rank 0's 3 tokens; rank 1 decoded 7 meanwhile
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_two_process_checkpoint_resumes_in_one(fsdp_runs, family):
-    cfg = FAMILIES[family][2]
     batch = torch.load(fsdp_runs / f"{family}-batch.pt", weights_only=False)
     fsdp = torch.load(fsdp_runs / f"{family}-fsdp.pt", weights_only=False)
     model = build_model(family)
     torch.nn.init.normal_(model.model.embed_tokens.weight)  # the load must overwrite every weight
     optimizer = make_optimizer(model)
-    nd.load_sharded(fsdp_runs / f"{family}-ckpt", model, optimizer)
+    checkpoint = latest_checkpoint(fsdp_runs / f"{family}-run")
+    nd.load_sharded(checkpoint, model, optimizer)
     assert optimizer.state_dict()["state"], "Adam moments were not restored"
-    losses = train(model, optimizer, batch, cfg, range(STEPS // 2, STEPS))
+    losses = train(model, optimizer, batch, family, range(STEPS // 2, STEPS))
     torch.testing.assert_close(torch.tensor(losses), torch.tensor(fsdp["losses"][STEPS // 2:]), rtol=1e-5, atol=1e-6)
     assert_same_params(model.state_dict(), fsdp["params"])
 
@@ -207,18 +223,11 @@ def test_a_non_finite_step_on_one_rank_is_skipped_by_every_rank(fsdp_runs, famil
         assert result["after"]["skipped"] == 0 and result["after"]["grad_norm"] > 0, rank
 
 
-def test_rank_slice_rejects_split_groups():
-    assert nd.rank_slice(8, 2, 1, 2) == slice(4, 8)
-    with pytest.raises(ValueError, match="batch"):
-        nd.rank_slice(6, 2, 0, 2)
-
-
 def test_torchrun_fsdp_train_then_resume_in_one_process(tmp_path):
     """train.py under torchrun --fsdp (MoE, 2 processes) writes a sharded checkpoint; a plain run resumes it."""
     import json
     import subprocess
     import sys
-    from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     flags = ["--model", "tiny-qwen3-moe", "--sft-steps", "0", "--prompts-per-iteration", "4", "--group-size", "2",
