@@ -3,9 +3,9 @@
     python bench/profile_step.py [--model tiny-qwen3] [--repeats 3]
 
 Prints, for a rollout batch shaped like bench/step.py's (8 prompts x 8 samples, 32 new tokens):
-- generation: our sampler (rollout.sample: transformers' generate plus the log-prob recorder)
-  against a bare KV-cache decode loop of the same number of steps (one forward per token and
-  a multinomial draw, no stopping): the difference is generate's own overhead;
+- generation: our sampler (rollout.sample: the KV-cache decode loop with log mu, EOS handling
+  and text decoding) against a bare decode loop of the same number of steps (one forward per
+  token and a multinomial draw, no stopping): the difference is the sampler's bookkeeping;
 - training: torch.profiler's split of one mini-batch's forward/backward (the trainer's
   policy_logprobs and a sum of its log-probs), by operator, top rows by self CPU time.
 """
@@ -67,22 +67,21 @@ def main():
     prompts = [p.prompt for p in problems for _ in range(args.group_size)]
 
     model.eval()
-    batch = sample(model, tokenizer, prompts, args.max_new_tokens)
-    width = batch[2].shape[1]
+    samples = sample(model, tokenizer, prompts, args.max_new_tokens)
+    width = samples.completion_mask.shape[1]
     ours = median_seconds(lambda: sample(model, tokenizer, prompts, args.max_new_tokens), args.repeats)
     encoded = encode_prompts(tokenizer, prompts, model.device)
     bare = median_seconds(lambda: bare_decode(model, encoded, width), args.repeats)
     print(f"generation, {len(prompts)} samples x {width} tokens: rollout.sample {ours:.2f} s, "
-          f"bare decode loop {bare:.2f} s (generate's own overhead {ours / bare - 1:+.0%})")
+          f"bare decode loop {bare:.2f} s (the sampler's own overhead {ours / bare - 1:+.0%})")
 
     model.train()
-    input_ids, attention_mask, mask, old_logp, _ = batch
     half = torch.arange(len(prompts) // 2)  # one of bench/step.py's two mini-batches
-    mini = RolloutBatch(input_ids, attention_mask, mask, old_logp, torch.zeros(len(prompts)),
-                        torch.zeros(len(prompts))).select(half)
+    mini = RolloutBatch(samples.input_ids, samples.attention_mask, samples.completion_mask, samples.old_logp,
+                        torch.zeros(len(prompts)), torch.zeros(len(prompts))).select(half)
 
     def forward_backward():
-        logp, _ = policy_logprobs(model, mini, temperature=1.0)
+        logp, _, _ = policy_logprobs(model, mini, temperature=1.0)
         (logp * mini.completion_mask).sum().backward()
 
     forward_backward()  # warm-up

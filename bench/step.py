@@ -32,7 +32,8 @@ import torch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 from nano_respo.models import load_model, resolve_model_path  # noqa: E402
 from nano_respo.rollout import encode_prompts  # noqa: E402
-from nano_respo.trainer import TrainConfig, collect_rollouts, minibatch_order, reuse_batch  # noqa: E402
+from nano_respo.kernel import LossConfig  # noqa: E402
+from nano_respo.trainer import TrainConfig, minibatch_order, rl_iteration  # noqa: E402
 from nano_respo.tasks import make_task  # noqa: E402
 
 
@@ -50,26 +51,21 @@ def parse_args():
 
 
 def our_config(args) -> TrainConfig:
-    return TrainConfig(model=args.model, task="reverse", prompts_per_iteration=args.prompts,
+    return TrainConfig(loss=LossConfig(method="grpo", agg="token-mean", norm_len=args.max_new_tokens),
+                       model=args.model, task="reverse", prompts_per_iteration=args.prompts,
                        group_size=args.group_size, reuse=args.epochs * args.minibatches, epochs=args.epochs,
-                       max_new_tokens=args.max_new_tokens, method="grpo", agg="token-mean", lr=1e-5,
-                       sft_steps=0, device="cpu", threads=args.threads, plots=False)
-
-
-class DiscardLog:
-    def write(self, record):
-        pass
+                       max_new_tokens=args.max_new_tokens, lr=1e-5, sft_steps=0, device="cpu",
+                       threads=args.threads, plots=False)
 
 
 def our_step(model, optimizer, tokenizer, task, cfg, iteration):
     """One RL step exactly as trainer.train runs it; returns (seconds, the rollout batch, its mini-batches)."""
     start = time.perf_counter()
     model.train()
-    batch, rollout_stats = collect_rollouts(model, tokenizer, task, cfg, iteration)
-    reuse_batch(model, optimizer, batch, rollout_stats, cfg, cfg.loss_config(), iteration, 0, DiscardLog())
+    batch, _ = rl_iteration(model, tokenizer, task, optimizer, cfg, cfg.loss, iteration, 0)
     seconds = time.perf_counter() - start
     minibatches = [batch.select(index) for epoch in range(cfg.epochs)
-                   for index in minibatch_order(len(batch.rewards), cfg, iteration, epoch)]
+                   for index in minibatch_order(len(batch.rewards) // cfg.group_size, cfg, iteration, epoch)]
     return seconds, batch, minibatches
 
 

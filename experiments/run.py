@@ -5,12 +5,14 @@
     python experiments/run.py --report-only                    # tables and figures of the runs so far
 
 Every run is one `python train.py` with a fixed budget of rollout batches (--iterations),
-written to <out-dir>/<model>/<method>-reuse<R>-seed<S>/. A finished run (its last eval line
+written to <out-dir>/<model>/<method>-reuse<R>-seed<S>/; the records and figures go to
+<out-dir> too unless --records / --figures name other places (the committed ones live in
+experiments/results/ and experiments/figures/). A finished run (its last eval line
 at the final iteration) is skipped; an unfinished one is resumed from its checkpoint, so the
 grid runs in chunks: stop it any time and start it again. Runs go to `--workers` parallel
 processes of one torch thread each. The tables (means with 95% CIs over seeds, paired
 ReSPO-minus-baseline differences on the same seeds, low-w diagnostics) come from
-toy/report.py, the same code that reports the toy.
+nano_respo/report.py, the same code that reports the toy.
 """
 
 from __future__ import annotations
@@ -27,10 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout, no install
 
 from nano_respo.cli import parse_config  # noqa: E402
-from toy.report import diagnostics_table, outcome_table, paired_table, plot_rewards  # noqa: E402
-
-OFF_POLICY_STATS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "len_low_w_pos", "len_pos", "phi_max_neg", "clip_frac_seq", "clip_frac_token",
-                    "approx_kl", "log_w_q10_pos", "log_w_q90_pos", "log_w_q10_neg", "log_w_q90_neg")
+from nano_respo.kernel import DIAGNOSTIC_KEYS  # noqa: E402
+from nano_respo.metrics import read_metrics  # noqa: E402
+from nano_respo.report import diagnostics_table, outcome_table, paired_table, plot_rewards  # noqa: E402
 
 
 @dataclass
@@ -42,7 +43,9 @@ class ExperimentConfig:
     methods: list[str] = field(default_factory=lambda: ["respo", "grpo", "seq_clip", "gspo", "cispo", "vespo"])
     """Kernel methods (train.py --method); the first is the reference of the paired differences."""
     reuse: list[int] = field(default_factory=lambda: [1, 4, 8])
-    """Optimizer steps per rollout batch (train.py --reuse); reuse > 1 runs as 2 epochs."""
+    """Optimizer steps per rollout batch (train.py --reuse)."""
+    epochs: int = 2
+    """Passes over each rollout batch (train.py --epochs; at most reuse), mini-batches = reuse / epochs."""
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     """Seeds; paired differences compare methods on the same seed."""
     iterations: int = 40
@@ -55,10 +58,10 @@ class ExperimentConfig:
     """Runs in parallel, one torch thread each."""
     out_dir: str = "runs/experiments"
     """Where the runs are written."""
-    figures: str = "experiments/figures"
-    """Where the learning-curve figures are written."""
-    records: str = "experiments/results/records.json"
-    """Where the per-run records (curves, outcomes, diagnostics) are written: RESULTS.md and notebook 04 read them."""
+    figures: str | None = None
+    """Where the learning-curve figures are written; None = <out_dir>/figures (experiments/figures: the committed ones)."""
+    records: str | None = None
+    """Where the per-run records are written; None = <out_dir>/records.json (RESULTS.md and notebook 04 read experiments/results/records.json)."""
     stuck_below: float = 0.1
     """A run whose final training reward is below this counts as stuck (reported beside the means)."""
     report_only: bool = False
@@ -69,16 +72,18 @@ class ExperimentConfig:
             raise ValueError(f"iterations: need at least 4 for an early (first-quarter) AUC, got {self.iterations}")
         if self.workers < 1:
             raise ValueError(f"workers: must be >= 1, got {self.workers}")
+        for reuse in self.reuse:
+            if reuse % self.epochs_at(reuse):
+                raise ValueError(f"reuse: {reuse} optimizer steps do not split into {self.epochs_at(reuse)} epochs")
+        self.figures = self.figures or str(Path(self.out_dir) / "figures")
+        self.records = self.records or str(Path(self.out_dir) / "records.json")
+
+    def epochs_at(self, reuse: int) -> int:
+        return min(self.epochs, reuse)
 
 
 def run_dir(cfg: ExperimentConfig, model: str, method: str, reuse: int, seed: int) -> Path:
     return Path(cfg.out_dir) / model / f"{method}-reuse{reuse}-seed{seed}"
-
-
-def read_metrics(path: Path) -> list[dict]:
-    if not (path / "metrics.jsonl").exists():
-        return []
-    return [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
 def finished(records: list[dict], iterations: int) -> bool:
@@ -88,7 +93,7 @@ def finished(records: list[dict], iterations: int) -> bool:
 def train_command(cfg: ExperimentConfig, model: str, method: str, reuse: int, seed: int, resume: bool) -> list[str]:
     path = run_dir(cfg, model, method, reuse, seed)
     return [sys.executable, str(ROOT / "train.py"), "--model", model, "--task", cfg.task, "--method", method,
-            "--reuse", str(reuse), "--epochs", "1" if reuse == 1 else "2", "--seed", str(seed),
+            "--reuse", str(reuse), "--epochs", str(cfg.epochs_at(reuse)), "--seed", str(seed),
             "--iterations", str(cfg.iterations), "--eval-every", str(cfg.eval_every),
             "--out-dir", str(path.parent), "--name", path.name, "--no-plots", *(["--resume"] if resume else [])]
 
@@ -132,7 +137,7 @@ def run_grid(cfg: ExperimentConfig) -> None:
 
 
 def record_of(path: Path, model: str, method: str, reuse: int, seed: int) -> dict:
-    """One run in toy/report.py's record format: curves, outcomes and off-policy diagnostics."""
+    """One run in nano_respo/report.py's record format: curves, outcomes and off-policy diagnostics."""
     records = read_metrics(path)
     train = [r for r in records if r["kind"] == "train"]
     by_iteration = {r["iteration"]: r for r in train}
@@ -153,7 +158,7 @@ def record_of(path: Path, model: str, method: str, reuse: int, seed: int) -> dic
               "final_entropy": train[-1].get("entropy", float("nan")), "grad_norm": mean_of("grad_norm", train),
               "tokens_per_s": mean_of("train_tokens_per_s", train)}
     # Off-policy steps only: at the first step of a batch every weight is 1 by construction.
-    record.update({key: mean_of(key, off_policy) for key in OFF_POLICY_STATS})
+    record.update({key: mean_of(key, off_policy) for key in DIAGNOSTIC_KEYS})
     return record
 
 

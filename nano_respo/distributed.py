@@ -66,10 +66,6 @@ def init_distributed(backend: str | None = None) -> tuple[int, int, torch.device
     return dist.get_rank(), dist.get_world_size(), device
 
 
-def is_main_process() -> bool:
-    return not dist.is_initialized() or dist.get_rank() == 0
-
-
 def shutdown_distributed() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()
@@ -150,7 +146,7 @@ class Ranks:
         return gathered(model)
 
 
-def check_split(prompts_per_iteration: int, group_size: int, minibatches: int) -> torch.device:
+def check_split(prompts_per_iteration: int, minibatches: int) -> torch.device:
     """This process's device, once the batch splits over the ranks in whole groups and mini-batches."""
     if not launched_by_torchrun():
         raise ValueError("fsdp: RANK / WORLD_SIZE are not set; launch with torchrun --nproc_per_node N train.py --fsdp")
@@ -158,9 +154,9 @@ def check_split(prompts_per_iteration: int, group_size: int, minibatches: int) -
     if prompts_per_iteration % world_size:
         raise ValueError(f"prompts_per_iteration: {prompts_per_iteration} prompts do not split over "
                          f"{world_size} processes")
-    if prompts_per_iteration // world_size * group_size % minibatches:
-        raise ValueError(f"reuse: each process's {prompts_per_iteration // world_size} x {group_size} episodes "
-                         f"do not split into {minibatches} mini-batches")
+    if prompts_per_iteration // world_size % minibatches:
+        raise ValueError(f"reuse: each process's {prompts_per_iteration // world_size} prompts do not split "
+                         f"into {minibatches} mini-batches of whole groups")
     return torchrun_device()
 
 

@@ -58,7 +58,7 @@ class TrainConfig:
     reuse: int = 4
     """Optimizer steps per rollout batch (epochs x mini-batches); 1 = on-policy."""
     epochs: int = 2
-    """Passes over each rollout batch; mini-batches per pass = reuse / epochs."""
+    """Passes over each rollout batch; mini-batches (of whole groups) per pass = reuse / epochs."""
     max_new_tokens: int = 16
     """Generation budget; a completion without EOS within it is truncated (and usually wrong)."""
     temperature: float = 1.0
@@ -132,10 +132,9 @@ class TrainConfig:
             raise ValueError(f"sft_steps: must be >= 0, got {self.sft_steps}")
         if self.reuse % self.epochs:
             raise ValueError(f"reuse: {self.reuse} optimizer steps do not split into {self.epochs} epochs")
-        episodes = self.prompts_per_iteration * self.group_size
-        if episodes % self.minibatches:
-            raise ValueError(f"reuse: {episodes} episodes (prompts_per_iteration x group_size) do not split "
-                             f"into {self.minibatches} mini-batches (reuse / epochs)")
+        if self.prompts_per_iteration % self.minibatches:
+            raise ValueError(f"reuse: {self.prompts_per_iteration} prompts do not split into {self.minibatches} "
+                             f"mini-batches of whole groups (reuse / epochs)")
         if self.temperature <= 0:
             raise ValueError(f"temperature: must be > 0, got {self.temperature}")
         if self.adv_scale not in SCALES:
@@ -256,17 +255,18 @@ def collect_rollouts(model, tokenizer, task, cfg: TrainConfig, iteration: int, r
     return samples, rewards.to(samples.input_ids.device), stats
 
 
-def minibatch_order(n: int, cfg: TrainConfig, iteration: int, epoch: int) -> list[torch.Tensor]:
-    """Episodes in a fresh random order each epoch, cut into cfg.minibatches mini-batches."""
+def minibatch_order(n_groups: int, cfg: TrainConfig, iteration: int, epoch: int) -> list[torch.Tensor]:
+    """Each epoch, whole groups in a fresh random order cut into cfg.minibatches mini-batches (episode rows)."""
     generator = torch.Generator().manual_seed(hash_seed("order", cfg.seed, iteration, epoch))
-    return list(torch.randperm(n, generator=generator).chunk(cfg.minibatches))
+    groups = torch.randperm(n_groups, generator=generator).view(cfg.minibatches, -1)  # [M, groups]
+    return list((groups[:, :, None] * cfg.group_size + torch.arange(cfg.group_size)).flatten(1))  # M x [rows]
 
 
 def rl_iteration(model, tokenizer, task, optimizer, cfg: TrainConfig, loss_cfg: LossConfig, iteration: int,
-                 step: int, logprobs=policy_logprobs, ranks=ONE_PROCESS) -> tuple[list[dict], dict]:
+                 step: int, logprobs=policy_logprobs, ranks=ONE_PROCESS) -> tuple[RolloutBatch, list[dict]]:
     """One RL step: a rollout batch, then cfg.reuse = epochs x mini-batches optimizer steps on it.
 
-    Returns (one record per optimizer step, the rollout statistics).
+    Returns (the rollout batch, one record per optimizer step).
     """
     # 1. Rollout: completions and log mu of each sampled token (the behaviour policy), rewards.
     samples, rewards, rollout_stats = collect_rollouts(model, tokenizer, task, cfg, iteration, ranks)
@@ -279,7 +279,8 @@ def rl_iteration(model, tokenizer, task, optimizer, cfg: TrainConfig, loss_cfg: 
     # 3. Reuse: the same episodes feed cfg.reuse optimizer steps; from the second on, pi differs from mu.
     records = []
     for epoch in range(cfg.epochs):
-        for minibatch, rows in enumerate(minibatch_order(len(batch.rewards), cfg, iteration, epoch)):
+        for minibatch, rows in enumerate(minibatch_order(len(batch.rewards) // cfg.group_size, cfg, iteration,
+                                                         epoch)):
             start = time.perf_counter()
             stats = rl_step(model, optimizer, batch.select(rows.to(batch.rewards.device)), loss_cfg,
                             cfg.temperature, cfg.max_grad_norm, cfg.micro_batch, cfg.router_aux_coef, logprobs, ranks)
@@ -290,7 +291,7 @@ def rl_iteration(model, tokenizer, task, optimizer, cfg: TrainConfig, loss_cfg: 
             records.append({"kind": "train", "iteration": iteration, "step": step, "epoch": epoch,
                             "minibatch": minibatch, **stats, **rollout_stats, "zero_var_frac": adv_stats["zero_var_frac"],
                             "train_tokens_per_s": tokens / (time.perf_counter() - start)})
-    return records, rollout_stats
+    return batch, records
 
 
 class StopRequest:
@@ -360,7 +361,7 @@ def train(cfg: TrainConfig) -> Path:
     torch.set_num_threads(cfg.threads)
     if cfg.fsdp:  # torchrun --nproc_per_node N train.py --fsdp: this process's device
         from . import distributed
-        device = str(distributed.check_split(cfg.prompts_per_iteration, cfg.group_size, cfg.minibatches))
+        device = str(distributed.check_split(cfg.prompts_per_iteration, cfg.minibatches))
     else:
         device = resolve_device(cfg.device)
     if cfg.autocast and not device.startswith("cuda"):
@@ -415,8 +416,8 @@ def train(cfg: TrainConfig) -> Path:
             model.train()
             start = time.perf_counter()
             with amp:
-                records, rollout_stats = rl_iteration(model, tokenizer, task, optimizer, cfg, loss_cfg, iteration,
-                                                      step, logprobs, ranks)
+                _, records = rl_iteration(model, tokenizer, task, optimizer, cfg, loss_cfg, iteration, step,
+                                          logprobs, ranks)
             for record in records:
                 log.write(record)
             step = records[-1]["step"]
@@ -426,7 +427,7 @@ def train(cfg: TrainConfig) -> Path:
             if done % cfg.eval_every == 0 or done == cfg.iterations:
                 last_eval = evaluate_heldout(model, tokenizer, task, cfg, amp, ranks)
                 log.write({"kind": "eval", "iteration": done, "step": step, **last_eval})
-            bar.set_postfix(reward=f"{rollout_stats['reward']:.2f}", heldout=f"{last_eval['heldout_acc']:.2f}")
+            bar.set_postfix(reward=f"{records[-1]['reward']:.2f}", heldout=f"{last_eval['heldout_acc']:.2f}")
             if done % cfg.save_every == 0 or done == cfg.iterations or stop.requested:
                 save(run_dir, model, tokenizer, optimizer, done, step, config, ranks)
             iteration = done

@@ -16,7 +16,7 @@ Every method is a **coefficient** $\phi$ on the policy gradient:
 $$\nabla J = \mathbb E_\mu\big[\phi\,A\,\nabla\log\pi_\theta(y|x)\big].$$"""),
 ("code", """from nano_respo.kernel import (LossConfig, policy_loss, power_tilt, respo_coefficient,
                                respo_surrogate, sequence_log_weight)
-from toy.report import phi_curve   # phi read back from the gradient of kernel.policy_loss"""),
+from nano_respo.report import phi_curve   # phi read back from the gradient of kernel.policy_loss"""),
 ("md", r"""## 1. The clipped surrogate as a coefficient table
 
 Sequence-level PPO clip, $\min(wA,\ \mathrm{clip}(w,1-\epsilon,1+\epsilon)A)$, has gradient

@@ -12,7 +12,7 @@ between token-level and sequence-level clipping. All coefficients come from
 `nano_respo.kernel` (`phi_curve` reads them back from the gradient of `policy_loss`)."""),
 ("code", """from nano_respo.kernel import (METHOD_TABLE, LossConfig, policy_loss, power_tilt,
                                respo_coefficient, sequence_log_weight)
-from toy.report import phi_curve"""),
+from nano_respo.report import phi_curve"""),
 ("md", r"""## 1. $\phi(w)$ for every method and both signs
 
 Sequence-level methods see the product weight $w=\prod_t r_t$; token-level methods

@@ -18,7 +18,7 @@ from IPython.display import Image, Markdown, display
 from nano_respo.kernel import LossConfig, coefficients, group_advantages, policy_loss, sequence_log_weight
 from toy.envs import DigitSum
 from toy.train import Job, train
-from toy.report import outcome_table, paired_table, plot_rewards, plot_low_w"""),
+from nano_respo.report import outcome_table, paired_table, plot_rewards, plot_low_w"""),
 ("md", r"""## The environment and its verifier"""),
 ("code", """env = DigitSum()
 print("digits 0..%d, end token %d, max_len %d" % (env.digits - 1, env.end, env.max_len))
@@ -108,7 +108,7 @@ Read from `toy/results/eval/runs.jsonl`, written by the command in `toy/RESULTS.
 that played no part in choosing learning rates or ReSPO's parameters. Bands are 95% t
 intervals over seeds."""),
 ("code", """records = [json.loads(line) for line in open("../toy/results/eval/runs.jsonl")]
-def show(plot, records):   # draw with toy.report, show the 256-colour PNG it writes (small file)
+def show(plot, records):   # draw with nano_respo.report, show the 256-colour PNG it writes (small file)
     png = io.BytesIO()
     plot(records, png)
     display(Image(png.getvalue()))

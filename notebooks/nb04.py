@@ -17,7 +17,7 @@ gradient, so one run (labelled `respo`) stands for all methods there."""),
 ("code", """import io
 import json
 from IPython.display import Image, Markdown, display
-from toy.report import diagnostics_table, outcome_table, paired_table, plot_low_w, plot_rewards
+from nano_respo.report import diagnostics_table, outcome_table, paired_table, plot_low_w, plot_rewards
 
 records = json.load(open("../experiments/results/records.json"))
 models = list(dict.fromkeys(r["model"] for r in records))
@@ -26,7 +26,7 @@ for model in models:
     print(f"{model}: {len(runs)} runs, methods {sorted({r['method'] for r in runs})}, "
           f"R {sorted({r['reuse'] for r in runs})}, seeds {sorted({r['seed'] for r in runs})}")
 
-def show(plot, runs, **kwargs):   # draw with toy.report, show the 256-colour PNG it writes (small file)
+def show(plot, runs, **kwargs):   # draw with nano_respo.report, show the 256-colour PNG it writes (small file)
     png = io.BytesIO()
     plot(runs, png, **kwargs)
     display(Image(png.getvalue()))"""),

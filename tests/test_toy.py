@@ -10,7 +10,7 @@ import torch
 from nano_respo.cli import parse_config
 from nano_respo.kernel import power_tilt
 from toy.envs import DigitSum, Episodes, FactorisedBandit, make_env
-from toy.report import mean_ci, paired_table, phi_curve
+from nano_respo.report import mean_ci, paired_table, phi_curve
 from toy.run import RunConfig, run_jobs
 from toy.train import Job, steps_plan, train
 

@@ -12,15 +12,15 @@ from __future__ import annotations
 import json
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from multiprocessing import get_context
 
 from tqdm import tqdm
 
 from nano_respo.cli import parse_config
-from nano_respo.kernel import METHODS, LossConfig
+from nano_respo.kernel import METHODS, SCALES, LossConfig
 from toy.envs import ENVS
-from toy.report import diagnostics_table, outcome_table, paired_table, plot_low_w, plot_phi, plot_rewards
+from nano_respo.report import diagnostics_table, outcome_table, paired_table, plot_low_w, plot_phi, plot_rewards
 from toy.train import Job, steps_plan
 
 RESPO_KNOBS = ("alpha_pos", "lambda_pos", "alpha_neg", "lambda_neg")
@@ -72,8 +72,8 @@ class RunConfig:
     """Parallel worker processes (1 = run in this process)."""
     threads: int = 1
     """torch threads per process."""
-    out: str = "toy/results/run"
-    """Folder for runs.jsonl, table.md and the plots."""
+    out: str = "runs/toy"
+    """Folder for runs.jsonl, table.md and the plots (never the committed toy/figures)."""
 
     def __post_init__(self):
         if self.env not in ENVS:
@@ -87,8 +87,8 @@ class RunConfig:
             steps_plan(reuse, self.minibatches)
         if self.prompts_per_batch % self.minibatches:
             raise ValueError(f"prompts_per_batch: {self.prompts_per_batch} must be a multiple of minibatches={self.minibatches}")
-        if self.adv_scale not in ("none", "std"):
-            raise ValueError(f"adv_scale: choose none or std, got {self.adv_scale!r}")
+        if self.adv_scale not in SCALES:
+            raise ValueError(f"adv_scale: choose one of {', '.join(SCALES)}, got {self.adv_scale!r}")
         if self.workers < 1 or self.threads < 1:
             raise ValueError("workers: and threads must be >= 1")
         self.lr_of = {}
@@ -104,10 +104,8 @@ class RunConfig:
         return {k: getattr(defaults, k) if getattr(self, k) is None else getattr(self, k) for k in RESPO_KNOBS}
 
     def jobs(self) -> list[Job]:
-        shared = dict(iterations=self.iterations, prompts_per_batch=self.prompts_per_batch,
-                      group_size=self.group_size, minibatches=self.minibatches, hidden=self.hidden,
-                      max_grad_norm=self.max_grad_norm, adv_scale=self.adv_scale,
-                      heldout_samples=self.heldout_samples)
+        per_job = ("env", "method", "reuse", "seed", "lr", "loss")
+        shared = {f.name: getattr(self, f.name) for f in fields(Job) if f.name not in per_job}
         return [Job(self.env, method, reuse, seed, self.lr_of.get(method, self.lr),
                     loss=self.respo_overrides() if method == "respo" else {}, **shared)
                 for reuse in self.reuse for method in self.methods for seed in self.seeds]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from nano_respo.cli import parse_config
 from nano_respo.kernel import LossConfig
-from toy.report import mean_ci
+from nano_respo.report import mean_ci
 from toy.run import RESPO_KNOBS, RunConfig, run_jobs
 
 
@@ -47,7 +47,7 @@ class SelectConfig:
     """Rollout batches per run."""
     workers: int = 1
     """Parallel worker processes."""
-    out: str = "toy/results/selection"
+    out: str = "runs/toy-selection"
     """Folder for runs.jsonl and selection.md."""
 
 
@@ -115,7 +115,7 @@ def main(argv=None):
     knobs = " ".join(f"--{k.replace('_', '-')} {v:g}" for k, v in zip(RESPO_KNOBS, best))
     command = (f"python -m toy.run --env {cfg.env} --methods {' '.join(cfg.methods)} --reuse 4 8 16 32 "
                f"--seeds 100 101 102 103 104 --lrs {' '.join(f'{m}={lr:g}' for m, lr in best_lr.items())} {knobs} "
-               f"--out toy/results/eval")
+               f"--out runs/toy-eval")
     lines += ["", "## Chosen", "", f"ReSPO {dict(zip(RESPO_KNOBS, best))}; learning rates {best_lr}", "",
               "Evaluate on fresh seeds with:", "", f"    {command}"]
     text = "\n".join(lines)

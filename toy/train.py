@@ -12,15 +12,8 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from nano_respo.kernel import LossConfig, group_advantages, policy_loss
+from nano_respo.kernel import DIAGNOSTIC_KEYS, LossConfig, group_advantages, policy_loss
 from toy.envs import make_env
-
-# Per-step kernel statistics kept in the record (spec section 6); each is averaged over the
-# steps of a run where it is defined (nan where a set was empty, e.g. no positives).
-KERNEL_STATS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "phi_mean_pos", "phi_mean_neg", "phi_max_neg",
-                "clip_frac_token", "clip_frac_seq", "approx_kl", "log_w_q10_pos", "log_w_q50_pos",
-                "log_w_q90_pos", "log_w_q10_neg", "log_w_q50_neg", "log_w_q90_neg")
-
 
 @dataclass
 class Job:
@@ -81,7 +74,7 @@ def train(job: Job, progress=None, policy=None) -> dict:
     per_epoch, epochs = steps_plan(job.reuse, job.minibatches)
 
     rewards, zero_var, lengths, entropies, grad_norms, tokens_per_s = [], [], [], [], [], []
-    kernel = {name: [] for name in KERNEL_STATS}
+    kernel = {name: [] for name in DIAGNOSTIC_KEYS}  # each averaged over the run's steps where defined
     started = time.perf_counter()
     n_tokens = 0
     for _ in range(job.iterations):
@@ -107,7 +100,7 @@ def train(job: Job, progress=None, policy=None) -> dict:
                 loss.backward()
                 grad_norms.append(torch.nn.utils.clip_grad_norm_(policy.parameters(), job.max_grad_norm).item())
                 optimizer.step()
-                for name in KERNEL_STATS:
+                for name in DIAGNOSTIC_KEYS:
                     kernel[name].append(stats[name])
                 n_tokens += int(batch.mask.sum())
         tokens_per_s.append(n_tokens / (time.perf_counter() - started))

@@ -1,7 +1,9 @@
-"""Tables and plots of toy runs: means with 95% CIs over seeds, paired differences, diagnostics.
+"""Tables and plots of compared runs: means with 95% CIs over seeds, paired differences, diagnostics.
 
-A record is what toy.train.train returns. Runs group by (method, reuse); seeds are the
-replicates. Paired differences use only seeds that both methods ran.
+Shared by the toy (toy/run.py) and the tiny-Qwen3 grid (experiments/run.py). A record is one
+run: what toy.train.train returns, or experiments/run.py's summary of a metrics.jsonl. Runs
+group by (method, reuse); seeds are the replicates. Paired differences use only seeds that
+both methods ran.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections import defaultdict
 
 import torch
 
-from nano_respo.kernel import LossConfig, METHOD_TABLE, policy_loss
+from .kernel import METHOD_TABLE, TAIL_KEYS, LossConfig, policy_loss
 
 # Two-sided 95% Student-t quantiles t_{0.975, df}, df = 1..30 (beyond: the normal 1.96).
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
@@ -19,9 +21,7 @@ T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
         2.052, 2.048, 2.045, 2.042)
 OUTCOMES = (("early_auc", "early AUC"), ("full_auc", "full AUC"), ("final_reward", "final train"),
             ("heldout_reward", "held-out"))
-DIAGNOSTICS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "phi_max_neg", "clip_frac_seq", "clip_frac_token",
-               "approx_kl", "log_w_q10_pos", "log_w_q90_pos", "log_w_q10_neg", "log_w_q90_neg",
-               "zero_var_frac", "response_length", "final_entropy", "grad_norm", "tokens_per_s")
+DIAGNOSTICS = (*TAIL_KEYS, "zero_var_frac", "response_length", "final_entropy", "grad_norm", "tokens_per_s")
 
 
 def mean_ci(values) -> tuple[float, float]:
