@@ -7,8 +7,9 @@
 Starting from the given functions of the package, it follows with `ast` every name a
 reached definition uses that resolves to a definition of the package: functions and
 classes called or referenced (a config named in a parameter's annotation counts: the
-reader looks it up), module-level tables they read, `module.name`, `self.method`, and a
-method called on a parameter whose annotation or default value is of a package class.
+reader looks it up), module-level tables they read, `module.name`, `self.method`,
+`Class.method` (an autograd Function's `apply`: its forward and backward), and a method
+called on a parameter whose annotation or default value is of a package class.
 A class counts its own body (fields, docstrings); each method counts once it is called,
 `__init__` / `__post_init__` once the class is. Nothing is run and nothing outside the
 package (torch, transformers) is followed. Prints each definition reached with its file,
@@ -156,10 +157,14 @@ class Walker:
                     self.reach_name(module, sub.id, id(sub) in called)
                 elif isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name):
                     alias = self.module_alias(module, sub.value.id)
+                    cls = self.class_of(module, sub.value)
                     if alias is not None and sub.attr in alias.defs:
                         self.reach_name(alias, sub.attr, id(sub) in called)
                     elif sub.value.id in typed:
                         self.reach_method(*typed[sub.value.id], sub.attr)
+                    elif cls is not None:  # Class.method; an autograd Function's apply runs forward and backward
+                        for attr in ("forward", "backward") if sub.attr == "apply" else (sub.attr,):
+                            self.reach_method(*cls, attr)
 
     def run(self, roots: list[str]) -> None:
         for root in roots:
