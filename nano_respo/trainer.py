@@ -230,7 +230,7 @@ def rl_step(model, optimizer, batch: RolloutBatch, loss_cfg: LossConfig, tempera
 
 
 def collect_rollouts(model, tokenizer, task, cfg: TrainConfig, iteration: int, ranks=ONE_PROCESS):
-    """This process's prompts, G samples of each with log mu, and their rewards: (samples, problems, rewards, stats)."""
+    """This process's prompts, G samples of each with log mu, and their rewards: (samples, rewards [N], stats)."""
     problems = task.train_batch(cfg.prompts_per_iteration, seed=hash_seed("rl", cfg.seed, iteration))
     per_rank = len(problems) // ranks.world_size  # whole prompts, so whole groups (all of them on one device)
     problems = problems[ranks.rank * per_rank:(ranks.rank + 1) * per_rank]
@@ -268,7 +268,7 @@ def rl_iteration(model, tokenizer, task, optimizer, cfg: TrainConfig, loss_cfg: 
 
     Returns (the rollout batch, one record per optimizer step).
     """
-    # 1. Rollout: completions and log mu of each sampled token (the behaviour policy), rewards.
+    # 1. Rollout: completions and, for ReSPO's weight w = pi / mu, log mu of each sampled token; rewards.
     samples, rewards, rollout_stats = collect_rollouts(model, tokenizer, task, cfg, iteration, ranks)
     # 2. Advantages: centred within each group of G samples of one prompt.
     advantages, adv_stats = group_advantages(rewards, cfg.group_size, cfg.adv_scale)
