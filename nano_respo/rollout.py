@@ -54,6 +54,7 @@ class Samples:
     attention_mask: torch.Tensor     # [N, P + C]
     completion_mask: torch.Tensor    # [N, C] bool, up to and including the first EOS
     old_logp: torch.Tensor | None    # [N, C] log mu of each sampled token; None when greedy
+    truncated: torch.Tensor          # [N] bool, no EOS within the budget
     texts: list[str]                 # the completions, decoded
 
 
@@ -83,7 +84,7 @@ def eos_ids_of(tokenizer, model) -> list[int]:
 @torch.no_grad()
 def decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int,
            temperature: float, greedy: bool, eos_ids: list[int], pad_id: int):
-    """Prefill, then one forward per token on the model's KV cache: (tokens [n, c], log mu [n, c]).
+    """Prefill, then one forward per token on the model's KV cache: (tokens [n, c], log mu [n, c], ended [n]).
 
     Position ids count only real tokens, as in the training forward, so left padding shifts
     nothing; the padding stays masked in every later step through the growing attention mask.
@@ -108,7 +109,7 @@ def decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new
         position = position + 1
         out = model(input_ids=token[:, None], attention_mask=attention_mask, position_ids=position,
                     cache=out.cache, use_cache=True)
-    return torch.stack(tokens, 1), torch.stack(logps, 1)
+    return torch.stack(tokens, 1), torch.stack(logps, 1), finished
 
 
 @torch.no_grad()
@@ -127,16 +128,17 @@ def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperatur
     finally:
         model.train(was_training)
     # A part that stopped early had every row finished, so padding its tail changes no mask.
-    width = max(tokens.shape[1] for tokens, _ in parts)
+    width = max(tokens.shape[1] for tokens, _, _ in parts)
     completion_ids = torch.cat([F.pad(tokens, (0, width - tokens.shape[1]), value=tokenizer.pad_token_id)
-                                for tokens, _ in parts])  # [N, C]
-    old_logp = torch.cat([F.pad(logp, (0, width - logp.shape[1])) for _, logp in parts])  # [N, C]
+                                for tokens, _, _ in parts])  # [N, C]
+    old_logp = torch.cat([F.pad(logp, (0, width - logp.shape[1])) for _, logp, _ in parts])  # [N, C]
     completion_mask = completion_mask_of(completion_ids, eos_ids)  # [N, C]
     texts = tokenizer.batch_decode(torch.where(completion_mask, completion_ids, tokenizer.pad_token_id),
                                    skip_special_tokens=True)
     return Samples(input_ids=torch.cat([prompt["input_ids"], completion_ids], 1),  # [N, P + C]
                    attention_mask=torch.cat([prompt["attention_mask"], completion_mask.long()], 1),
-                   completion_mask=completion_mask, old_logp=None if greedy else old_logp, texts=texts)
+                   completion_mask=completion_mask, old_logp=None if greedy else old_logp,
+                   truncated=~torch.cat([ended for _, _, ended in parts]), texts=texts)
 
 
 def score(reward_fn, texts: list[str], problems: list[Problem]):

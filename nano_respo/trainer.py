@@ -30,7 +30,7 @@ from .kernel import SCALES, LossConfig, group_advantages, loss_denominator, poli
 from .logprobs import chunked_policy_logprobs
 from .metrics import MetricsLog
 from .models import TINY_WARM_START_STEPS, load_model, resolve_device
-from .rollout import RolloutBatch, eos_ids_of, policy_logprobs, sample, score
+from .rollout import RolloutBatch, policy_logprobs, sample, score
 from .sft import warm_start
 from .tasks import hash_seed, make_task
 
@@ -245,12 +245,9 @@ def collect_rollouts(model, tokenizer, task, cfg: TrainConfig, iteration: int, r
         tqdm.write(f"iteration {iteration}: the reward function failed on {len(reward_errors)} of "
                    f"{len(samples.texts)} completions (scored 0); first: {reward_errors[0]}")
     lengths = samples.completion_mask.sum(-1)  # [N]
-    completion_ids = samples.input_ids[:, -samples.completion_mask.shape[1]:]  # [N, C]
-    last = completion_ids.gather(1, (lengths - 1).clamp(min=0)[:, None]).squeeze(1)  # [N]
-    truncated = ~torch.isin(last, torch.tensor(eos_ids_of(tokenizer, model), device=last.device))  # no EOS in budget
     stats = {"reward": rewards.mean().item(), "reward_errors": len(reward_errors),
              "empty_frac": sum(not t.strip() for t in samples.texts) / len(samples.texts),
-             "response_len": lengths.float().mean().item(), "truncated_frac": truncated.float().mean().item(),
+             "response_len": lengths.float().mean().item(), "truncated_frac": samples.truncated.float().mean().item(),
              "gen_tokens_per_s": lengths.sum().item() / gen_seconds, "sample_text": samples.texts[0]}
     return samples, rewards.to(samples.input_ids.device), stats
 

@@ -204,7 +204,7 @@ def test_sampler_draws_the_exact_tempered_distribution_with_left_padding(family)
     input_ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts]).repeat_interleave(n, 0)  # [2n, P]
     attention_mask = (torch.arange(width) >= torch.tensor([width - len(p) for p in prompts])[:, None]).long()
     torch.manual_seed(1)
-    tokens, logps = decode(model, input_ids, attention_mask.repeat_interleave(n, 0), steps, temperature,
+    tokens, logps, _ = decode(model, input_ids, attention_mask.repeat_interleave(n, 0), steps, temperature,
                            greedy=False, eos_ids=[1], pad_id=0)
     for row, prompt in enumerate(prompts):
         exact = exact_distribution(model, prompt, steps, temperature)
