@@ -15,7 +15,7 @@ import torch
 from nano_respo.kernel import LossConfig, group_advantages, policy_loss
 from toy.envs import make_env
 
-# Per-step kernel statistics kept in the record (spec section 6); each is averaged over the
+# Per-step kernel statistics kept in the record (docs/math.md §6); each is averaged over the
 # steps of a run where it is defined (nan where a set was empty, e.g. no positives).
 KERNEL_STATS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "phi_mean_pos", "phi_mean_neg", "phi_max_neg",
                 "clip_frac_token", "clip_frac_seq", "approx_kl", "log_w_q10_pos", "log_w_q50_pos",
