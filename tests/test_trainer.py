@@ -256,7 +256,7 @@ def test_cli_has_a_flag_for_every_kernel_and_trainer_field(capsys):
     assert (loss_cfg.method, loss_cfg.alpha_pos, loss_cfg.norm_len) == ("grpo", 0.5, cfg.max_new_tokens)
     with pytest.raises(SystemExit):
         parse_config(TrainConfig, ["--method", "nope"])
-    assert "method: unknown method 'nope'" in capsys.readouterr().err
+    assert "argument --method: invalid choice: 'nope'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         parse_config(TrainConfig, ["--help"])
     help_text = capsys.readouterr().out
