@@ -107,7 +107,7 @@ def write_plots(run_dir: Path) -> Path:
     ax.plot(steps, rewards, marker=".", label="mean reward of the batch's sampled answers")
     ax.set(title="training reward (one point per rollout batch)", xlabel="optimizer step",
            ylabel="mean reward (1 = correct)")
-    ax.legend(loc="lower right")
+    ax.legend(loc="best")
 
     ax = axes[0, 1]
     for key, style, label in (("heldout_acc", dict(marker="o"), "greedy accuracy (heldout_acc)"),
@@ -130,7 +130,7 @@ def write_plots(run_dir: Path) -> Path:
         if x == x2 and x:
             ax.fill_between(x, lo, hi, color=color, alpha=0.15, label=f"10-90% of {who}")
     ax.set(title="drift of each answer's weight w during reuse", xlabel="optimizer step", ylabel="log w")
-    ax.legend(loc="lower left", fontsize=8)
+    ax.legend(loc="best", fontsize=8)
 
     ax = axes[1, 1]
     x, share = series(train, "low_w_pos_frac")
