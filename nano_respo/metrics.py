@@ -81,6 +81,17 @@ def run_title(run_dir: Path) -> str:
 
 def write_plots(run_dir: Path) -> Path:
     """plots.png: reward, held-out accuracy, log-w quantiles per advantage sign, the low-w positives."""
+    import matplotlib.pyplot as plt
+
+    fig = plot_run(run_dir)
+    path = Path(run_dir) / "plots.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_run(run_dir: Path):
+    """The figure of plots.png, from the run's metrics.jsonl and config.json."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -154,7 +165,4 @@ def write_plots(run_dir: Path) -> Path:
 
     fig.text(0.01, 0.005, GLOSSARY, fontsize=8, va="bottom", ha="left")
     fig.tight_layout(rect=(0, 0.065, 1, 0.97))
-    path = Path(run_dir) / "plots.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig

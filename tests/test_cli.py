@@ -110,3 +110,4 @@ def test_bare_eval_py_exits_nonzero_with_one_line(tmp_path):
     assert done.returncode == 1
     assert done.stdout == ""
     assert done.stderr.strip().count("\n") == 0 and "--model" in done.stderr
+
