@@ -2,8 +2,11 @@
 
 The help text of each flag is the one-line docstring written under the field, so the
 config class is the single place where a knob is named, typed, defaulted and explained.
-A field that is itself a config (TrainConfig.loss: LossConfig) contributes its fields as
-flags of their own, so the command line stays flat.
+This file adds only what a reader of `--help` needs beyond that: the allowed values of
+the fields that have a fixed set (a typo then lists them), the order in which the flags
+are shown (everyday ones first, in groups), and a few example command lines. A field that
+is itself a config (TrainConfig.loss: LossConfig) contributes its fields as flags of their
+own, so the command line stays flat.
 """
 
 from __future__ import annotations
@@ -12,9 +15,79 @@ import argparse
 import ast
 import dataclasses
 import inspect
+import re
 import textwrap
 import types
 import typing
+
+from .kernel import AGG_MODES, METHOD_TABLE, SCALES
+
+WEIGHT_DTYPES = ("float32", "bfloat16", "float16")
+
+# Allowed values by field name, for every config this module parses.
+CHOICES = {
+    "method": tuple(METHOD_TABLE),
+    "methods": tuple(METHOD_TABLE),
+    "agg": AGG_MODES,
+    "adv_scale": SCALES,
+    "dtype": WEIGHT_DTYPES,
+}
+DEVICES = "{auto,cpu,cuda,cuda:N}"
+
+# Flag groups of train.py, in the order --help shows them; a field listed in no group is
+# shown last under "other" (tests/test_cli.py checks that none is).
+TRAIN_GROUPS = {
+    "run and model": (
+        "Which model to train and where the run goes (runs/<name>/: metrics.jsonl, plots.png, "
+        "checkpoints). The tiny models start from a cached supervised warm start.",
+        ["model", "name", "out_dir", "resume", "seed", "save_every", "plots",
+         "sft_steps", "sft_batch", "sft_lr", "sft_seed"]),
+    "task": (
+        "What the model must answer and how the held-out split is scored.",
+        ["task", "task_size", "heldout_file", "eval_every", "eval_problems", "eval_samples"]),
+    "the RL loop": (
+        "One iteration: sample group_size completions for each of prompts_per_iteration prompts, "
+        "reward them, then take `reuse` optimizer steps on that batch (epochs x mini-batches).",
+        ["iterations", "reuse", "epochs", "group_size", "prompts_per_iteration", "lr",
+         "max_new_tokens", "temperature", "adv_scale", "max_grad_norm", "weight_decay",
+         "router_aux_coef"]),
+    "the kernel": (
+        "The policy loss (docs/math.md): every method is a coefficient phi(w) on A * grad log pi, "
+        "w = pi(y|x) / mu(y|x) the sequence weight against the policy that sampled y.",
+        ["method", "alpha_pos", "lambda_pos", "alpha_neg", "lambda_neg", "agg", "eps_low",
+         "eps_high", "length_norm", "norm_len", "diag_eps", "dual_clip_c", "sapo_tau_pos",
+         "sapo_tau_neg", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
+         "log_w_max"]),
+    "systems": (
+        "Devices, precision, memory and parallelism; none of these changes the math.",
+        ["device", "dtype", "threads", "autocast", "gradient_checkpointing", "micro_batch",
+         "rollout_batch", "logprob_chunk_mb", "fsdp"]),
+}
+
+TRAIN_EXAMPLES = """\
+examples:
+  python train.py                                   # ReSPO at reuse 4 on the offline tiny Qwen3 (a few minutes on a CPU)
+  python train.py --method grpo --reuse 8 --epochs 2  # a clipped baseline, more reuse
+  python train.py --model tiny-qwen3-moe            # 8 experts, top-2
+  python train.py --alpha-pos 0 --lambda-pos 0.1 --alpha-neg 3 --lambda-neg 2  # ReSPO's two branches
+  python train.py --resume                          # continue runs/<name> with the same flags
+  python train.py --model Qwen/Qwen3-0.6B --task data.jsonl --sft-steps 0 --device cuda --autocast
+  torchrun --nproc_per_node 4 train.py --fsdp --model Qwen/Qwen3-0.6B --dtype bfloat16
+
+Every logged metric is explained in docs/training.md; the math in docs/math.md."""
+
+EVAL_EXAMPLES = """\
+examples:
+  python eval.py --model runs/<name>                # a run's latest checkpoint, on the task it trained on
+  python eval.py --model runs/<name>/checkpoints/iter-000040 --samples 8 --k 8
+  python eval.py --model Qwen/Qwen3-0.6B --task test.jsonl --max-new-tokens 1024 --device cuda"""
+
+# Layout of --help per config class: (groups, examples). Classes not named here get one
+# flag list in field order and no examples.
+LAYOUTS = {
+    "TrainConfig": (TRAIN_GROUPS, TRAIN_EXAMPLES),
+    "EvalConfig": (None, EVAL_EXAMPLES),
+}
 
 
 def field_docs(cls) -> dict[str, str]:
@@ -42,31 +115,78 @@ def _flag_type(hint):
     return hint, False
 
 
-def build_parser(cls, description: str | None = None, parser=None) -> argparse.ArgumentParser:
-    parser = parser or argparse.ArgumentParser(description=description or (cls.__doc__ or "").strip(),
-                                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    hints = typing.get_type_hints(cls)
-    docs = field_docs(cls)
-    for f in dataclasses.fields(cls):
-        if dataclasses.is_dataclass(hints[f.name]):
-            build_parser(hints[f.name], parser=parser)
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        kind, is_list = _flag_type(hints[f.name])
-        help_text = docs.get(f.name, "").replace("%", "%%")  # argparse formats help with %
-        if kind is bool:
-            parser.add_argument(flag, dest=f.name, default=default, help=help_text,
-                                action=argparse.BooleanOptionalAction)
-        else:
-            parser.add_argument(flag, dest=f.name, default=default, help=help_text, type=kind,
-                                nargs="+" if is_list else None)
+def device_name(value: str) -> str:
+    """argparse type of --device: auto, cpu, cuda or cuda:N."""
+    if value in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", value):
+        return value
+    raise argparse.ArgumentTypeError(f"invalid choice: {value!r} (choose from auto, cpu, cuda, cuda:N)")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Keeps the examples' line breaks; shows a default only where there is one (None is explained in the help)."""
+
+    def _get_help_string(self, action):
+        if action.default is None:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def wrap(text: str) -> str:
+    return textwrap.fill(" ".join(text.split()), 88)
+
+
+def build_parser(cls, description: str | None = None, prog: str | None = None,
+                 epilog: str | None = None) -> argparse.ArgumentParser:
+    groups, examples = LAYOUTS.get(cls.__name__, (None, None))
+    parser = argparse.ArgumentParser(prog=prog, description=wrap(description or cls.__doc__ or ""),
+                                     epilog=epilog or examples, formatter_class=HelpFormatter,
+                                     usage="%(prog)s [options]")
+    fields = flat_fields(cls)
+    layout = [(None, None, list(fields))]
+    if groups:
+        listed = {name for _, names in groups.values() for name in names}
+        layout = [(title, text, [n for n in names if n in fields]) for title, (text, names) in groups.items()]
+        layout.append(("other", None, [n for n in fields if n not in listed]))
+    for title, text, names in layout:
+        target = parser.add_argument_group(title, wrap(text) if text else None) if title else parser
+        for name in names:
+            add_flag(target, *fields[name])
     return parser
 
 
-def parse_config(cls, argv=None, description: str | None = None):
+def flat_fields(cls) -> dict[str, tuple]:
+    """name -> (field, type hint, docstring) of every flag, a composed config's fields in its place."""
+    hints, docs, fields = typing.get_type_hints(cls), field_docs(cls), {}
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            fields.update(flat_fields(hints[f.name]))
+        else:
+            fields[f.name] = (f, hints[f.name], docs.get(f.name, ""))
+    return fields
+
+
+def add_flag(target, f: dataclasses.Field, hint, doc: str) -> None:
+    flag = "--" + f.name.replace("_", "-")
+    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+    kind, is_list = _flag_type(hint)
+    help_text = doc.replace("%", "%%")  # argparse formats help with %
+    if default is None:
+        help_text = help_text.replace("None = ", "default: ")  # the field's docstring says what None means
+    if kind is bool:
+        target.add_argument(flag, dest=f.name, default=default, help=help_text,
+                            action=argparse.BooleanOptionalAction)
+    elif f.name == "device":
+        target.add_argument(flag, dest=f.name, default=default, help=help_text, type=device_name,
+                            metavar=DEVICES)
+    else:
+        target.add_argument(flag, dest=f.name, default=default, help=help_text, type=kind,
+                            nargs="+" if is_list else None, choices=CHOICES.get(f.name))
+
+
+def parse_config(cls, argv=None, description: str | None = None, prog: str | None = None,
+                 epilog: str | None = None):
     """Parse argv into cls; a config that rejects a value exits with its one-line message."""
-    parser = build_parser(cls, description)
+    parser = build_parser(cls, description, prog, epilog)
     values = vars(parser.parse_args(argv))
     try:
         return from_flat(cls, values)

@@ -16,10 +16,14 @@ from .tasks import make_task
 
 @dataclass
 class EvalConfig:
-    """Evaluate a checkpoint, run directory, hub id or local model on a task's held-out split."""
+    """Evaluate a trained run (or any model) on a task's held-out split: greedy accuracy, pass@1, pass@k.
 
-    model: str = "tiny-qwen3"
-    """A run directory (runs/<name>), a checkpoint directory, tiny-qwen3[-moe], a hub id or a local dir."""
+    Without --model it evaluates nothing: it lists the runs under runs/ and exits with status 1.
+    """
+
+    model: str | None = None
+    """Required. A run directory (runs/<name>: its latest checkpoint), a checkpoint directory, a hub id, a local
+    model directory, or tiny-qwen3[-moe] (the untrained offline model: a floor to compare with)."""
     task: str | None = None
     """Task name or .jsonl file; None = the checkpoint's training task (reverse otherwise)."""
     task_size: int | None = None
@@ -41,7 +45,7 @@ class EvalConfig:
     dtype: str = "float32"
     """Model dtype."""
     device: str = "auto"
-    """cpu, cuda, or auto."""
+    """Device: auto (cuda when available, else cpu), cpu, cuda or cuda:N."""
     threads: int = 1
     """torch CPU threads."""
     json_out: str | None = None
@@ -58,7 +62,18 @@ def training_config(model_path: str) -> dict:
     return load_trainer_state(Path(model_path))["config"] if state_file.is_file() else {}
 
 
+def no_model_message(runs_dir: str = "runs") -> str:
+    """What eval.py says without --model: what it evaluates, and the runs there are to choose from."""
+    runs = sorted(p.parent.name for p in Path(runs_dir).glob("*/latest"))
+    example = f"{runs_dir}/{runs[0]}" if runs else f"{runs_dir}/<name>"
+    listed = f"runs under {runs_dir}/: {', '.join(runs)}" if runs else f"no runs under {runs_dir}/ yet: train one with `python train.py`"
+    return (f"model: say what to evaluate, e.g. `python eval.py --model {example}` (a run directory, a checkpoint "
+            f"directory, a hub id, or tiny-qwen3 for the untrained floor); {listed}")
+
+
 def run_eval(cfg: EvalConfig) -> dict:
+    if cfg.model is None:
+        raise ValueError(no_model_message())
     torch.set_num_threads(cfg.threads)
     path = resolve_model_path(cfg.model)
     trained = training_config(path)

@@ -1,6 +1,6 @@
 """ReSPO and its baselines as one pure-tensor policy loss.
 
-Objective (spec section 1, ../shared/respo-spec.md). For a prompt x, a group of responses
+Objective (docs/math.md §1). For a prompt x, a group of responses
 y_i ~ mu (the behaviour policy that sampled them) and advantages A_i, every method in this
 file is a *coefficient* phi on the plain policy gradient:
 
@@ -8,7 +8,7 @@ file is a *coefficient* phi on the plain policy gradient:
 
 implemented as   loss = -mean_i stopgrad(phi_i) * A_i * agg_i(log pi_theta(y_i,t | ...)).
 
-ReSPO (spec section 3) replaces the clip with a smooth two-branch kernel on the sequence
+ReSPO (docs/math.md §3) replaces the clip with a smooth two-branch kernel on the sequence
 weight w = pi_theta(y|x) / mu(y|x), chosen by the sign of the advantage:
 
     phi_s(w) = w**alpha_s * exp(-lambda_s * (w - 1)),   s in {+, -}
@@ -19,7 +19,7 @@ negatives (w -> infinity) to zero.
 
 Reconstructed from the paper's abstract (Chen, Ban, Hsieh, "ReSPO: Reshaped Sequence
 Policy Optimization for Gradient Starvation in Off-Policy Learning"): the kernel family
-and its properties follow the spec; the paper's own constants are unknown, so every
+and its properties follow docs/math.md; the paper's own constants are unknown, so every
 parameter is a LossConfig field.
 
 Deliberately left out: KL-to-reference penalties, entropy bonuses, value functions and
@@ -47,7 +47,7 @@ class LossConfig:
     """Every knob of every method; fields left None take the method's published default."""
 
     method: str = "respo"
-    """Which coefficient to use: one of METHODS."""
+    """Policy-loss coefficient: respo, or a baseline to compare with (docs/math.md §5)."""
     alpha_pos: float = 0.0
     """ReSPO positive branch power alpha_+ in [0, 1] (1 only as the plain-IS corner)."""
     lambda_pos: float = 0.1
@@ -57,9 +57,9 @@ class LossConfig:
     lambda_neg: float = 2.0
     """ReSPO negative branch tilt lambda_- >= 0; > 0 sends the weight of high-w negatives to 0."""
     eps_low: float | None = None
-    """Lower clip range (ratio >= 1 - eps_low); None = the method's default (METHOD_TABLE)."""
+    """Lower clip range (ratio >= 1 - eps_low) of the clipped methods; None = the method's own: 0.2, gspo 3e-4."""
     eps_high: float | None = None
-    """Upper clip range (ratio <= 1 + eps_high); None = the method's default (METHOD_TABLE)."""
+    """Upper clip range (ratio <= 1 + eps_high); None = the method's own: 0.2, dapo and cispo 0.28, gspo 4e-4."""
     dual_clip_c: float = 3.0
     """dual_clip: negatives with ratio above c get zero gradient (c > 1)."""
     sapo_tau_pos: float = 1.0
@@ -75,11 +75,11 @@ class LossConfig:
     vespo_lambda_neg: float = 2.0
     """vespo: tilt lambda for A < 0."""
     agg: str = "seq-mean-token-sum-norm"
-    """How token terms become one loss: one of AGG_MODES (verl's names)."""
+    """How per-token terms become one loss (verl's names); seq-mean-token-sum is the exact sequence gradient."""
     norm_len: int | None = None
     """Constant divisor of seq-mean-token-sum-norm; None = the padded length T of the batch."""
     length_norm: bool | None = None
-    """Use the length-normalised log-weight s / |y| (GSPO-style); None = the method's default."""
+    """Use the length-normalised log-weight s / |y| (GSPO-style); None = the method's own (on for gspo only)."""
     diag_eps: float = 0.2
     """Clip range the diagnostics measure against (low-w threshold 1 - diag_eps, clip shares)."""
     log_w_max: float = 20.0
@@ -116,7 +116,7 @@ class LossConfig:
         return self
 
 
-# --- Spec section 1: the sequence log-weight -------------------------------------------
+# --- docs/math.md §1: the sequence log-weight -----------------------------------------
 
 def compute_dtype(x: torch.Tensor) -> torch.dtype:
     """float32 at least (bf16 log-ratios summed over a long response lose the weight), float64 kept."""
@@ -133,7 +133,7 @@ def sequence_log_weight(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.
     """s = sum_t m_t (log pi - log mu): log of the true product weight w = pi(y|x) / mu(y|x).
 
     length_norm divides by the response length (GSPO's geometric-mean ratio). An empty
-    response has s = 0 (w = 1). Spec section 1.
+    response has s = 0 (w = 1). docs/math.md §1.
     """
     mask = mask.bool()
     dtype = compute_dtype(logp)
@@ -143,7 +143,7 @@ def sequence_log_weight(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.
     return s
 
 
-# --- Spec section 3: the ReSPO kernel ---------------------------------------------------
+# --- docs/math.md §3: the ReSPO kernel -------------------------------------------------
 
 def power_tilt(log_w: torch.Tensor, alpha: float, lam: float, log_w_max: float = 20.0) -> torch.Tensor:
     """w**alpha * exp(-lam (w - 1)), in log space: finite for every finite log w.
@@ -157,13 +157,13 @@ def power_tilt(log_w: torch.Tensor, alpha: float, lam: float, log_w_max: float =
 def respo_coefficient(log_w: torch.Tensor, positive: torch.Tensor, alpha_pos: float = 0.0,
                       lambda_pos: float = 0.1, alpha_neg: float = 3.0, lambda_neg: float = 2.0,
                       log_w_max: float = 20.0) -> torch.Tensor:
-    """phi_+(w) where the advantage is positive, phi_-(w) elsewhere. Spec section 3."""
+    """phi_+(w) where the advantage is positive, phi_-(w) elsewhere. docs/math.md §3."""
     return torch.where(positive,
                        power_tilt(log_w, alpha_pos, lambda_pos, log_w_max),
                        power_tilt(log_w, alpha_neg, lambda_neg, log_w_max))
 
 
-# --- Spec section 4.3: the surrogate whose gradient is the ReSPO coefficient -------------
+# --- docs/math.md §4.3: the surrogate whose gradient is the ReSPO coefficient -----------
 
 def exp1(x: torch.Tensor) -> torch.Tensor:
     """Exponential integral E1(x) = int_x^inf e^-u / u du for x > 0, differentiable.
@@ -207,7 +207,7 @@ def respo_surrogate(log_w: torch.Tensor, alpha: float, lam: float) -> torch.Tens
     return scale * (torch.special.gammainc(a, lam * w) - torch.special.gammainc(a, torch.full_like(w, lam)))
 
 
-# --- Spec section 5: the baselines, as coefficients of the same shape --------------------
+# --- docs/math.md §5: the baselines, as coefficients of the same shape ------------------
 # Each takes (log-ratio, positive, cfg, eps) where the log-ratio is per token [B, T] or per
 # sequence [B] as METHOD_TABLE says, and returns the coefficient phi of the same shape.
 
@@ -365,7 +365,7 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     old_logp:   [B, T] per-token log-probs under the behaviour policy mu (the sampler)
     advantages: [B]    one advantage per response
     mask:       [B, T] 1 on response tokens, 0 on padding
-    stats:      dict of python floats, spec section 6 (nan where a set is empty)
+    stats:      dict of python floats, docs/math.md §6 (nan where a set is empty)
     """
     cfg = (cfg or LossConfig()).validate()
     mask = check_inputs(logp, old_logp, advantages, mask)
@@ -376,7 +376,7 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     return loss, diagnostics(phi, logp, old_logp, advantages, mask, cfg)
 
 
-# --- Spec section 2 and 6: what to watch ----------------------------------------------
+# --- docs/math.md §2 and §6: what to watch -------------------------------------------
 
 def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "none"):
     """A_i = r_i - mean_group(r), optionally / (std_group + 1e-6); groups are contiguous.
@@ -418,7 +418,7 @@ TAIL_KEYS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "phi_max_n
 
 @torch.no_grad()
 def diagnostics(phi, logp, old_logp, advantages, mask, cfg) -> dict[str, float]:
-    """Spec section 6 statistics of one batch, as python floats (one host sync)."""
+    """docs/math.md §6 statistics of one batch, as python floats (one host sync)."""
     lengths = mask.sum(-1)  # [B]
     nonempty = lengths > 0
     pos, neg = (advantages > 0) & nonempty, (advantages < 0) & nonempty  # [B]

@@ -69,8 +69,38 @@ class MetricsLog:
             self.tensorboard.close()
 
 
+GLOSSARY = "\n".join((
+    "A: advantage, the reward minus its group's mean (A > 0: a correct answer in a group that also has wrong ones).",
+    "w = pi(y|x) / mu(y|x): how much more likely an answer is now than under the policy that sampled it "
+    "(w = 1 at the first step on each batch).",
+    "phi: the weight the loss puts on A * grad log pi(y|x) (docs/math.md §3).   eps: the clip range a sequence clip "
+    "would use (--diag-eps).   Every logged key: docs/training.md.",
+))
+
+
+def run_title(run_dir: Path) -> str:
+    """'name: model, method, reuse R (E epochs x M mini-batches), task' from the run's config.json."""
+    path = Path(run_dir) / "config.json"
+    if not path.exists():
+        return Path(run_dir).name
+    c = json.loads(path.read_text())
+    loop = f"reuse {c['reuse']} ({c['epochs']} epochs x {c['reuse'] // c['epochs']} mini-batches)"
+    return f"{c.get('name') or Path(run_dir).name}: {c['model']}, method {c['method']}, {loop}, task {c['task']}"
+
+
 def write_plots(run_dir: Path) -> Path:
-    """plots.png: reward, held-out accuracy, log-w quantiles per advantage sign, starved-positive phi mass."""
+    """plots.png: reward, held-out accuracy, log-w quantiles per advantage sign, the low-w positives."""
+    import matplotlib.pyplot as plt
+
+    fig = plot_run(run_dir)
+    path = Path(run_dir) / "plots.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_run(run_dir: Path):
+    """The figure of plots.png, from the run's metrics.jsonl and config.json."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -78,36 +108,70 @@ def write_plots(run_dir: Path) -> Path:
     records = read_metrics(run_dir)
     train = [r for r in records if r["kind"] == "train"]
     evals = [r for r in records if r["kind"] == "eval"]
+    config_path = Path(run_dir) / "config.json"
+    eps = json.loads(config_path.read_text()).get("diag_eps", 0.2) if config_path.exists() else 0.2
 
     def series(rows, key):
         points = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
         return [p[0] for p in points], [p[1] for p in points]
 
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
-    ax = axes[0, 0]
-    ax.plot(*series(train, "reward"), label="rollout reward")
-    ax.set(title="reward (mean over the rollout batch)", xlabel="optimizer step")
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    fig.suptitle(run_title(run_dir), fontsize=12)
+
+    ax = axes[0, 0]  # the reward is one number per rollout batch: plot it once, at the batch's first step
+    first_steps = {}
+    for r in train:
+        if r.get("reward") is not None:
+            first_steps.setdefault(r["iteration"], (r["step"], r["reward"]))
+    steps, rewards = zip(*first_steps.values()) if first_steps else ((), ())
+    ax.plot(steps, rewards, marker=".", label="mean reward of the batch's sampled answers")
+    ax.set(title="training reward (one point per rollout batch)", xlabel="optimizer step",
+           ylabel="mean reward (1 = correct)")
+    ax.legend(loc="best")
+
     ax = axes[0, 1]
-    for key in ("heldout_acc", "heldout_pass@1"):
-        ax.plot(*series(evals, key), marker="o", label=key)
-    ax.set(title="held-out", xlabel="optimizer step", ylim=(-0.02, 1.02))
-    ax.legend()
+    for key, style, label in (("heldout_acc", dict(marker="o"), "greedy accuracy (heldout_acc)"),
+                              ("heldout_pass@1", dict(marker="s", linestyle="--"),
+                               "pass@1: mean correctness of tempered samples")):
+        ax.plot(*series(evals, key), label=label, **style)
+    ax.set(title="held-out problems (never trained on)", xlabel="optimizer step",
+           ylabel="share solved", ylim=(-0.02, 1.02))
+    ax.legend(loc="lower right")
+
     ax = axes[1, 0]
-    for sign, color in (("pos", "tab:green"), ("neg", "tab:red")):
-        ax.plot(*series(train, f"log_w_q50_{sign}"), color=color, label=f"median log w, A {'>' if sign == 'pos' else '<'} 0")
+    ax.axhline(0.0, color="grey", linewidth=0.8)
+    ax.axhline(math.log(1 - eps), color="grey", linewidth=0.8, linestyle=":",
+               label=f"log(1 - eps): below it a sequence clip starves a correct answer")
+    for sign, color, who in (("pos", "tab:green", "correct answers (A > 0)"), ("neg", "tab:red", "wrong answers (A < 0)")):
+        x, median = series(train, f"log_w_q50_{sign}")
+        ax.plot(x, median, color=color, linestyle="-" if sign == "pos" else "--", label=f"median, {who}")
         x, lo = series(train, f"log_w_q10_{sign}")
         x2, hi = series(train, f"log_w_q90_{sign}")
         if x == x2 and x:
-            ax.fill_between(x, lo, hi, color=color, alpha=0.2)
-    ax.set(title="sequence log-weight (10-90% band)", xlabel="optimizer step")
-    ax.legend()
+            ax.fill_between(x, lo, hi, color=color, alpha=0.15, label=f"10-90% of {who}")
+    ax.set(title="drift of each answer's weight w during reuse", xlabel="optimizer step", ylabel="log w")
+    ax.legend(loc="best", fontsize=8)
+
     ax = axes[1, 1]
-    ax.plot(*series(train, "low_w_pos_frac"), label="share of positives with w < 1 - eps")
-    ax.plot(*series(train, "low_w_pos_phi_mass"), label="their share of positive phi mass")
-    ax.set(title="under-generated positives", xlabel="optimizer step", ylim=(-0.02, 1.02))
-    ax.legend()
-    fig.tight_layout()
-    path = Path(run_dir) / "plots.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    x, share = series(train, "low_w_pos_frac")
+    ax.plot(x, share, marker="o", markersize=3, label=f"share of correct answers with w < 1 - eps = {1 - eps:g}")
+    x2, mass = series(train, "low_w_pos_phi_mass")
+    ax.plot(x2, mass, marker="x", markersize=4, linestyle="--", alpha=0.8,
+            label="their share of the total phi correct answers get (below the solid line: starved)")
+    top = max(share + mass, default=0.0)
+    ax.set(title="under-generated correct answers (what clipping starves)", xlabel="optimizer step",
+           ylabel="share", ylim=(-0.002, max(0.05, 1.25 * top)))
+    ax.legend(loc="upper right", fontsize=8)
+    seen = sum(value > 0 for value in share)
+    if seen < 0.1 * max(len(share), 1):  # an (almost) empty panel says why, and what it would show
+        ax.text(0.5, 0.63, f"Rare in this run: correct answers with w < {1 - eps:g} appeared at {seen} of "
+                f"{len(share)} steps\n(at most {max(share, default=0.0):.1%} of them), so there was little "
+                "for a clip to starve.\nMore reuse (--reuse 8) or a larger --lr moves more answers here.\n"
+                "When they appear, a clip gives each the weight w (towards 0);\n"
+                "ReSPO's positive branch about 1.1 (docs/math.md §2-§3).",
+                transform=ax.transAxes, ha="center", va="center", fontsize=9,
+                bbox=dict(boxstyle="round", facecolor="white", edgecolor="grey"))
+
+    fig.text(0.01, 0.005, GLOSSARY, fontsize=8, va="bottom", ha="left")
+    fig.tight_layout(rect=(0, 0.065, 1, 0.97))
+    return fig

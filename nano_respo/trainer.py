@@ -64,7 +64,7 @@ class TrainConfig:
     temperature: float = 1.0
     """Sampling temperature; the training forward divides logits by the same value so w = 1 on a fresh batch."""
     adv_scale: str = "none"
-    """Group advantage scaling: none (r - mean) or std (divide by group std, GRPO)."""
+    """Group advantage scaling: none (A = r - group mean) or std (also divide by the group std, as GRPO)."""
     lr: float = 3e-4
     """AdamW learning rate for RL (constant)."""
     weight_decay: float = 0.0
@@ -100,7 +100,7 @@ class TrainConfig:
     threads: int = 1
     """torch CPU threads (more threads on a loaded small machine can be many times slower)."""
     device: str = "auto"
-    """cpu, cuda, cuda:N, or auto (cuda when available)."""
+    """Device: auto (cuda when available, else cpu), cpu, cuda or cuda:N."""
     dtype: str = "float32"
     """Weight dtype: float32 (with --autocast on GPU), or bfloat16 / float16 (half the memory; loses tiny updates)."""
     gradient_checkpointing: bool = False

@@ -1,8 +1,9 @@
-"""Derivation checks: each test is one claim of the spec, checked numerically.
+"""Derivation checks: each test is one claim of docs/math.md, checked numerically.
 
-Families (the issue's numbering): 1 on-policy equality, 2 each baseline against the autograd
-gradient of its own surrogate, 3 the ReSPO surrogate Phi, 4 the corners, 5 the
-alpha-divergence identity, 6 the variational proposal, 7 the branch properties.
+Families, with the section each checks: 1 on-policy equality (§3), 2 each baseline against
+the autograd gradient of its own surrogate (§5), 3 the ReSPO surrogate Phi (§4.3), 4 the
+corners (§3), 5 the alpha-divergence identity (§4.1), 6 the variational proposal (§4.2),
+7 the branch properties (§3).
 """
 
 import itertools
@@ -157,8 +158,8 @@ def test_baseline_coefficient_is_its_surrogate_gradient(method, seed):
     torch.testing.assert_close(got, expected)
 
 
-def test_clip_table_of_spec_section_2():
-    """seq_clip's coefficient, read off at the six cells of the spec's table."""
+def test_clip_table_of_section_2():
+    """seq_clip's coefficient, read off at the six cells of the table in docs/math.md §2."""
     log_w = torch.log(torch.tensor([0.5, 1.0, 2.0, 0.5, 1.0, 2.0]))
     adv = torch.tensor([1.0, 1.0, 1.0, -1.0, -1.0, -1.0])
     logp = log_w[:, None].clone().requires_grad_(True)

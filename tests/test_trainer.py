@@ -273,7 +273,7 @@ def test_cli_has_a_flag_for_every_kernel_and_trainer_field(capsys):
     assert not isinstance(cfg, LossConfig)  # a TrainConfig cannot be passed as the loss's config by mistake
     with pytest.raises(SystemExit):
         parse_config(TrainConfig, ["--method", "nope"])
-    assert "method: unknown method 'nope'" in capsys.readouterr().err
+    assert "argument --method: invalid choice: 'nope'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         parse_config(TrainConfig, ["--help"])
     help_text = capsys.readouterr().out

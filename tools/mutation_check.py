@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ["tests/test_kernel_derivations.py", "tests/test_kernel_numerics.py"]
-FAMILIES = {  # test-name prefix -> the family number
+FAMILIES = {  # test-name prefix -> its family number in tests/test_kernel_derivations.py's docstring
     "test_on_policy": "1", "test_baseline": "2", "test_clip_table": "2", "test_surrogate": "3",
     "test_corners": "4", "test_alpha_divergence": "5", "test_variational": "6",
     "test_positive_branch": "7", "test_negative_branch": "7", "test_aggregation": "agg",

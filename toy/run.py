@@ -24,6 +24,12 @@ from nano_respo.report import diagnostics_table, outcome_table, paired_table, pl
 from toy.train import Job, steps_plan
 
 RESPO_KNOBS = ("alpha_pos", "lambda_pos", "alpha_neg", "lambda_neg")
+EXAMPLES = """\
+examples:
+  python -m toy.run --methods respo seq_clip --reuse 8 --seeds 0 1 2 --out runs/toy-check --workers 2
+  python -m toy.run --env bandit --methods respo grpo --reuse 1 4 --seeds 0 --out runs/toy-bandit
+
+The committed evaluation command is in toy/RESULTS.md."""
 
 
 @dataclass
@@ -33,7 +39,7 @@ class RunConfig:
     env: str = "seq"
     """Environment: seq (digit-sum sequence bandit, MLP policy) or bandit (factorised K-armed, tabular)."""
     methods: list[str] = field(default_factory=lambda: ["respo", "seq_clip", "grpo", "gspo", "cispo", "vespo"])
-    """Methods to compare (names of nano_respo.kernel.METHODS)."""
+    """Methods to compare (policy losses of nano_respo.kernel; docs/math.md §5)."""
     reuse: list[int] = field(default_factory=lambda: [1, 4, 8, 16])
     """Rollout reuse factors R: optimizer steps per rollout batch."""
     seeds: list[int] = field(default_factory=lambda: [100, 101, 102, 103, 104])
@@ -43,13 +49,13 @@ class RunConfig:
     lrs: list[str] = field(default_factory=list)
     """Per-method learning rates as method=lr, e.g. respo=0.01 grpo=0.03."""
     alpha_pos: float | None = None
-    """ReSPO alpha_+ (None: LossConfig's default)."""
+    """ReSPO positive-branch power alpha_+; default: LossConfig's alpha_pos (docs/math.md §3)."""
     lambda_pos: float | None = None
-    """ReSPO lambda_+ (None: LossConfig's default)."""
+    """ReSPO positive-branch tilt lambda_+; default: LossConfig's lambda_pos (docs/math.md §3)."""
     alpha_neg: float | None = None
-    """ReSPO alpha_- (None: LossConfig's default)."""
+    """ReSPO negative-branch power alpha_-; default: LossConfig's alpha_neg (docs/math.md §3)."""
     lambda_neg: float | None = None
-    """ReSPO lambda_- (None: LossConfig's default)."""
+    """ReSPO negative-branch tilt lambda_-; default: LossConfig's lambda_neg (docs/math.md §3)."""
     iterations: int = 60
     """Rollout batches per run (the same for every R: reuse buys more updates per sample)."""
     prompts_per_batch: int = 16
@@ -167,7 +173,7 @@ def report(cfg: RunConfig, records: list[dict]) -> str:
         outcome_table(records, cfg.stuck_below),
         "## Paired differences (same seeds)",
         paired_table(records),
-        "## Diagnostics (spec section 6; run means over optimizer steps, then over seeds)",
+        "## Diagnostics (docs/math.md §6; run means over optimizer steps, then over seeds)",
         diagnostics_table(records),
     ])
     with open(os.path.join(cfg.out, "table.md"), "w") as f:
@@ -180,7 +186,7 @@ def report(cfg: RunConfig, records: list[dict]) -> str:
 
 def main(argv=None):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    cfg = parse_config(RunConfig, argv)
+    cfg = parse_config(RunConfig, argv, prog="python -m toy.run", epilog=EXAMPLES)
     records = run_jobs(cfg.jobs(), cfg.out, cfg.workers, cfg.threads)
     print(report(cfg, records))
     print(f"\nwrote {cfg.out}/table.md, rewards.png, phi.png, low_w.png")

@@ -42,7 +42,7 @@ class SelectConfig:
     respo_grid: list[str] = field(default_factory=lambda: [
         "0,0.1,3,2", "0,0,3,2", "0,1,3,2", "0.5,0.1,3,2",  # positive branch varied, negative at (3, 2)
         "0,0.1,2,2", "0,0.1,3,1", "0,0.1,1,0", "0,0,2,2"])  # negative branch varied
-    """ReSPO settings as 'alpha_pos,lambda_pos,alpha_neg,lambda_neg' (one factor at a time around the spec's start)."""
+    """ReSPO settings as 'alpha_pos,lambda_pos,alpha_neg,lambda_neg' (one factor at a time around the docs/math.md §3 start)."""
     iterations: int = 60
     """Rollout batches per run."""
     workers: int = 1

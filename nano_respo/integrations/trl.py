@@ -14,7 +14,7 @@ log-probs when TRL has them (then ReSPO's weight replaces TRL's vLLM IS correcti
 else the policy's log-probs at generation time (TRL stores them as old_per_token_logps
 when the batch is reused), else the current ones detached (the on-policy step, w = 1).
 GRPOConfig's loss_type, epsilon* and importance_sampling_level are not used: LossConfig
-says all of that. Every spec section 6 statistic is logged as `respo/<name>`; TRL already
+says all of that. Every docs/math.md §6 statistic is logged as `respo/<name>`; TRL already
 logs reward, entropy, completion length, the zero-std reward fraction and grad norm.
 """
 

@@ -1,0 +1,113 @@
+"""The command lines as a newcomer meets them: choices on a typo, grouped help, examples, bare eval.py."""
+
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from nano_respo import cli, kernel, trainer  # noqa: E402
+from nano_respo.cli import TRAIN_GROUPS, build_parser, parse_config  # noqa: E402
+from nano_respo.evaluate_cli import EvalConfig, run_eval  # noqa: E402
+from nano_respo.trainer import TrainConfig  # noqa: E402
+from toy.run import RunConfig  # noqa: E402
+from toy.run import main as toy_main  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("flag, choices", [
+    ("--method", tuple(kernel.METHOD_TABLE)),
+    ("--agg", kernel.AGG_MODES),
+    ("--adv-scale", kernel.SCALES),
+    ("--dtype", cli.WEIGHT_DTYPES),
+    ("--device", ("auto", "cpu", "cuda", "cuda:N")),
+])
+def test_a_typo_exits_and_lists_every_choice(flag, choices, capsys):
+    with pytest.raises(SystemExit) as stop:
+        parse_config(TrainConfig, [flag, "respoo"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}: invalid choice: 'respoo'" in err
+    for choice in choices:
+        assert choice in err
+
+
+def test_every_choice_is_accepted():
+    for method in kernel.METHOD_TABLE:
+        assert parse_config(TrainConfig, ["--method", method]).method == method
+    for agg in kernel.AGG_MODES:
+        assert parse_config(TrainConfig, ["--agg", agg]).agg == agg
+    for device in ("auto", "cpu", "cuda", "cuda:3"):
+        assert parse_config(TrainConfig, ["--device", device]).device == device
+
+
+def help_of(cls, **kwargs) -> str:
+    return build_parser(cls, **kwargs).format_help()
+
+
+@pytest.mark.parametrize("cls", [TrainConfig, EvalConfig, RunConfig])
+def test_help_has_no_unexpanded_placeholder(cls):
+    text = help_of(cls)
+    constants = {name for module in (kernel, trainer, cli) for name in vars(module)
+                 if re.fullmatch(r"[A-Z][A-Z0-9_]{2,}", name)}
+    assert constants >= {"METHODS", "METHOD_TABLE", "AGG_MODES", "SCALES"}
+    found = {word for word in re.findall(r"[A-Z][A-Z0-9_]{2,}", text) if word in constants}
+    assert not found, f"help names code constants instead of their values: {found}"
+    assert "None" not in text  # every 'None = ...' reads 'default: ...'
+
+
+def test_train_flags_are_grouped_everyday_ones_first():
+    names = [name for _, group in TRAIN_GROUPS.values() for name in group]
+    assert len(names) == len(set(names)), "a field is listed in two groups"
+    assert set(names) == {f.name for f in dataclasses.fields(TrainConfig)}, "a field is in no group"
+    text = help_of(TrainConfig)
+    headings = [line[:-1] for line in text.splitlines() if line and not line[0].isspace() and line.endswith(":")]
+    assert headings == ["options", *TRAIN_GROUPS, "examples"]
+    position = {flag: text.index(f"\n  {flag} ") for flag in ("--model", "--task", "--iterations", "--reuse",
+                                                               "--method", "--alpha-pos", "--device")}
+    assert position["--model"] < position["--task"] < position["--iterations"] < position["--method"]
+    assert position["--reuse"] < position["--alpha-pos"] < position["--device"]
+
+
+def test_every_example_in_the_train_help_parses():
+    lines = [line.split("#")[0].split() for line in cli.TRAIN_EXAMPLES.splitlines() if "train.py" in line]
+    assert len(lines) >= 5
+    for words in lines:
+        args = words[words.index("train.py") + 1:]
+        assert isinstance(parse_config(TrainConfig, args), TrainConfig)
+
+
+def test_toy_run_names_itself_as_a_module(capsys):
+    with pytest.raises(SystemExit):
+        toy_main(["--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m toy.run")
+    assert "examples:" in out
+
+
+def test_eval_without_a_model_lists_the_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="no runs under runs/ yet"):
+        run_eval(EvalConfig())
+    for name in ("b-run", "a-run"):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        (tmp_path / "runs" / name / "latest").write_text("checkpoints/iter-000001")
+    (tmp_path / "runs" / "not-a-run").mkdir()
+    with pytest.raises(ValueError, match=r"--model runs/a-run` .*runs under runs/: a-run, b-run$"):
+        run_eval(EvalConfig())
+
+
+def test_bare_eval_py_exits_nonzero_with_one_line(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, str(ROOT / "eval.py")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.strip().count("\n") == 0 and "--model" in done.stderr
+
