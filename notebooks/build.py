@@ -31,8 +31,11 @@ def execute(nb: nbformat.NotebookNode, timeout: int = 240) -> nbformat.NotebookN
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")
     os.environ.setdefault("TQDM_DISABLE", "1")  # progress bars print timings: not a reproducible output
-    NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False, store_widget_state=False,
+    NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
                    resources={"metadata": {"path": str(HERE)}}).execute()
+    # The sliders' state (and the figures drawn inside them) is live-kernel business: a code
+    # host shows the static figures instead, so the file does not carry it.
+    nb.metadata.pop("widgets", None)
     return nb
 
 
