@@ -43,6 +43,8 @@ def from_source(source: Path) -> nbformat.NotebookNode:
     nb = jupytext.read(source)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata.pop("jupytext", None)
+    for index, cell in enumerate(nb.cells):  # stable ids: a rebuild changes only what changed
+        cell.id = f"{source.stem[:8]}-{index:02d}"
     return nb
 
 
