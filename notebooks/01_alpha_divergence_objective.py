@@ -92,7 +92,8 @@ for d, colour in zip(drifts, ("tab:blue", "tab:orange", "tab:red")):
     ax1.semilogy(lengths, [m - 1 for m in second_moment[d]], "o-", color=colour, label=f"drift δ = {d}")
     ax2.plot(lengths, [1 / m for m in second_moment[d]], "o-", color=colour)
 ax1.set(xlabel="response length L", ylabel="Var_μ(w) = E_μ[w²] − 1", title="variance of the exact weight")
-ax2.set(xlabel="response length L", ylabel="effective sample size / n", title="what n samples are worth", ylim=(0, 1.05))
+ax2.set(xlabel="response length L", ylabel="effective sample size / n", title="what n samples are worth",
+        ylim=(0, 1.05))
 ax1.legend()
 fig.tight_layout()
 plt.show()
@@ -203,11 +204,12 @@ confirm("ReSPO's surrogate from the figure equals the kernel's closed form Phi (
 # %%
 for alpha in (0.0, 0.5, 2.0):
     log_pi = space.log_probs(theta)
-    (by_autograd,) = torch.autograd.grad((mu * A * respo_surrogate(log_pi - log_mu, alpha, 0.0)).sum(), theta,
-                                        retain_graph=True)
+    surrogate = (mu * A * respo_surrogate(log_pi - log_mu, alpha, 0.0)).sum()
+    (by_autograd,) = torch.autograd.grad(surrogate, theta, retain_graph=True)
     coefficient = power_tilt((log_pi - log_mu).detach(), alpha, 0.0)
     (by_formula,) = torch.autograd.grad((mu * coefficient * A * log_pi).sum(), theta)
-    confirm(f"alpha = {alpha}: grad J_alpha = E_mu[A w^alpha grad log pi]", (by_autograd - by_formula).abs().max(), 1e-12)
+    confirm(f"alpha = {alpha}: grad J_alpha = E_mu[A w^alpha grad log pi]",
+            (by_autograd - by_formula).abs().max(), 1e-12)
 
 # %% [markdown]
 # *Takeaway:* $\alpha$ is a dial between ignoring the weight (0) and using it exactly (1).
@@ -244,7 +246,8 @@ def d_alpha(alpha: float) -> torch.Tensor:
 
 kl_mu_pi = (mu * (mu / pi).log()).sum()
 kl_pi_mu = (pi * (pi / mu).log()).sum()
-errors = [((mu * power_tilt(ratio.log(), a, 0.0)).sum() - (1 - a * (1 - a) * d_alpha(a))).abs() for a in (0.25, 0.5, 1.5, 2.0)]
+errors = [((mu * power_tilt(ratio.log(), a, 0.0)).sum() - (1 - a * (1 - a) * d_alpha(a))).abs()
+          for a in (0.25, 0.5, 1.5, 2.0)]
 confirm("E_mu[w^alpha] = 1 - alpha (1 - alpha) D_alpha at alpha = 0.25, 0.5, 1.5, 2", max(errors), 1e-12)
 confirm("D_alpha -> KL(mu || pi) as alpha -> 0", (d_alpha(1e-7) - kl_mu_pi).abs(), 1e-5)
 confirm("D_alpha -> KL(pi || mu) as alpha -> 1", (d_alpha(1 - 1e-7) - kl_pi_mu).abs(), 1e-5)
@@ -326,8 +329,10 @@ for alpha, lam in ((0.5, 0.0), (0.5, 1.0), (0.0, 0.1), (3.0, 2.0)):
     q_closed = log_mu8.exp() * power_tilt(log_pi8 - log_mu8, alpha, lam)   # mu * phi(w), then normalise
     q_closed = q_closed / q_closed.sum()
     proposals[(alpha, lam)] = q_closed
-    confirm(f"alpha = {alpha}, lambda = {lam}: argmin_Q F = mu phi(w) / Z", (torch.softmax(z.detach(), 0) - q_closed).abs().max(), 1e-6)
-confirm("Var_mu(w) = E_pi[w] - 1", ((log_mu8.exp() * w8 ** 2).sum() - 1 - ((log_pi8.exp() * w8).sum() - 1)).abs(), 1e-12)
+    confirm(f"alpha = {alpha}, lambda = {lam}: argmin_Q F = mu phi(w) / Z",
+            (torch.softmax(z.detach(), 0) - q_closed).abs().max(), 1e-6)
+variance = (log_mu8.exp() * w8 ** 2).sum() - 1
+confirm("Var_mu(w) = E_pi[w] - 1", (variance - ((log_pi8.exp() * w8).sum() - 1)).abs(), 1e-12)
 
 # %%
 shown = [(0.5, 0.0), (0.5, 1.0), (3.0, 2.0)]
@@ -404,7 +409,8 @@ cfg = LossConfig(method="respo", agg="seq-mean-token-sum")
 loss, _ = policy_loss(logp, old_logp, adv, mask, cfg)
 (g_loss,) = torch.autograd.grad(loss, logp)
 s = torch.where(mask, logp - old_logp, torch.zeros_like(logp)).sum(-1)     # log w, with its gradient
-Phi = torch.where(adv > 0, respo_surrogate(s, cfg.alpha_pos, cfg.lambda_pos), respo_surrogate(s, cfg.alpha_neg, cfg.lambda_neg))
+Phi = torch.where(adv > 0, respo_surrogate(s, cfg.alpha_pos, cfg.lambda_pos),
+                  respo_surrogate(s, cfg.alpha_neg, cfg.lambda_neg))
 (g_surrogate,) = torch.autograd.grad(-(adv * Phi).sum() / mask.any(-1).sum(), logp)
 confirm("grad policy_loss = grad of -mean A Phi(w)", (g_loss - g_surrogate).abs().max(), 1e-12)
 
@@ -444,10 +450,12 @@ print("w        " + "".join(f"{v:>8g}" for v in w_show.tolist()))
 print("phi_+(w) " + "".join(f"{v:>8.3f}" for v in phi_pos.tolist()))
 print("phi_-(w) " + "".join(f"{v:>8.3f}" for v in phi_neg.tolist()))
 floor = respo_coefficient(torch.tensor([-50.0], dtype=torch.float64), torch.tensor([True]))
-confirm(f"the positive floor is e^lambda_+ = {math.exp(c.lambda_pos):.3f}", (floor - math.exp(c.lambda_pos)).abs().max(), 1e-12)
+confirm(f"the positive floor is e^lambda_+ = {math.exp(c.lambda_pos):.3f}",
+        (floor - math.exp(c.lambda_pos)).abs().max(), 1e-12)
 dense = torch.linspace(-3, 3, 600001, dtype=torch.float64)
 phi_dense = respo_coefficient(dense, torch.zeros_like(dense, dtype=torch.bool))
-w_star, peak = c.alpha_neg / c.lambda_neg, (c.alpha_neg / c.lambda_neg) ** c.alpha_neg * math.exp(c.lambda_neg - c.alpha_neg)
+w_star = c.alpha_neg / c.lambda_neg
+peak = w_star ** c.alpha_neg * math.exp(c.lambda_neg - c.alpha_neg)
 confirm(f"the negative peak is at w* = alpha_-/lambda_- = {w_star:.2f} with height {peak:.3f}",
         max(abs(dense[phi_dense.argmax()].exp().item() - w_star), abs(phi_dense.max().item() - peak)), 1e-4)
 

@@ -23,8 +23,7 @@ import torch
 from IPython.display import display
 
 from course import SequenceSpace, confirm
-from nano_respo.kernel import METHOD_TABLE, LossConfig, coefficients, policy_loss, respo_coefficient
-from toy.report import phi_curve  # phi read back from the gradient of kernel.policy_loss
+from nano_respo.kernel import METHOD_TABLE, LossConfig, coefficients, respo_coefficient
 
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})
@@ -61,7 +60,8 @@ axes[0].annotate(f"floor e^λ₊ = {math.exp(DEFAULT.lambda_pos):.2f}\n(low-w po
                  xy=(2e-3, 1.11), xytext=(2e-3, 1.6), fontsize=8, arrowprops=dict(arrowstyle="->"))
 axes[0].annotate("φ₋ → 0: over-generated\nnegatives are released", xy=(8, 0.02), xytext=(4, 0.6), fontsize=8,
                  arrowprops=dict(arrowstyle="->"))
-axes[1].annotate(f"peak {peak:.2f} at w* = α₋/λ₋ = {w_star:.1f}", xy=(w_star, peak), xytext=(2.2, 1.7), fontsize=8,
+axes[1].annotate(f"peak {peak:.2f} at w* = α₋/λ₋ = {w_star:.1f}", xy=(w_star, peak), xytext=(2.2, 1.7),
+                 fontsize=8,
                  arrowprops=dict(arrowstyle="->"))
 axes[1].annotate("φ₋(0.5) = 0.34: a trust region\nfor negatives pushed down", xy=(0.5, 0.34), xytext=(1.5, 0.25),
                  fontsize=8, arrowprops=dict(arrowstyle="->"))
@@ -93,7 +93,8 @@ for i, lam in enumerate(lambdas):
         ax.plot(w, phi(log_w, True, alpha_pos=alpha, lambda_pos=lam) if alpha <= 1 else
                 phi(log_w, False, alpha_neg=alpha, lambda_neg=lam), color="tab:purple", lw=1.8)
         ax.set(xscale="log", ylim=(0, 2.2))
-        ax.set_title(f"α={alpha:g}, λ={lam:g}" + (f"  ({names[(alpha, lam)]})" if (alpha, lam) in names else ""), fontsize=8)
+        name = f"  ({names[(alpha, lam)]})" if (alpha, lam) in names else ""
+        ax.set_title(f"α={alpha:g}, λ={lam:g}{name}", fontsize=8)
         if i == len(lambdas) - 1:
             ax.set_xlabel("w")
         if j == 0:
@@ -188,7 +189,8 @@ plt.show()
 # %%
 at = drifts.index(0.3)
 n = 64
-print(f"drift δ = 0.3 (std of log w {spread[at]:.2f}); mse of a mean over n = {n} responses = bias^2 + std^2 / n (relative to |g*|^2)")
+print(f"drift δ = 0.3 (std of log w {spread[at]:.2f}); "
+      f"mse of a mean over n = {n} responses = bias^2 + std^2 / n (relative to |g*|^2)")
 print(f"{'method':>10} {'level':>9} {'bias':>6} {'std':>6} {'mse':>6}")
 for method, (level, *_rest) in METHOD_TABLE.items():
     bias, std = results[method][at]
@@ -294,7 +296,8 @@ print(f"token ratios outside [0.8, 1.2]: {((r_t < 0.8) | (r_t > 1.2)).float().me
 for method in ("grpo", "cispo", "seq_clip", "vespo", "respo"):
     phi_t, _ = coefficients(new, old, torch.ones(B), ones, LossConfig(method=method))
     level = METHOD_TABLE[method][0]
-    print(f"{method:>9} ({level:>8}): a low-w positive gets {phi_t[low].mean():.2f}, the others {phi_t[~low].mean():.2f}")
+    print(f"{method:>9} ({level:>8}): a low-w positive gets {phi_t[low].mean():.2f}, "
+          f"the others {phi_t[~low].mean():.2f}")
 
 # %% [markdown]
 # Here the token-level clip leaves low-$w$ positives most of their weight (only tokens above

@@ -145,7 +145,8 @@ bins = torch.linspace(-2.5, 1.5, 41)
 ax1.hist(token_ratio, bins=bins, density=True, alpha=0.6, color="tab:gray", label="token log-ratio d_t")
 ax1.hist(log_w[step, positive], bins=bins, density=True, alpha=0.6, color="tab:red", label="sequence log w = Σ d_t")
 ax1.axvline(math.log(0.8), color="k", ls=":", lw=1)
-ax1.set(xlabel="log-ratio after 4 updates", ylabel="density", title="positives: each token moves a little, the sum a lot")
+ax1.set(xlabel="log-ratio after 4 updates", ylabel="density",
+        title="positives: each token moves a little, the sum a lot")
 ax1.legend(fontsize=7)
 for rows, colour, name in ((positive, "tab:red", "positives"), (negative, "tab:blue", "negatives")):
     jitter = 0.15 * torch.randn(int(rows.sum()), generator=torch.Generator().manual_seed(0))
@@ -233,7 +234,8 @@ fig, axes = plt.subplots(1, 2, figsize=(9, 3), sharey=True)
 palette = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink")
 for ax, run, title in ((axes[0], log_w, "sequence clip"), (axes[1], respo_log_w, "ReSPO")):
     for i, colour in zip(followed.tolist(), palette):
-        ax.plot(range(16), run[:, i], "o-", ms=3, color=colour, label=f"target {batch.prompts[i].item()}, {lengths[i].item()} tokens")
+        label = f"target {batch.prompts[i].item()}, {lengths[i].item()} tokens"
+        ax.plot(range(16), run[:, i], "o-", ms=3, color=colour, label=label)
     ax.axhline(math.log(0.8), color="k", ls=":", lw=1)
     ax.axhline(0.0, color="0.5", lw=0.8)
     ax.set(title=title, xlabel="optimizer step on the batch")
@@ -243,7 +245,8 @@ fig.tight_layout()
 plt.show()
 ever_low = positive & (log_w < math.log(0.8)).any(0)
 for name, run in (("sequence clip", log_w), ("ReSPO", respo_log_w)):
-    print(f"{name:>13}: log w after the last step: the six followed " + " ".join(f"{v:+.2f}" for v in run[-1, followed].tolist())
+    print(f"{name:>13}: log w after the last step: the six followed "
+          + " ".join(f"{v:+.2f}" for v in run[-1, followed].tolist())
           + f"; mean over the {int(ever_low.sum())} ever below 0.8 {run[-1, ever_low].mean():+.2f}"
           + f", over all {int(positive.sum())} positives {run[-1, positive].mean():+.2f}")
 
@@ -268,11 +271,18 @@ records = [json.loads(line) for line in open(ROOT / "toy/results/selection/runs.
 default_kernel = {"alpha_pos": 0.0, "lambda_pos": 0.1, "alpha_neg": 3.0, "lambda_neg": 2.0}
 sweep = [r for r in records if r["method"] != "respo" or r["loss"] == default_kernel]
 lrs = sorted({r["lr"] for r in sweep})
+
+
+def early_auc(method, reuse, lr):
+    """(mean, 95% half-width) over seeds of the early AUC of one sweep cell."""
+    return mean_ci([r["early_auc"] for r in sweep if (r["method"], r["reuse"], r["lr"]) == (method, reuse, lr)])
+
+
 colours = dict(zip(methods, ("tab:blue", "tab:green", "tab:orange", "tab:purple", "tab:brown", "tab:red")))
 fig, axes = plt.subplots(1, 3, figsize=(10, 3))
 for ax, reuse in zip(axes[:2], (4, 16)):
     for m in methods:
-        means = [mean_ci([r["early_auc"] for r in sweep if (r["method"], r["reuse"], r["lr"]) == (m, reuse, lr)])[0] for lr in lrs]
+        means = [early_auc(m, reuse, lr)[0] for lr in lrs]
         ax.plot(lrs, means, "o-", color=colours[m], lw=2.2 if m == "respo" else 1.2, label=m)
     ax.set(xscale="log", xlabel="learning rate", title=f"R = {reuse}: early AUC (first 15 batches)")
     ax.set_xticks(lrs, [f"{lr:g}" for lr in lrs])
@@ -281,7 +291,8 @@ axes[0].set_ylabel("mean over seeds 0-2")
 axes[0].legend(fontsize=7, ncol=2)
 for m in ("seq_clip", "grpo", "respo"):
     curves = torch.tensor([r["reward_curve"] for r in sweep if (r["method"], r["reuse"], r["lr"]) == (m, 16, 0.01)])
-    axes[2].plot(range(1, curves.shape[1] + 1), curves.mean(0), color=colours[m], lw=2.2 if m == "respo" else 1.2, label=m)
+    axes[2].plot(range(1, curves.shape[1] + 1), curves.mean(0), color=colours[m], lw=2.2 if m == "respo" else 1.2,
+                 label=m)
 axes[2].set(xlabel="rollout batch", title="R = 16, all at lr 0.01: training reward")
 axes[2].legend(fontsize=7)
 fig.tight_layout()
@@ -289,7 +300,7 @@ plt.show()
 for reuse in (4, 16):
     print(f"early AUC at R = {reuse}, mean ± 95% interval over 3 seeds:")
     for m in methods:
-        row = [mean_ci([r["early_auc"] for r in sweep if (r["method"], r["reuse"], r["lr"]) == (m, reuse, lr)]) for lr in lrs]
+        row = [early_auc(m, reuse, lr) for lr in lrs]
         print(f"{m:>9}: " + "  ".join(f"lr {lr:<5g} {v:.3f} ± {h:.3f}" for lr, (v, h) in zip(lrs, row)))
 
 # %% [markdown]

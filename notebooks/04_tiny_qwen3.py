@@ -30,7 +30,7 @@ import torch
 from IPython.display import Image, Markdown, display
 
 import toy
-from nano_respo.kernel import METHOD_TABLE, LossConfig, coefficients, sequence_log_weight
+from nano_respo.kernel import LossConfig, coefficients, sequence_log_weight
 from toy.report import diagnostics_table, outcome_table, paired_table, plot_low_w, plot_rewards
 
 torch.set_num_threads(1)
@@ -66,8 +66,8 @@ with torch.no_grad():
     logp, _ = policy_logprobs(model, batch, cfg.temperature)                       # [N, C] log pi after 8 steps
 width = batch.completion_mask.shape[1]
 prompts = tokenizer.batch_decode(batch.input_ids[:, :-width], skip_special_tokens=True)
-completions = tokenizer.batch_decode(torch.where(batch.completion_mask, batch.input_ids[:, -width:], tokenizer.pad_token_id),
-                                     skip_special_tokens=True)
+completion_ids = torch.where(batch.completion_mask, batch.input_ids[:, -width:], tokenizer.pad_token_id)
+completions = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
 old_logp, mask, adv, rewards = batch.old_logp, batch.completion_mask, batch.advantages, batch.rewards
 
 # %% [markdown]
@@ -78,7 +78,8 @@ log_w = sequence_log_weight(logp, old_logp, mask)              # [N] log of the 
 positive, negative = adv > 0, adv < 0
 low = positive & (log_w < math.log(0.8))
 high = negative & (log_w > math.log(1.2))
-print(f"{len(rewards)} responses, reward {rewards.mean():.2f}; {int(positive.sum())} positives, {int(negative.sum())} negatives, "
+print(f"{len(rewards)} responses, reward {rewards.mean():.2f}; "
+      f"{int(positive.sum())} positives, {int(negative.sum())} negatives, "
       f"{int((adv == 0).sum())} in all-equal groups (no signal)")
 print(f"after 8 updates: {int(low.sum())} positives with w < 0.8 (starved by a sequence clip), "
       f"{int(high.sum())} negatives with w > 1.2")
@@ -120,7 +121,8 @@ def show(rows, title):
 
 starved = low.nonzero().squeeze(1)
 show(starved[log_w[starved].argsort()], "Every correct answer with w < 0.8")
-show(negative.nonzero().squeeze(1)[log_w[negative].argsort(descending=True)][:6], "The highest-w wrong answers (six samples)")
+wrong = negative.nonzero().squeeze(1)
+show(wrong[log_w[wrong].argsort(descending=True)][:6], "The highest-w wrong answers (six samples)")
 
 # %% [markdown]
 # Why did the lowest one fall? Its whole group (8 samples of one prompt), with advantages:
@@ -129,7 +131,8 @@ show(negative.nonzero().squeeze(1)[log_w[negative].argsort(descending=True)][:6]
 lowest = starved[log_w[starved].argmin()].item()
 group = range(lowest // cfg.group_size * cfg.group_size, (lowest // cfg.group_size + 1) * cfg.group_size)
 for i in group:
-    print(f"  {problem(prompts[i])} -> {completions[i]:<10} reward {rewards[i]:.0f}  A {adv[i]:+.3f}  w {log_w[i].exp():.2g}")
+    print(f"  {problem(prompts[i])} -> {completions[i]:<10} reward {rewards[i]:.0f}  "
+          f"A {adv[i]:+.3f}  w {log_w[i].exp():.2g}")
 
 # %% [markdown]
 # The group explains it: most samples are right (small positive advantage each) and the

@@ -181,7 +181,8 @@ def dapo_clip_higher(k) -> bool:
     return abs(coefficient_of(k, "dapo", 1.25, True) - 1.25) < 1e-9
 
 
-PROPERTIES = {f.__name__: f for f in (on_policy, positive_floor, negative_vanishes, finite_at_extremes, dapo_clip_higher)}
+PROPERTIES = {f.__name__: f for f in (on_policy, positive_floor, negative_vanishes, finite_at_extremes,
+                                      dapo_clip_higher)}
 
 
 def check_mutant(name: str, property_name: str) -> bool:

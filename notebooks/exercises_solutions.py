@@ -19,8 +19,8 @@ import math
 
 import torch
 
-from checks import (PROPERTIES, SAPO_TAU, check_log_space_phi, check_mutant, check_negative_peak,
-                    check_sapo_coefficient, mutant, sapo_surrogate)
+from checks import (PROPERTIES, SAPO_TAU, check_log_space_phi, check_mutant, check_negative_peak,  # noqa: F401
+                    check_sapo_coefficient, mutant, sapo_surrogate)  # mutant, sapo_surrogate: yours to poke at
 
 torch.set_num_threads(1)
 

@@ -22,7 +22,8 @@ def sapo_right(log_r, positive):
 
 SAPO_WRONG = {
     "plain importance weight": lambda log_r, positive: torch.exp(log_r),
-    "gate without the half": lambda log_r, positive: torch.exp(log_r) / torch.cosh(checks.SAPO_TAU[positive] * (torch.exp(log_r) - 1)) ** 2,
+    "gate without the half": lambda log_r, positive:
+        torch.exp(log_r) / torch.cosh(checks.SAPO_TAU[positive] * (torch.exp(log_r) - 1)) ** 2,
     "one tau for both signs": lambda log_r, positive: torch.exp(log_r) / torch.cosh((torch.exp(log_r) - 1) / 2) ** 2,
     "the gate's value, not its slope": lambda log_r, positive: 4 * torch.sigmoid(torch.exp(log_r) - 1),
     "a stub": lambda log_r, positive: None,
@@ -38,8 +39,10 @@ def phi_right(log_w, alpha, lam):
 PHI_WRONG = {
     "direct formula (nan at log w = 1e4)": lambda s, a, lam: torch.exp(s) ** a * torch.exp(-lam * (torch.exp(s) - 1)),
     "log space without caps (inf at the IS corner)": lambda s, a, lam: torch.exp(a * s - lam * torch.expm1(s)),
-    "tilt on w instead of w - 1": lambda s, a, lam: torch.exp((a * s - lam * torch.exp(s.clamp(max=20.0))).clamp(max=20.0)),
-    "cap that changes moderate values": lambda s, a, lam: torch.exp((a * s - lam * torch.expm1(s.clamp(max=1.0))).clamp(max=20.0)),
+    "tilt on w instead of w - 1": lambda s, a, lam:
+        torch.exp((a * s - lam * torch.exp(s.clamp(max=20.0))).clamp(max=20.0)),
+    "cap that changes moderate values": lambda s, a, lam:
+        torch.exp((a * s - lam * torch.expm1(s.clamp(max=1.0))).clamp(max=20.0)),
     "a stub that raises": lambda s, a, lam: (_ for _ in ()).throw(NotImplementedError("todo")),
 }
 
@@ -88,8 +91,6 @@ def test_mutant_check_accepts_only_properties_that_catch_it(name, capsys):
 
 
 def test_the_solutions_notebook_passes_every_check_and_the_exercises_notebook_none():
-    import nbformat
-
     build_spec = importlib.util.spec_from_file_location("notebook_build", NOTEBOOKS_DIR / "build.py")
     build = importlib.util.module_from_spec(build_spec)
     build_spec.loader.exec_module(build)
