@@ -152,7 +152,7 @@ for rows, colour, name in ((positive, "tab:red", "positives"), (negative, "tab:b
     jitter = 0.15 * torch.randn(int(rows.sum()), generator=torch.Generator().manual_seed(0))
     ax2.scatter(lengths[rows] + jitter, log_w[step, rows], s=10, color=colour, alpha=0.6, label=name)
 ax2.axhline(math.log(0.8), color="k", ls=":", lw=1)
-ax2.set(xlabel="response length (tokens)", ylabel="log w after 4 updates", title="the long responses drift furthest")
+ax2.set(xlabel="response length (tokens)", ylabel="log w after 4 updates", title="log w against response length")
 ax2.legend(fontsize=7)
 fig.tight_layout()
 plt.show()
@@ -166,8 +166,9 @@ print(f"after 4 updates: token log-ratios of positives have std {token_ratio.std
 # across responses and prompts, and the same step pushed down the batch's negatives (there
 # are several times more of them), which share digits, prefixes and hidden units with the
 # positives. **The product over length:** $\log w=\sum_td_t$, so small token changes add up
-# along a response (left: the token log-ratios are narrow, the sums wide), and the long
-# responses drift furthest, in both directions (right).
+# along a response (left: the token log-ratios are narrow, the sums wide); on this batch the
+# spread of $\log w$ grows only mildly with length (right), since most responses here are
+# 8–16 tokens long.
 #
 # *Takeaway:* a positive becomes low-$w$ not because anyone pushed it down on purpose, but
 # because it shares parameters with the negatives being pushed down, and because it is long
@@ -209,11 +210,13 @@ for m in methods:
     print(f"{m:>9}: " + "  ".join(f"{r} {sum(v) / len(v):.2f}" for r, v in given[m].items()))
 
 # %% [markdown]
-# Below the trust region the sequence clip gives a positive only its weight $w$; VESPO's
-# $w^2e^{-3(w-1)}$ falls off too; ReSPO's nearly flat branch gives about 1. The token-level
-# methods (GRPO, CISPO) and GSPO, whose length-normalised ratio stays near 1, keep most of it:
-# the sharp starvation is a *sequence-level* clip's. Above the trust region every clip gives a
-# positive 0 (GSPO's $\epsilon=4\cdot10^{-4}$ clips nearly all), while CISPO and ReSPO keep pushing.
+# Below the trust region the sequence clip gives a positive only its weight $w$; ReSPO's
+# nearly flat branch gives about 1; VESPO's $w^2e^{-3(w-1)}$ is above 1 at these moderate
+# weights (it peaks at $w=2/3$) and starves only far lower. The token-level methods (GRPO,
+# CISPO) and GSPO, whose length-normalised ratio stays near 1, keep most of it: the sharp
+# starvation is a *sequence-level* clip's. Above the trust region the sequence clip and GSPO
+# (whose $\epsilon=4\cdot10^{-4}$ clips nearly everything) give a positive 0 and VESPO little,
+# GRPO zeroes only its tokens above 1.2, while CISPO and ReSPO keep pushing.
 #
 # *Takeaway:* the symptom is a coefficient: a sequence clip multiplies a drifted correct
 # answer's gradient by $w<0.8$ and an already-improved one's by 0.
