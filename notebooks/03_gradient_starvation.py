@@ -345,9 +345,11 @@ print(f"negatives with w > 1.2 are {sum(high_count) / len(high_count):.1%} of th
       + ", ".join(f"{m} {sum(v) / len(v):.1%}" for m, v in high_share.items()))
 
 # %% [markdown]
-# A clip leaves an over-generated negative its full weight $w>1.2$, so these few responses
-# take more of the update than their number (the sequence clip's bar); ReSPO's negative
-# branch is bounded (at most 1.24, and it falls off beyond $w=1.5$), so their share shrinks.
+# A sequence-level clip leaves an over-generated negative its full weight $w>1.2$ while it
+# zeroes the positives above the band, so these few responses take about twice their number's
+# share of the update (the sequence clip's and GSPO's bars). ReSPO's negative branch is bounded
+# (at most 1.24, falling beyond $w=1.5$), so their share stays below their number; the
+# token-level GRPO and CISPO, whose per-token ratios stay nearer 1, give them little too.
 # Together with §3 this is the sign-dependent starvation of the abstract: the clip turns the
 # update *away* from drifted correct answers and *towards* over-generated wrong ones.
 #
