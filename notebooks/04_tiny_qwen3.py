@@ -1,0 +1,234 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 04 · The LLM as data: starved responses on a tiny Qwen3
+#
+# The toy showed the mechanism; here it is on a language model. A 0.3M-parameter Qwen3
+# (`tiny-qwen3`, offline, character tokenizer) after its warm start answers the long-answer
+# `reverse` task ("reverse 48213" → "31284") some of the time. We sample one rollout batch,
+# reuse it for 8 sequence-clip updates, and then *read* the responses: which correct answers
+# fell to a low weight $w$, what each method would give them, and which wrong answers the
+# policy now over-generates. Then the committed records of the full LLM runs, and what they
+# found.
+
+# %%
+import contextlib
+import dataclasses
+import io
+import json
+import math
+import re
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import torch
+from IPython.display import Image, Markdown, display
+
+import toy
+from nano_respo.kernel import LossConfig, coefficients, sequence_log_weight
+from nano_respo.report import diagnostics_table, outcome_table, paired_table, plot_low_w, plot_rewards
+
+torch.set_num_threads(1)
+plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})
+ROOT = Path(toy.__file__).resolve().parent.parent
+
+# %% [markdown]
+# ## 1. One rollout batch, reused
+#
+# The one cell that calls the trainer: the warm-started model (200 supervised steps, about
+# 20 s on one CPU thread the first time, then cached under `NANO_RESPO_CACHE`), one rollout
+# batch of 32 prompts × 8 samples with the sampling log-probs $\log\mu$ stored, and 8
+# sequence-clip optimizer steps on it (2 epochs × 4 mini-batches), as `train.py --method
+# seq_clip --reuse 8 --epochs 2` does for each batch. The learning rate is 1e-3, about 3× the
+# committed runs' 3e-4, so that one batch shows the drift that 20 batches show there.
+
+# %%
+from nano_respo.rollout import policy_logprobs  # noqa: E402
+from nano_respo.trainer import TrainConfig, build_task, initial_model, rl_iteration  # noqa: E402
+
+cfg = TrainConfig(model="tiny-qwen3", task="reverse", loss=LossConfig(method="seq_clip"), reuse=8, epochs=2,
+                  lr=1e-3, seed=0)
+loss_cfg = dataclasses.replace(cfg.loss, norm_len=cfg.max_new_tokens)   # as train.py builds it
+task = build_task(cfg)
+with contextlib.redirect_stdout(io.StringIO()):            # the warm start prints its cache path
+    model, tokenizer = initial_model(cfg, task, "cpu", policy_logprobs)
+torch.manual_seed(cfg.seed)
+optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+# One iteration of train.py: sample (log mu stored per token), reward, advantages, 8 reuse steps.
+batch, records = rl_iteration(model, tokenizer, task, optimizer, cfg, loss_cfg, iteration=0, step=0)
+with torch.no_grad():
+    logp, _, _ = policy_logprobs(model, batch, cfg.temperature)                    # [N, C] log pi after 8 steps
+width = batch.completion_mask.shape[1]
+prompts = tokenizer.batch_decode(batch.input_ids[:, :-width], skip_special_tokens=True)
+completion_ids = torch.where(batch.completion_mask, batch.input_ids[:, -width:], tokenizer.pad_token_id)
+completions = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+old_logp, mask, adv, rewards = batch.old_logp, batch.completion_mask, batch.advantages, batch.rewards
+
+# %% [markdown]
+# ## 2. Read the batch
+
+# %%
+log_w = sequence_log_weight(logp, old_logp, mask)              # [N] log of the true product weight
+positive, negative = adv > 0, adv < 0
+low = positive & (log_w < math.log(0.8))
+high = negative & (log_w > math.log(1.2))
+print(f"{len(rewards)} responses, reward {rewards.mean():.2f}; "
+      f"{int(positive.sum())} positives, {int(negative.sum())} negatives, "
+      f"{int((adv == 0).sum())} in all-equal groups (no signal)")
+print(f"after 8 updates: {int(low.sum())} positives with w < 0.8 (starved by a sequence clip), "
+      f"{int(high.sum())} negatives with w > 1.2")
+for i in range(3):
+    print(f"  {prompts[i]!r} -> {completions[i]!r}  reward {rewards[i]:.0f}")
+
+# %% [markdown]
+# The starved positives, as text: correct answers whose weight fell below $0.8$. For each,
+# the coefficient each method would give it on this drifted batch (token-level methods: the
+# mean over the response's tokens; 1 is what every method gives on-policy).
+
+# %%
+methods = ("seq_clip", "grpo", "gspo", "cispo", "vespo", "respo")
+per_method = {}
+for m in methods:
+    phi_t, _ = coefficients(logp, old_logp, adv, mask, LossConfig(method=m))          # [N, T]
+    per_method[m] = (phi_t * mask).sum(-1) / mask.sum(-1).clamp(min=1)                # [N] mean over tokens
+
+
+def problem(prompt: str) -> str:
+    found = re.search(r"reverse (\d+)", prompt)
+    return f"reverse {found.group(1)}" if found else prompt
+
+
+def show(rows, title):
+    """A markdown table of distinct (prompt, response) pairs; copies in a group are counted."""
+    header = "| prompt | response | copies | reward | w | " + " | ".join(methods) + " |"
+    lines = [f"**{title}**", "", header, "|---" * (5 + len(methods)) + "|"]
+    seen = {}
+    for i in rows.tolist():
+        seen.setdefault((prompts[i], completions[i]), []).append(i)
+    for (prompt, completion), copies in seen.items():
+        i = copies[0]
+        coefficients_i = " | ".join(f"{per_method[m][i]:.2f}" for m in methods)
+        lines.append(f"| `{problem(prompt)}` | `{completion}` | {len(copies)} | {rewards[i]:.0f} | "
+                     f"{log_w[i].exp():.2g} | {coefficients_i} |")
+    display(Markdown("\n".join(lines)))
+
+
+starved = low.nonzero().squeeze(1)
+show(starved[log_w[starved].argsort()], "Every correct answer with w < 0.8")
+wrong = negative.nonzero().squeeze(1)
+show(wrong[log_w[wrong].argsort(descending=True)][:6], "The highest-w wrong answers (six samples)")
+
+# %% [markdown]
+# Why did the lowest one fall? Its whole group (8 samples of one prompt), with advantages:
+
+# %%
+lowest = starved[log_w[starved].argmin()].item()
+group = range(lowest // cfg.group_size * cfg.group_size, (lowest // cfg.group_size + 1) * cfg.group_size)
+for i in group:
+    print(f"  {problem(prompts[i])} -> {completions[i]:<10} reward {rewards[i]:.0f}  "
+          f"A {adv[i]:+.3f}  w {log_w[i].exp():.2g}")
+
+# %% [markdown]
+# The group explains it: most samples are right (small positive advantage each) and the
+# one wrong sample, with a large negative advantage, shares a long prefix with them. Pushing
+# it down pushed that shared prefix down, and every correct copy with it: the shared-prefix
+# mechanism of notebook 03, on a language model.
+#
+# Read a row of the first table: a correct reversal, the weight it fell to, and what it would
+# receive. The sequence clip gives it its $w$ (down to 0); the token-level GRPO and CISPO keep
+# most of it, since only the tokens whose own ratio fell are clipped; GSPO's
+# length-normalised ratio keeps part; ReSPO's positive branch gives it slightly more than 1. The
+# second table is the other side: in this one batch at this learning rate the wrong answers
+# were pushed *down* (few or none reach $w>1.2$), so it is the committed runs below that show
+# over-generated negatives (`phi_max_neg`).
+
+# %%
+fig, ax = plt.subplots(figsize=(7, 3))
+for rows, colour, name in ((positive, "tab:red", "positives"), (negative, "tab:blue", "negatives")):
+    ax.scatter(mask.sum(-1)[rows] + 0.15 * torch.randn(int(rows.sum()), generator=torch.Generator().manual_seed(0)),
+               log_w[rows], s=9, alpha=0.5, color=colour, label=name)
+ax.axhline(math.log(0.8), color="k", ls=":", lw=1, label="w = 0.8")
+ax.axhline(math.log(1.2), color="0.5", ls=":", lw=1, label="w = 1.2")
+ax.set(xlabel="response length (tokens, EOS included)", ylabel="log w after 8 updates",
+       title="one batch of the tiny Qwen3 after 8 sequence-clip updates")
+ax.legend(fontsize=7)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# *Takeaway:* on a language model the starved responses are ordinary correct answers whose
+# probability fell while the batch was reused; the sequence clip scales their gradient by
+# that fallen weight.
+#
+# ## 3. The committed runs
+#
+# `experiments/run.py` trained both tiny models (dense and MoE, 8 experts top-2) from the
+# same warm start with RL on `reverse`: 20 rollout batches of 32 × 8, lr 3e-4 for every
+# method, reuse $R\in\{1,4,8\}$, seeds 0–2. Its per-run records are committed in
+# `experiments/results/records.json` and read back here; `RESULTS.md` gives the command.
+# At $R=1$ every method's gradient is the plain policy gradient, so one run (`respo`) stands
+# for all.
+
+# %%
+records = json.load(open(ROOT / "experiments/results/records.json"))
+models = list(dict.fromkeys(r["model"] for r in records))
+
+
+def show_png(plot, runs, **kwargs):
+    """Draw with nano_respo.report and show the 256-colour PNG it writes (keeps the notebook small)."""
+    png = io.BytesIO()
+    plot(runs, png, **kwargs)
+    display(Image(png.getvalue()))
+
+
+for model_name in models:
+    runs = [r for r in records if r["model"] == model_name]
+    print(f"{model_name}: {len(runs)} runs, methods {', '.join(sorted({r['method'] for r in runs}))}")
+    show_png(plot_rewards, runs, title=model_name)
+
+# %% [markdown]
+# Outcomes (mean ± 95% interval over 3 seeds), then ReSPO minus each baseline on the same
+# seeds: an interval that excludes 0 is a difference these seeds resolve.
+
+# %%
+for model_name in models:
+    runs = [r for r in records if r["model"] == model_name]
+    display(Markdown(f"### {model_name}\n\n" + outcome_table(runs, 0.1) + "\n\n" + paired_table(runs)))
+
+# %% [markdown]
+# Does the starvation appear during those runs? Averaged over the off-policy steps: the
+# share of positives with $w<0.8$, their share of the positives' coefficient mass, and the
+# mean $\phi$ one of them receives (dotted: 1, its on-policy weight).
+
+# %%
+for model_name in models:
+    runs = [r for r in records if r["model"] == model_name and r["reuse"] > 1]
+    display(Markdown(f"### {model_name}"))
+    show_png(plot_low_w, runs)
+    display(Markdown(diagnostics_table(runs)))
+
+# %% [markdown]
+# ## The main finding, in words
+#
+# The phenomenon is real on the language model but small here: under reuse a few percent of
+# the positives drift below $w=0.8$ (about 1–7% depending on the model, method and $R$), and
+# the methods treat them exactly as their coefficients say: the sequence clip gives one about
+# 0.6–0.7 (its own $w$), GRPO, GSPO and CISPO about 0.92–0.96, ReSPO slightly above 1; on the
+# other side the sequence clip lets an over-generated negative reach a coefficient of about
+# 1.8, ReSPO about 1.0–1.2. What that does to learning is modest: on the dense model ReSPO
+# has the highest mean final and held-out scores at $R=4$ and $R=8$, resolved only against
+# GSPO and CISPO; on MoE every method is near the ceiling and no end-of-run difference is
+# resolved, while the whole-curve AUC shows small resolved gains over GRPO, GSPO and CISPO.
+# Faster *early* learning, the paper's first claim, is not shown at this scale. Answers here
+# are about 8 tokens long, so the long-response mechanism the paper is about is barely
+# exercised; these runs neither confirm nor refute the paper's claims on real Qwen3 models.
+#
+# *Takeaway:* read the coefficient tables, not only the curves: the kernel does what the
+# derivation says on every batch; whether that moves the score depends on how many
+# responses sit in the tails, which is the long-response, heavy-reuse regime.

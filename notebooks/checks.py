@@ -1,0 +1,197 @@
+"""The check cells of notebooks/exercises.ipynb: each grades an answer by autograd or by the kernel.
+
+Every check prints one line, ✓ (right) or ✗ with a hint, and returns True or False; none
+raises on a wrong answer, so the exercises notebook runs top to bottom before it is solved.
+The ground truth is never a stored number: it is autograd of a surrogate, a dense grid of
+the kernel, or a property run against the real kernel and a broken copy of it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import sys
+import types
+
+import torch
+
+from nano_respo import kernel
+from nano_respo.kernel import LossConfig
+
+SAPO_TAU = {True: 1.0, False: 1.05}  # SAPO's gate temperatures for A > 0 and A < 0 (docs/math.md §5)
+
+
+def verdict(ok: bool, what: str, hint: str) -> bool:
+    print(f"✓ right: {what}" if ok else f"✗ not yet: {what}. Hint: {hint}")
+    return ok
+
+
+def attempt(fn, *args):
+    """The answer's value, or None when it raises (a stub, a typo): a wrong answer, not a crash."""
+    try:
+        return fn(*args)
+    except Exception as error:  # any failure of the reader's code is graded, not propagated
+        print(f"  (your function raised {type(error).__name__}: {error})")
+        return None
+
+
+# --- Exercise 1: a coefficient from its surrogate --------------------------------------
+
+def sapo_surrogate(log_r: torch.Tensor, advantage: float) -> torch.Tensor:
+    """SAPO's per-token objective: (4 / tau) * sigmoid(tau (r - 1)) * A, with r = exp(log_r)."""
+    tau = SAPO_TAU[advantage > 0]
+    return 4 / tau * torch.sigmoid(tau * (torch.exp(log_r) - 1)) * advantage
+
+
+def check_sapo_coefficient(coefficient) -> bool:
+    """coefficient(log_r, positive) must equal phi with d J / d log pi = phi * A (autograd of sapo_surrogate)."""
+    log_r = torch.linspace(-3.0, 2.5, 301, dtype=torch.float64)
+    ok = True
+    for advantage in (1.0, -1.0):
+        x = log_r.clone().requires_grad_(True)
+        (slope,) = torch.autograd.grad(sapo_surrogate(x, advantage).sum(), x)  # dJ/dlog pi = phi A
+        answer = attempt(coefficient, log_r.clone(), advantage > 0)
+        ok &= answer is not None and torch.is_tensor(answer) and answer.shape == log_r.shape and \
+            torch.allclose(answer.double(), slope / advantage, rtol=1e-6, atol=1e-9)
+        if not ok:
+            break
+    return verdict(ok, "SAPO's coefficient is the derivative of its surrogate in log r, divided by A",
+                   "d/dlog pi of f(r) is f'(r) * r; and d/dx sigmoid(x) = sigmoid(x)(1 - sigmoid(x)) "
+                   "= 1 / (4 cosh^2(x / 2)). Mind tau for each sign.")
+
+
+# --- Exercise 2: phi in log space ----------------------------------------------------------
+
+def check_log_space_phi(phi) -> bool:
+    """phi(log_w, alpha, lam) = w^alpha exp(-lam (w - 1)): exact where representable, finite everywhere."""
+    ok = True
+    moderate = torch.linspace(-8.0, 3.0, 221, dtype=torch.float64)
+    extreme = torch.tensor([-1e4, -800.0, -50.0, 50.0, 800.0, 1e4], dtype=torch.float64)
+    for alpha, lam in ((0.0, 0.1), (3.0, 2.0), (0.5, 0.0), (1.0, 0.0), (2.0, 3.0)):
+        exact = torch.exp(alpha * moderate - lam * torch.expm1(moderate))
+        got = attempt(phi, moderate.clone(), alpha, lam)
+        ok &= got is not None and torch.is_tensor(got) and torch.allclose(got.double(), exact, rtol=1e-9, atol=1e-300)
+        got = attempt(phi, extreme.clone(), alpha, lam)
+        ok &= got is not None and torch.is_tensor(got) and bool(got.isfinite().all()) and bool((got >= 0).all())
+        if ok and lam > 0:
+            ok &= bool(got[3:].max() < 1e-30)  # the tilt sends the weight of w = e^50 and beyond to 0
+        if ok and alpha == 0:
+            ok &= math.isclose(got[0].item(), math.exp(lam), rel_tol=1e-9)  # the floor e^lambda as w -> 0
+        if not ok:
+            break
+    return verdict(ok, "phi is exact where w^alpha is representable and finite for every finite log w",
+                   "exp(1e4) is inf and inf * 0 is nan: compute log phi = alpha * s - lam * (exp(s) - 1) with s "
+                   "capped before exp (the kernel caps at 20), then exp of log phi, capped too.")
+
+
+# --- Exercise 3: the peak of the negative branch -----------------------------------------
+
+def check_negative_peak(peak) -> bool:
+    """peak(alpha, lam) -> (w_star, phi_max), against a dense grid of the kernel's power_tilt."""
+    grid = torch.linspace(-6.0, 5.0, 400001, dtype=torch.float64)
+    ok = True
+    for alpha, lam in ((3.0, 2.0), (2.0, 3.0), (1.0, 0.5), (4.0, 1.0)):
+        phi = kernel.power_tilt(grid, alpha, lam)
+        answer = attempt(peak, alpha, lam)
+        try:
+            w_star, phi_max = (float(v) for v in answer)
+        except (TypeError, ValueError):
+            ok = False
+            break
+        ok &= abs(w_star - grid[phi.argmax()].exp().item()) < 1e-3 * max(1.0, w_star) and \
+            abs(phi_max - phi.max().item()) < 1e-6 * max(1.0, phi_max)
+        if not ok:
+            break
+    return verdict(ok, "the negative branch peaks at w* = alpha/lambda with (alpha/lambda)^alpha e^(lambda - alpha)",
+                   "maximise log phi = alpha log w - lambda (w - 1): set its derivative alpha / w - lambda to 0, "
+                   "then put w* back into phi.")
+
+
+# --- Exercise 4: the silent bug -----------------------------------------------------------
+# Each mutant is one textual edit of nano_respo/kernel.py (the kind tools/mutation_check.py
+# makes); no error is raised by any of them, the loss still trains. The reader names a
+# property that catches each one.
+
+MUTANTS = {
+    "mutant_a": ("log_phi = alpha * log_w - lam * torch.expm1", "log_phi = alpha * log_w - lam * torch.exp"),
+    "mutant_b": ("power_tilt(log_w, alpha_pos, lambda_pos, log_w_max),\n                       "
+                 "power_tilt(log_w, alpha_neg, lambda_neg, log_w_max))",
+                 "power_tilt(log_w, alpha_neg, lambda_neg, log_w_max),\n                       "
+                 "power_tilt(log_w, alpha_pos, lambda_pos, log_w_max))"),
+    "mutant_c": ("log_phi = alpha * log_w - lam * torch.expm1", "log_phi = alpha * log_w - 0 * torch.expm1"),
+    "mutant_d": ("torch.exp(log_phi.clamp(max=log_w_max))", "torch.exp(log_phi)"),
+    "mutant_e": ("r > 1 + eps[1]", "r > 1 + eps[0]"),
+}
+
+
+def mutant(name: str) -> types.ModuleType:
+    """A copy of nano_respo.kernel with one mutation applied; poke at it like the real one."""
+    old, new = MUTANTS[name]
+    source = inspect.getsource(kernel)
+    if source.count(old) != 1:
+        raise RuntimeError(f"{name}: its mutation site is not in nano_respo/kernel.py any more; update checks.MUTANTS")
+    module = types.ModuleType(f"kernel_{name}")
+    sys.modules[module.__name__] = module  # dataclasses look their module up while building LossConfig
+    try:
+        exec(compile(source.replace(old, new), f"<kernel {name}>", "exec"), module.__dict__)
+    finally:
+        del sys.modules[module.__name__]
+    return module
+
+
+def coefficient_of(k, method: str, w: float, positive: bool, **overrides) -> float:
+    """phi read back from the gradient of k.policy_loss on a one-token response."""
+    logp = torch.tensor([[math.log(w)]], dtype=torch.float64, requires_grad=True)
+    adv = torch.tensor([1.0 if positive else -1.0], dtype=torch.float64)
+    cfg = k.LossConfig(method=method, agg="seq-mean-token-sum", **overrides)
+    loss, _ = k.policy_loss(logp, torch.zeros_like(logp), adv, torch.ones(1, 1, dtype=torch.bool), cfg)
+    (grad,) = torch.autograd.grad(loss, logp)
+    return -grad.item() / adv.item()
+
+
+def on_policy(k) -> bool:
+    """At w = 1 (a fresh batch) ReSPO's coefficient is 1 for both signs: the plain policy gradient."""
+    return all(abs(coefficient_of(k, "respo", 1.0, s) - 1) < 1e-12 for s in (True, False))
+
+
+def positive_floor(k) -> bool:
+    """A positive with w -> 0 keeps the floor e^lambda_+ (alpha_+ = 0)."""
+    return abs(coefficient_of(k, "respo", 1e-30, True) - math.exp(LossConfig().lambda_pos)) < 1e-9
+
+
+def negative_vanishes(k) -> bool:
+    """A negative with a huge w gets (almost) no weight: phi_- -> 0 as w -> infinity."""
+    return coefficient_of(k, "respo", 1e6, False) < 1e-6
+
+
+def finite_at_extremes(k) -> bool:
+    """The loss and its gradient stay finite at |log w| = 1e4, even at the plain-IS corner (1, 0)."""
+    logp = torch.tensor([[1e4], [-1e4]], dtype=torch.float64, requires_grad=True)
+    for overrides in ({}, {"alpha_pos": 1.0, "lambda_pos": 0.0, "alpha_neg": 1.0, "lambda_neg": 0.0}):
+        loss, _ = k.policy_loss(logp, torch.zeros_like(logp), torch.tensor([1.0, -1.0], dtype=torch.float64),
+                                torch.ones(2, 1, dtype=torch.bool), k.LossConfig(**overrides))
+        (grad,) = torch.autograd.grad(loss, logp)
+        if not (loss.isfinite() and grad.isfinite().all()):
+            return False
+    return True
+
+
+def dapo_clip_higher(k) -> bool:
+    """DAPO clips positives at 1 + 0.28, not 1 + 0.2: a positive token at r = 1.25 keeps phi = 1.25."""
+    return abs(coefficient_of(k, "dapo", 1.25, True) - 1.25) < 1e-9
+
+
+PROPERTIES = {f.__name__: f for f in (on_policy, positive_floor, negative_vanishes, finite_at_extremes,
+                                      dapo_clip_higher)}
+
+
+def check_mutant(name: str, property_name: str) -> bool:
+    """Right when the named property holds for the real kernel and fails for the mutant."""
+    if property_name not in PROPERTIES:
+        return verdict(False, f"{name}: {property_name!r} is not one of {', '.join(PROPERTIES)}",
+                       "answer with the name of one of the properties listed above.")
+    test = PROPERTIES[property_name]
+    caught = test(kernel) and not test(mutant(name))
+    return verdict(caught, f"{name} is caught by {property_name}",
+                   f"{property_name} still holds for {name}, so its bug is elsewhere: run each property on "
+                   f"mutant('{name}') and read the edit's effect on phi.")

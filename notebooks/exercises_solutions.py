@@ -1,0 +1,118 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Exercises · solutions
+#
+# Four exercises on notebooks 01–02, each with a check cell that grades your answer by
+# autograd or by the kernel itself and says ✓ or ✗ with a hint. Write your answer in the cell
+# marked *your answer*, run it, then run the check under it. The solutions are in
+# this notebook, which passes every check. Math: docs/math.md §2–§5.
+
+# %%
+import math
+
+import torch
+
+from checks import (PROPERTIES, SAPO_TAU, check_log_space_phi, check_mutant, check_negative_peak,  # noqa: F401
+                    check_sapo_coefficient, mutant, sapo_surrogate)  # mutant, sapo_surrogate: yours to poke at
+
+torch.set_num_threads(1)
+
+# %% [markdown]
+# ## 1. A coefficient from its surrogate
+#
+# SAPO replaces the clip by a soft gate. Its per-token objective is
+# $$J(r)=\frac{4}{\tau}\,\sigma\big(\tau(r-1)\big)\,A,\qquad r=\pi_\theta(y_t|\cdot)/\mu(y_t|\cdot),$$
+# with $\tau=1$ for $A>0$ and $\tau=1.05$ for $A<0$ (`SAPO_TAU`; `sapo_surrogate` in `checks.py`
+# is this $J$). Like every method here, its gradient is a coefficient on the policy gradient:
+# $\nabla J=\phi(r)\,A\,\nabla\log\pi_\theta$. Write $\phi$ as a function of $\log r$ and the sign.
+# The check differentiates `sapo_surrogate` with autograd and compares.
+
+# %%
+# A solution. d/dlog pi of J = J'(r) r; J'(r) = 4 sigma'(tau (r - 1)) A, and
+# sigma'(x) = sigma(x)(1 - sigma(x)) = 1 / (4 cosh^2(x / 2)). So phi = r / cosh^2(tau (r - 1) / 2).
+def sapo_coefficient(log_r: torch.Tensor, positive: bool) -> torch.Tensor:
+    """phi(r) with d J / d log pi = phi * A, for SAPO's gate (tau = SAPO_TAU[positive])."""
+    r = torch.exp(log_r)
+    tau = SAPO_TAU[positive]
+    return r / torch.cosh(tau * (r - 1) / 2) ** 2
+
+# %%
+check_sapo_coefficient(sapo_coefficient)
+
+# %% [markdown]
+# ## 2. $\phi$ in log space
+#
+# Write ReSPO's branch $\phi(w)=w^\alpha e^{-\lambda(w-1)}$ as a function of $s=\log w$ that is
+# exact wherever $w^\alpha$ is a representable number and finite (no nan, no inf) for *every*
+# finite $s$, including $|s|=10^4$ (docs/math.md §3, "Numerics"). Do not call the kernel.
+
+# %%
+# A solution. log phi = alpha s - lam (e^s - 1). Cap s before exp (e^s overflows past 709)
+# and log phi before the final exp; the caps only act where phi is 0 or beyond float range.
+def log_space_phi(log_w: torch.Tensor, alpha: float, lam: float) -> torch.Tensor:
+    """w**alpha * exp(-lam (w - 1)) from s = log w, finite for every finite s."""
+    log_phi = alpha * log_w - lam * torch.expm1(log_w.clamp(max=20.0))
+    return torch.exp(log_phi.clamp(max=20.0))
+
+# %%
+check_log_space_phi(log_space_phi)
+
+# %% [markdown]
+# ## 3. The peak of the negative branch
+#
+# For $\alpha,\lambda>0$, where does $\phi_-(w)=w^\alpha e^{-\lambda(w-1)}$ peak, and how high? Return
+# `(w_star, phi_max)` in closed form. The check compares with a dense grid of the kernel.
+
+# %%
+# A solution. d/dw [alpha log w - lam (w - 1)] = alpha / w - lam = 0 at w* = alpha / lam, a maximum
+# (the second derivative -alpha / w^2 < 0), where phi = (alpha / lam)^alpha e^(lam - alpha).
+def negative_peak(alpha: float, lam: float) -> tuple[float, float]:
+    """(w*, phi(w*)) for phi(w) = w**alpha exp(-lam (w - 1)), alpha, lam > 0."""
+    w_star = alpha / lam
+    return w_star, w_star ** alpha * math.exp(lam - alpha)
+
+# %%
+check_negative_peak(negative_peak)
+
+# %% [markdown]
+# ## 4. Find the silent bug
+#
+# `mutant("mutant_a")` … `mutant("mutant_e")` are copies of `nano_respo/kernel.py`, each with
+# one small edit. None raises an error and each still trains. For each, name a property that
+# catches it, one of:
+
+# %%
+for name, prop in PROPERTIES.items():
+    print(f"{name:>20}: {prop.__doc__}")
+
+# %% [markdown]
+# Poke at the mutants like the real kernel, e.g. `mutant("mutant_a").power_tilt(torch.zeros(1), 0.0, 0.1)`,
+# or run a property on one: `PROPERTIES["on_policy"](mutant("mutant_a"))`. Then fill in the
+# dictionary, and for each mutant write in a comment *why* that property fails (which
+# line of the kernel the edit must have touched, and what it does to $\phi$).
+
+# %%
+# A solution (other properties can catch some mutants too).
+answers = {
+    # the tilt became exp(-lam w): phi(1) = e^-lam, not 1, so a fresh batch is no longer the policy gradient
+    "mutant_a": "on_policy",
+    # the branches swapped: positives get w^3 e^(-2 (w - 1)) -> 0 as w -> 0, the starvation ReSPO removes
+    "mutant_b": "positive_floor",
+    # the tilt is gone (lam * -> 0 *): phi_- = w^3 grows without bound for over-generated negatives
+    "mutant_c": "negative_vanishes",
+    # the final cap is gone: at the plain-IS corner (1, 0), log phi = s = 1e4 and exp overflows to inf
+    "mutant_d": "finite_at_extremes",
+    # positives are clipped at 1 + eps_low: DAPO's clip-higher (1 + 0.28) silently becomes 1 + 0.2
+    "mutant_e": "dapo_clip_higher",
+}
+
+# %%
+for name, property_name in answers.items():
+    check_mutant(name, property_name)
