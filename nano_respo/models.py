@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import STATE_FILE, newest_intact_checkpoint, verify_checkpoint
+from .checkpoint import MANIFEST_FILE, STATE_FILE, newest_intact_checkpoint, verify_checkpoint
 
 PAD, EOS = "<|endoftext|>", "<|im_end|>"
 SPECIAL_TOKENS = [PAD, "<|im_start|>", EOS]
@@ -137,7 +137,7 @@ def resolve_model_path(name: str) -> str:
     local = Path(name)
     if is_run_directory(local):
         return str(run_directory_checkpoint(local))
-    if (local / STATE_FILE).is_file():  # one of a run's checkpoints: check it before it loads
+    if (local / STATE_FILE).is_file() or (local / MANIFEST_FILE).is_file():  # a run's checkpoint: check it first
         verify_checkpoint(local)
         return str(local)
     if local.exists():
