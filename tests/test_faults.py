@@ -168,9 +168,9 @@ def test_a_checkpoint_without_a_file_loading_needs_is_refused_naming_it(tmp_path
     checkpoint = save(tmp_path, tiny, 1)
     (checkpoint / missing).unlink()
     with pytest.raises(ValueError, match=f"iter-000001 cannot be loaded: {missing} is missing"):
+        models.load_model(str(checkpoint))  # not silently with another prompt format or tokenizer
+    with pytest.raises(ValueError, match=f"iter-000001 cannot be loaded: {missing} is missing"):
         checkpoint_module.verify_checkpoint(checkpoint)
-    with pytest.raises(ValueError, match=f"cannot be loaded: {missing} is missing"):
-        models.load_model(str(checkpoint))
 
 
 def test_a_truncated_latest_checkpoint_falls_back_to_the_previous_one_naming_it(tmp_path, tiny, capsys):
@@ -178,12 +178,12 @@ def test_a_truncated_latest_checkpoint_falls_back_to_the_previous_one_naming_it(
     latest = save(tmp_path, tiny, 2)
     weights = latest / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-112])  # a copy or a save cut short
-    checkpoint, skipped = checkpoint_module.newest_intact_checkpoint(tmp_path)
-    assert checkpoint.name == "iter-000001"
-    assert len(skipped) == 1 and "iter-000002: model.safetensors is" in skipped[0]
-    model, _ = models.load_model(str(tmp_path))  # a run directory as --model takes the same fallback
+    model, _ = models.load_model(str(tmp_path))  # a run directory as --model
     assert "skipped iter-000002" in capsys.readouterr().out
     assert sum(p.numel() for p in model.parameters()) > 100_000
+    checkpoint, skipped = checkpoint_module.newest_intact_checkpoint(tmp_path)  # what --resume takes
+    assert checkpoint.name == "iter-000001"
+    assert len(skipped) == 1 and "iter-000002: model.safetensors is" in skipped[0]
 
 
 def test_a_damaged_weights_file_is_named_even_without_a_manifest(tmp_path, tiny):
@@ -210,7 +210,7 @@ def test_a_save_over_a_damaged_checkpoint_of_the_same_iteration_replaces_it(tmp_
     checkpoint = save(tmp_path, tiny, 1)
     (checkpoint / "chat_template.jinja").unlink()
     save(tmp_path, tiny, 1)  # a resume that fell back reaches this iteration again
-    assert checkpoint_module.checkpoint_problem(checkpoint) is None
+    assert (checkpoint / "chat_template.jinja").is_file()
 
 
 def test_unfinished_saves_are_removed(tmp_path, tiny):
@@ -375,12 +375,14 @@ def test_bad_run_arguments_fail_with_one_line_naming_them(overrides, message):
 
 
 def test_a_run_directory_without_checkpoints_as_model_fails_in_one_line(tmp_path):
-    from nano_respo.preflight import validate_run_args
-
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "config.json").write_text(json.dumps({"model": "tiny-qwen3"}))  # what a run writes first
     (run_dir / "metrics.jsonl").write_text("")
+    with pytest.raises(ValueError, match="is a run directory without an intact checkpoint yet"):
+        models.resolve_model_path(str(run_dir))
+    from nano_respo.preflight import validate_run_args
+
     with pytest.raises(ValueError, match="model: .*run' is a run directory without an intact checkpoint yet"):
         validate_run_args(run_args(model=str(run_dir)))
     validate_run_args(run_args(device="cuda:1"))
