@@ -15,8 +15,39 @@ TIMING_KEYS = {"gen_tokens_per_s", "train_tokens_per_s", "iteration_s"}
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
+    """The records of run_dir/metrics.jsonl; a cut-off last line is dropped with a note.
+
+    A run stopped while writing (kill, full disk) leaves its last line without the newline
+    that ends every record: that record never completed, and the rest of the file is sound.
+    MetricsLog rewrites the file without it when the run resumes.
+    """
     path = Path(run_dir) / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    if not path.exists():
+        return []
+    records, cut_line = parse_metrics(path)
+    if cut_line is not None:
+        print(f"metrics: dropped the cut-off last line {cut_line} of {path} (the run stopped while writing it)")
+    return records
+
+
+def parse_metrics(path: Path) -> tuple[list[dict], int | None]:
+    """(records, line number of an unfinished last line or None); any other unreadable line is an error."""
+    lines = path.read_bytes().decode("utf-8", errors="replace").split("\n")  # the last item follows the last newline
+    records, cut_line = [], None
+    for line_no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            record = None
+        if isinstance(record, dict):
+            records.append(record)
+        elif line_no == len(lines):  # no newline after it: the write never finished
+            cut_line = line_no
+        else:
+            raise ValueError(f"metrics: {path}:{line_no} is not a JSON record; repair or delete that line")
+    return records, cut_line
 
 
 class MetricsLog:

@@ -17,9 +17,15 @@ from pathlib import Path
 
 import torch
 
+from .checkpoint import MANIFEST_FILE, STATE_FILE, newest_intact_checkpoint, verify_checkpoint
+
 PAD, EOS = "<|endoftext|>", "<|im_end|>"
 SPECIAL_TOKENS = [PAD, "<|im_start|>", EOS]
 CHARACTERS = string.digits + string.ascii_letters + string.punctuation + " \n"
+# The character tokenizer's "unknown" token is deliberately absent from its vocabulary: the
+# tokenizers library then fails on a character it does not know instead of dropping it, and
+# its error shows this name. The vocabulary, and so every tiny model, stays as it is.
+UNKNOWN_CHARACTER = "<a character tiny-qwen3 does not know: ASCII letters, digits, punctuation, space, newline>"
 # ChatML's special tokens in a compact layout ("<|im_start|>u:...<|im_end|><|im_start|>a:"):
 # a character model pays one position per template character, on every sample.
 CHAT_TEMPLATE = (
@@ -55,11 +61,38 @@ def build_char_tokenizer():
 
     vocab = {token: i for i, token in enumerate(SPECIAL_TOKENS + list(CHARACTERS))}
     # BPE with no merges and no pre-tokenizer splits any text into its characters.
-    core = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=None))
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=UNKNOWN_CHARACTER))
     core.add_special_tokens(SPECIAL_TOKENS)
     core.decoder = decoders.Fuse()
     return PreTrainedTokenizerFast(tokenizer_object=core, pad_token=PAD, eos_token=EOS,
                                    chat_template=CHAT_TEMPLATE, padding_side="left")
+
+
+def unknown_characters(tokenizer, text: str) -> list[str]:
+    """The characters of `text` a tokenizer cannot encode (byte-level tokenizers encode every one)."""
+    if encodes(tokenizer, text):
+        return []
+    return sorted(character for character in set(text) if not encodes(tokenizer, character))
+
+
+def encodes(tokenizer, text: str | list[str]) -> bool:
+    try:
+        tokenizer(text, add_special_tokens=False)
+    except Exception:  # the tokenizers library signals an unknown character with a bare Exception
+        return False
+    return True
+
+
+def refuse_unknown_characters(tokenizer, problems) -> None:
+    """A one-line error naming the first problem whose prompt or answer the tokenizer cannot encode."""
+    texts = [text for problem in problems for text in (problem.prompt, problem.answer)]
+    if encodes(tokenizer, texts):  # one batched call: the common case costs little
+        return
+    for text in texts:
+        unknown = unknown_characters(tokenizer, text)
+        if unknown:
+            raise ValueError(f"task: {text[:60]!r} holds characters the model's tokenizer does not know: "
+                             f"{', '.join(map(repr, unknown))}")
 
 
 def create_tiny_model(name: str, path: Path, seed: int = 0) -> None:
@@ -103,8 +136,11 @@ def resolve_model_path(name: str) -> str:
             create_tiny_model(name, path)
         return str(path)
     local = Path(name)
-    if (local / "latest").is_file():  # a run directory: follow its latest checkpoint
-        return str(local / (local / "latest").read_text().strip())
+    if is_run_directory(local):
+        return str(run_directory_checkpoint(local))
+    if (local / STATE_FILE).is_file() or (local / MANIFEST_FILE).is_file():  # a run's checkpoint: check it first
+        verify_checkpoint(local)
+        return str(local)
     if local.exists():
         if not (local / "config.json").exists():
             raise ValueError(f"model: {name!r} is a directory without config.json (not a model or run directory)")
@@ -113,6 +149,22 @@ def resolve_model_path(name: str) -> str:
         raise ValueError(f"model: unknown model {name!r}; use tiny-qwen3, tiny-qwen3-moe, a local "
                          f"directory or a hub id such as Qwen/Qwen3-0.6B")
     return name
+
+
+def is_run_directory(path: Path) -> bool:
+    """A directory train.py writes (it holds its own config.json, which is not a model's)."""
+    return any((path / name).exists() for name in ("latest", "metrics.jsonl", "checkpoints"))
+
+
+def run_directory_checkpoint(run_dir: Path) -> Path:
+    """The newest intact checkpoint of a run, naming any damaged one passed over."""
+    checkpoint, skipped = newest_intact_checkpoint(run_dir)
+    for note in skipped:
+        print(f"model: {run_dir}: {note}")
+    if checkpoint is None:
+        raise ValueError(f"model: {str(run_dir)!r} is a run directory without an intact checkpoint yet; resume "
+                         f"it or pass a model")
+    return checkpoint
 
 
 def load_model(name: str, dtype: str = "float32", device: str = "cpu", gradient_checkpointing: bool = False):

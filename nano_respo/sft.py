@@ -4,7 +4,9 @@ A random-init model never emits a correct answer, so every group has all-equal r
 and zero advantage: RL alone has no signal to start from. A few hundred steps of
 teacher forcing on (prompt, answer) pairs give it a policy that is sometimes right, which
 is where RL begins. The result depends only on its inputs, so it is saved under the cache
-directory and reused by every run with the same settings.
+directory and reused by every run with the same inputs: the same model, the same settings
+and the same training data, recognised by the hash of its content (an edited answer in a
+data file is new data, wherever the file lives).
 """
 
 from __future__ import annotations
@@ -62,11 +64,21 @@ def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, se
     return model
 
 
+def warm_start_key(model_name: str, task: Task, steps: int, batch_size: int, lr: float, seed: int,
+                   dtype: str) -> dict:
+    """Everything a warm start's result depends on; its hash names the cache entry."""
+    return {"model": model_name, "data": task.fingerprint(), "steps": steps, "batch_size": batch_size, "lr": lr,
+            "seed": seed, "dtype": dtype}
+
+
 def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_size: int, lr: float, seed: int,
                dtype: str, device: str, logprobs=policy_logprobs):
-    """(model, tokenizer) after `steps` SFT steps, from the cache when this exact warm start exists."""
-    key = {"model": model_name, **task_key, "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
-           "dtype": dtype}
+    """(model, tokenizer) after `steps` SFT steps, from the cache when this exact warm start exists.
+
+    `task_key` (the settings that named the task) is recorded next to the model for the reader;
+    the cache entry is chosen by warm_start_key, which sees the data itself.
+    """
+    key = warm_start_key(model_name, task, steps, batch_size, lr, seed, dtype)
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     path = cache_dir() / "sft" / f"{model_name.replace('/', '--')}-{task.name}-{digest}"
     if (path / "config.json").exists():
@@ -79,7 +91,7 @@ def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_si
     tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    (tmp / "warm_start.json").write_text(json.dumps(key, indent=1))
+    (tmp / "warm_start.json").write_text(json.dumps({**key, "named_as": task_key}, indent=1))
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.replace(tmp, path)

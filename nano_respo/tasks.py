@@ -5,12 +5,19 @@ held-out split. Procedural splits are disjoint by construction: a problem belong
 held-out split exactly when a hash of its prompt says so, so no seed can leak one into the
 other. The reward is 1 when the answer extracted from a completion (the last \\boxed{...},
 else the last number) equals the reference, else 0.
+
+JSONL files are checked as they load, so that bad data stops a run before any model loads:
+every line must hold a non-empty string prompt and a string or number answer (a null would
+otherwise become the answer "None"), prompts are bounded in length, and a held-out file may
+share no prompt with the training file (its figures would measure memorisation).
 """
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
+import math
 import random
 import re
 import zlib
@@ -77,11 +84,15 @@ def reverse(rng: random.Random, digits: int) -> Problem:
     return Problem(f"reverse {text}", text[::-1])
 
 
-PROCEDURAL: dict[str, tuple[Callable[[random.Random, int], Problem], int]] = {
-    # name: (generator, default size knob: digits per operand / string length)
-    "addition": (addition, 3),
-    "reverse": (reverse, 8),
+PROCEDURAL: dict[str, tuple[Callable[[random.Random, int], Problem], int, int]] = {
+    # name: (generator, default size, smallest size); size = digits per operand / string length
+    "addition": (addition, 3, 1),
+    "reverse": (reverse, 8, 2),
 }
+# Far beyond any prompt these tasks need; a longer one is a data error, not a problem to sample.
+MAX_PROMPT_CHARS = 32_768
+# Problems of a procedural task's fingerprint: enough that a change of size or generator shows.
+FINGERPRINT_SAMPLE = 256
 
 
 @dataclass
@@ -92,18 +103,32 @@ class Task:
     train_problem: Callable[[random.Random], Problem]
     heldout_problems: list[Problem]
     reward: Callable[[str, str], float] = math_reward
+    train_pool: list[Problem] | None = None
+    """Every training problem, for tasks backed by a file; None for generated ones."""
 
     def train_batch(self, n: int, seed: int) -> list[Problem]:
         """n training problems, a pure function of the seed (so a resumed run sees the same ones)."""
         rng = random.Random(seed)
         return [self.train_problem(rng) for _ in range(n)]
 
+    def fingerprint(self) -> str:
+        """A hash of the problems training draws from: it changes exactly when their content does.
+
+        A file-backed task hashes its whole pool, so one edited answer changes it; a generated
+        one hashes a fixed sample of its generator, which changes with the size and the code.
+        """
+        problems = self.train_pool if self.train_pool is not None else self.train_batch(FINGERPRINT_SAMPLE, 0)
+        digest = hashlib.sha256()
+        for problem in problems:
+            digest.update(json.dumps([problem.prompt, problem.answer]).encode() + b"\n")
+        return digest.hexdigest()
+
 
 def procedural_task(name: str, size: int | None, n_heldout: int, seed: int) -> Task:
-    make, default_size = PROCEDURAL[name]
-    size = size or default_size
-    if size < 1:
-        raise ValueError(f"task_size: must be >= 1, got {size}")
+    make, default_size, smallest = PROCEDURAL[name]
+    size = default_size if size is None else size
+    if size < smallest:
+        raise ValueError(f"task_size: {name} needs a size >= {smallest}, got {size}")
 
     def draw(rng: random.Random, heldout: bool) -> Problem:
         for _ in range(10_000):
@@ -124,19 +149,80 @@ def procedural_task(name: str, size: int | None, n_heldout: int, seed: int) -> T
     return Task(name, lambda rng: draw(rng, heldout=False), heldout)
 
 
+def is_answer(value) -> bool:
+    """A non-empty string or a finite number (exact as text); null, booleans, NaN and containers are not."""
+    if isinstance(value, str):
+        return bool(value.strip())
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def parse_problem(line: str, where: str) -> Problem:
+    """One JSONL line as a Problem; `where` ("file:line") names it in every error."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        row = None
+    if not isinstance(row, dict) or "prompt" not in row or "answer" not in row:
+        raise ValueError(f"task: {where} is not a JSON object with 'prompt' and 'answer'")
+    prompt, answer = row["prompt"], row["answer"]
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ValueError(f"task: {where}: 'prompt' must be a non-empty string, got {json.dumps(prompt)[:40]}")
+    if not is_answer(answer):
+        raise ValueError(f"task: {where}: 'answer' must be a non-empty string or a number, "
+                         f"got {json.dumps(answer)[:40]}")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ValueError(f"task: {where}: the prompt is {len(prompt):,} characters, over the limit of "
+                         f"{MAX_PROMPT_CHARS:,}")
+    return Problem(prompt, str(answer))
+
+
 def read_jsonl(path: str) -> list[Problem]:
+    """The problems of a UTF-8 JSONL file (a leading byte-order mark is allowed), each line checked."""
+    data = Path(path).read_bytes().removeprefix(codecs.BOM_UTF8)
     problems = []
-    for line_no, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not line.strip():
-            continue
+    for line_no, raw in enumerate(data.split(b"\n"), 1):
         try:
-            row = json.loads(line)
-            problems.append(Problem(str(row["prompt"]), str(row["answer"])))
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise ValueError(f"task: {path}:{line_no} is not a JSON object with 'prompt' and 'answer'") from None
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ValueError(f"task: {path}:{line_no} is not UTF-8 text (byte {error.start + 1} of the line: "
+                             f"{raw[error.start:error.start + 1]!r}); save the file as UTF-8") from None
+        if line.strip():
+            problems.append(parse_problem(line, f"{path}:{line_no}"))
     if not problems:
         raise ValueError(f"task: {path} holds no problems")
+    report_duplicates(problems, path)
     return problems
+
+
+def report_duplicates(problems: list[Problem], path: str) -> None:
+    """Print a note when prompts repeat: repeats weight a problem more, which may not be meant."""
+    answers: dict[str, str] = {}
+    repeats = conflicting = 0
+    for problem in problems:
+        if problem.prompt in answers:
+            repeats += 1
+            conflicting += answers[problem.prompt] != problem.answer
+        answers.setdefault(problem.prompt, problem.answer)
+    if repeats:
+        print(f"task: {path} repeats {repeats} prompt(s) ({conflicting} with a different answer); "
+              f"each repeat is one more draw of that problem")
+
+
+def refuse_overlap(train: list[Problem], heldout: list[Problem], path: str, heldout_file: str) -> None:
+    """Held-out prompts that are also training prompts would measure memorisation, not learning."""
+    training_prompts = {p.prompt for p in train}
+    shared = [p.prompt for p in heldout if p.prompt in training_prompts]
+    if shared:
+        raise ValueError(f"heldout_file: {len(shared)} prompt(s) of {heldout_file} are also in {path} "
+                         f"(first: {shared[0][:60]!r}); remove them from one of the files")
+
+
+def check_data_file(path: str, argument: str) -> None:
+    """A one-line error naming the argument when `path` is not a readable file."""
+    if Path(path).is_dir():
+        raise ValueError(f"{argument}: {path!r} is a directory, not a .jsonl file")
+    if not Path(path).is_file():
+        raise ValueError(f"{argument}: no such file {path!r}")
 
 
 def jsonl_task(path: str, heldout_file: str | None, n_heldout: int) -> Task:
@@ -144,12 +230,13 @@ def jsonl_task(path: str, heldout_file: str | None, n_heldout: int) -> Task:
     rows = read_jsonl(path)
     if heldout_file:
         train, heldout = rows, read_jsonl(heldout_file)
+        refuse_overlap(train, heldout, path, heldout_file)
     else:
         train = [p for p in rows if not in_heldout(p.prompt)]
         heldout = [p for p in rows if in_heldout(p.prompt)]
     if not train or not heldout:
         raise ValueError(f"task: {path} is too small to split into train and held-out; pass --heldout-file")
-    return Task(Path(path).stem, lambda rng: rng.choice(train), heldout[:n_heldout])
+    return Task(Path(path).stem, lambda rng: rng.choice(train), heldout[:n_heldout], train_pool=train)
 
 
 def make_task(name: str, size: int | None = None, n_heldout: int = 128, heldout_file: str | None = None,
@@ -158,9 +245,13 @@ def make_task(name: str, size: int | None = None, n_heldout: int = 128, heldout_
     if n_heldout < 1:
         raise ValueError(f"eval_problems: must be >= 1, got {n_heldout}")
     if name.endswith(".jsonl"):
-        if not Path(name).is_file():
-            raise ValueError(f"task: no such file {name!r}")
+        check_data_file(name, "task")
+        if heldout_file:
+            check_data_file(heldout_file, "heldout_file")
         return jsonl_task(name, heldout_file, n_heldout)
     if name not in PROCEDURAL:
         raise ValueError(f"task: unknown task {name!r}; choose one of {', '.join(PROCEDURAL)} or a .jsonl file")
+    if heldout_file:
+        raise ValueError(f"heldout_file: only .jsonl tasks take a held-out file; {name} draws its own held-out "
+                         f"split")
     return procedural_task(name, size, n_heldout, seed)
