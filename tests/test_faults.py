@@ -159,8 +159,8 @@ def tiny():
 
 def save(run_dir: Path, tiny, iteration: int, keep: int = 2) -> Path:
     model, tokenizer, optimizer = tiny
-    return checkpoint_module.save_checkpoint(run_dir, model, tokenizer, optimizer, iteration=iteration,
-                                             step=2 * iteration, config={"seed": 0}, keep=keep)
+    return checkpoint_module.save_checkpoint(run_dir, model, tokenizer, iteration=iteration, step=2 * iteration,
+                                             config={"seed": 0}, optimizer_state=optimizer.state_dict(), keep=keep)
 
 
 @pytest.mark.parametrize("missing", ["chat_template.jinja", "tokenizer_config.json", "trainer_state.pt"])
@@ -239,7 +239,8 @@ def test_a_save_on_a_full_disk_says_so_in_one_line_and_keeps_latest(tmp_path, ti
 def test_a_checkpoint_records_its_dtype_and_retention_is_a_parameter(tmp_path, tiny):
     model, tokenizer, optimizer = tiny
     half = models.load_model("tiny-qwen3", dtype="bfloat16")[0]
-    checkpoint = checkpoint_module.save_checkpoint(tmp_path / "half", half, tokenizer, optimizer, 1, 1, {})
+    checkpoint = checkpoint_module.save_checkpoint(tmp_path / "half", half, tokenizer, 1, 1, {},
+                                                   optimizer.state_dict())
     assert checkpoint_module.checkpoint_dtype(checkpoint) == "bfloat16"
     for iteration in (1, 2, 3, 4):
         save(tmp_path / "three", tiny, iteration, keep=3)
