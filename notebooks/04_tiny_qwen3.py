@@ -135,18 +135,20 @@ for i in group:
           f"A {adv[i]:+.3f}  w {log_w[i].exp():.2g}")
 
 # %% [markdown]
-# The group explains it: most samples are right (small positive advantage each) and the
-# one wrong sample, with a large negative advantage, shares a long prefix with them. Pushing
-# it down pushed that shared prefix down, and every correct copy with it: the shared-prefix
-# mechanism of notebook 03, on a language model.
+# The group explains it: one sample is right (a large positive advantage) and the seven
+# wrong ones (a small negative advantage each) share its first digits. Pushing them down
+# pushed that shared prefix down, and the correct answer with it: the shared-prefix
+# mechanism of notebook 03, on a language model. Its weight is the product of its token
+# ratios over eight digits, so a few tokens that fell are enough to send it near 0.
 #
 # Read a row of the first table: a correct reversal, the weight it fell to, and what it would
-# receive. The sequence clip gives it its $w$ (down to 0); the token-level GRPO and CISPO keep
-# most of it, since only the tokens whose own ratio fell are clipped; GSPO's
-# length-normalised ratio keeps part; ReSPO's positive branch gives it slightly more than 1. The
-# second table is the other side: in this one batch at this learning rate the wrong answers
-# were pushed *down* (few or none reach $w>1.2$), so it is the committed runs below that show
-# over-generated negatives (`phi_max_neg`).
+# receive. The sequence clip gives it its $w$ (down to 0), and so does VESPO's $w^2$ branch;
+# the token-level GRPO and CISPO keep about half or more of it, since only the tokens whose
+# own ratio fell are clipped; GSPO's length-normalised ratio keeps part; ReSPO's positive
+# branch gives it slightly more than 1. The second table is the other side: a few wrong
+# answers rose to $w\approx 2$, where the sequence clip gives them their whole $w$ and
+# ReSPO's negative branch about 1.1; the committed runs below show the same side over many
+# batches (`phi_max_neg`).
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 3))

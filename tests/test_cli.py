@@ -1,6 +1,5 @@
 """The command lines as a newcomer meets them: choices on a typo, grouped help, examples, bare eval.py."""
 
-import dataclasses
 import os
 import re
 import subprocess
