@@ -23,14 +23,17 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .checkpoint import is_sharded, latest_checkpoint, load_trainer_state, save_checkpoint, set_rng_state
+from .checkpoint import (is_sharded, latest_checkpoint, load_trainer_state, newest_intact_checkpoint,
+                         remove_temporary_checkpoints, save_checkpoint, set_rng_state)
 from .cli import flat
 from .evaluation import evaluate
 from .kernel import SCALES, LossConfig, group_advantages, loss_denominator, policy_loss
 from .logprobs import chunked_policy_logprobs
 from .metrics import MetricsLog
 from .models import TINY_WARM_START_STEPS, load_model, resolve_device
+from .preflight import validate_run_args
 from .rollout import RolloutBatch, policy_logprobs, sample, score
+from .runlock import run_lock
 from .sft import warm_start
 from .tasks import hash_seed, make_task
 
@@ -292,16 +295,20 @@ def rl_iteration(model, tokenizer, task, optimizer, cfg: TrainConfig, loss_cfg: 
 
 
 class StopRequest:
-    """First Ctrl-C: finish the current iteration, checkpoint, stop. Second: stop at once."""
+    """First Ctrl-C (or SIGTERM, what schedulers and `docker stop` send): finish the current
+    iteration, checkpoint, stop. Second: stop at once."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self):
         self.requested = False
-        self.previous = signal.getsignal(signal.SIGINT)
+        self.previous = {sig: signal.getsignal(sig) for sig in self.SIGNALS}
 
     def __enter__(self):
         try:
-            signal.signal(signal.SIGINT, self.handle)
-        except ValueError:  # not the main thread: Ctrl-C keeps its default meaning
+            for sig in self.SIGNALS:
+                signal.signal(sig, self.handle)
+        except ValueError:  # not the main thread: the signals keep their default meaning
             pass
         return self
 
@@ -313,7 +320,8 @@ class StopRequest:
 
     def __exit__(self, *exc):
         try:
-            signal.signal(signal.SIGINT, self.previous)
+            for sig, previous in self.previous.items():
+                signal.signal(sig, previous)
         except ValueError:
             pass
 
@@ -352,7 +360,20 @@ def save(run_dir: Path, model, tokenizer, optimizer, iteration: int, step: int, 
 
 
 def train(cfg: TrainConfig) -> Path:
-    """Run (or resume) training; returns the run directory."""
+    """Run (or resume) training; returns the run directory.
+
+    Bad arguments are refused before anything loads, and one process at a time owns a run
+    directory (under FSDP torchrun owns the ranks, which share it).
+    """
+    validate_run_args(cfg)
+    run_dir = Path(cfg.out_dir) / cfg.run_name
+    with contextlib.nullcontext() if cfg.fsdp else run_lock(run_dir):
+        if not cfg.fsdp:
+            remove_temporary_checkpoints(run_dir)
+        return train_locked(cfg, run_dir)
+
+
+def train_locked(cfg: TrainConfig, run_dir: Path) -> Path:
     from .metrics import write_plots
 
     torch.set_num_threads(cfg.threads)
@@ -368,12 +389,17 @@ def train(cfg: TrainConfig) -> Path:
     loss_cfg = replace(cfg.loss, norm_len=cfg.loss.norm_len or cfg.max_new_tokens)
     logprobs = (policy_logprobs if cfg.logprob_chunk_mb is None
                 else functools.partial(chunked_policy_logprobs, chunk_mb=cfg.logprob_chunk_mb))
-    run_dir = Path(cfg.out_dir) / cfg.run_name
     task = build_task(cfg)
     config = flat(cfg)
-    checkpoint = latest_checkpoint(run_dir) if cfg.resume else None
+    checkpoint, skipped = newest_intact_checkpoint(run_dir) if cfg.resume else (None, [])
+    for note in skipped:
+        print(f"resume: {note}")
     if cfg.resume and checkpoint is None:
-        raise ValueError(f"resume: no checkpoint in {run_dir}")
+        if not (run_dir / "metrics.jsonl").exists():
+            raise ValueError(f"resume: no checkpoint in {run_dir} and no run started there; drop --resume to start it")
+        # Stopped before its first save: nothing to continue from, so the run starts over.
+        print(f"resume: {run_dir} has no intact checkpoint yet; starting the run over from iteration 0")
+        (run_dir / "metrics.jsonl").unlink()
     if not cfg.resume and (run_dir / "metrics.jsonl").exists():
         raise ValueError(f"name: {run_dir} already holds a run; pass --resume or another --name")
     torch.manual_seed(cfg.seed)

@@ -387,3 +387,33 @@ def test_a_run_directory_without_checkpoints_as_model_fails_in_one_line(tmp_path
     with pytest.raises(ValueError, match="model: .*run' is a run directory without an intact checkpoint yet"):
         validate_run_args(run_args(model=str(run_dir)))
     validate_run_args(run_args(device="cuda:1"))
+
+
+# ---- the trainer's start-up: refusals before anything loads, one run per directory, SIGTERM ----
+
+def test_a_second_run_on_a_locked_run_directory_is_refused_before_loading(tmp_path):
+    from nano_respo.runlock import run_lock
+    from nano_respo.trainer import TrainConfig, train
+
+    cfg = TrainConfig(out_dir=str(tmp_path), name="shared", model="no-such-model-is-loaded")
+    with run_lock(tmp_path / "shared"):
+        with pytest.raises(ValueError, match="in use by another run"):
+            train(cfg)
+
+
+def test_group_size_one_is_refused_by_train_before_anything_loads(tmp_path):
+    from nano_respo.trainer import TrainConfig, train
+
+    with pytest.raises(ValueError, match="group_size"):
+        train(TrainConfig(out_dir=str(tmp_path), group_size=1, prompts_per_iteration=8, model="no-such-model"))
+
+
+def test_sigterm_asks_the_loop_to_stop_like_the_first_ctrl_c():
+    import signal
+
+    from nano_respo.trainer import StopRequest
+
+    with StopRequest() as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.requested
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL

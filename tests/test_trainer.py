@@ -4,6 +4,7 @@ import copy
 import dataclasses
 import json
 import os
+import shutil
 import signal
 
 import pytest
@@ -335,3 +336,12 @@ def test_sampling_ignores_a_checkpoints_truncating_generation_config():
     logp, _, _ = policy_logprobs(net, batch_of(samples, torch.zeros(8), torch.zeros(8)), temperature=1.0)
     assert torch.where(samples.completion_mask, logp - samples.old_logp, 0.0).abs().max() < 1e-4
     assert net.generation_config.top_k == 1  # the checkpoint's own config is left as it was
+
+
+def test_resume_of_a_run_stopped_before_its_first_save_starts_it_over(tmp_path, varied_reward):
+    straight = train(tiny_config(tmp_path, iterations=2, name="straight"))
+    stopped = train(tiny_config(tmp_path, iterations=2, name="stopped"))
+    shutil.rmtree(stopped / "checkpoints")
+    (stopped / "latest").unlink()
+    resumed = train(tiny_config(tmp_path, iterations=2, name="stopped", resume=True))
+    assert train_records(resumed) == train_records(straight)
