@@ -28,16 +28,8 @@ from nano_respo.tasks import Problem, make_task  # noqa: E402
 from nano_respo.trainer import TrainConfig, rl_step, train  # noqa: E402
 
 
-@pytest.fixture(autouse=True, scope="module")
-def model_cache(tmp_path_factory):
-    """Tiny models are created once per module in a private cache, never in the user's."""
-    previous = os.environ.get("NANO_RESPO_CACHE")
-    os.environ["NANO_RESPO_CACHE"] = str(tmp_path_factory.mktemp("cache"))
-    yield
-    if previous is None:
-        os.environ.pop("NANO_RESPO_CACHE")
-    else:
-        os.environ["NANO_RESPO_CACHE"] = previous
+# Tiny models and warm starts go to a private cache per module (tests/conftest.py), never the user's.
+pytestmark = pytest.mark.usefixtures("model_cache")
 
 
 def parity_reward(text: str, answer: str) -> float:
