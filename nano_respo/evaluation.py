@@ -37,7 +37,7 @@ def evaluate(model, tokenizer, task: Task, max_new_tokens: int, temperature: flo
     for start in range(0, len(problems), batch_size):
         chunk = problems[start:start + batch_size]
         texts = sample(model, tokenizer, [p.prompt for p in chunk], max_new_tokens, greedy=True).texts
-        greedy_correct += score(task.reward, texts, chunk)[0].sum().item()
+        greedy_correct += score(task.reward, texts, [p.answer for p in chunk])[0].sum().item()
     correct = []
     with torch.random.fork_rng(devices=[model.device] if model.device.type == "cuda" else []):
         torch.manual_seed(seed)
@@ -45,7 +45,7 @@ def evaluate(model, tokenizer, task: Task, max_new_tokens: int, temperature: flo
         for start in range(0, len(problems), per_batch):
             chunk = [p for p in problems[start:start + per_batch] for _ in range(samples)]
             texts = sample(model, tokenizer, [p.prompt for p in chunk], max_new_tokens, temperature).texts
-            rewards = score(task.reward, texts, chunk)[0].view(-1, samples)  # [problems, samples]
+            rewards = score(task.reward, texts, [p.answer for p in chunk])[0].view(-1, samples)  # [problems, samples]
             correct += (rewards > 0).sum(-1).tolist()
     return {
         "heldout_acc": greedy_correct / len(problems),

@@ -42,9 +42,12 @@ AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mea
 SCALES = ("none", "std")
 
 
-@dataclass
+@dataclass(frozen=True)
 class LossConfig:
-    """Every knob of every method; fields left None take the method's published default."""
+    """Every knob of every method; fields left None take the method's published default.
+
+    Frozen and checked once, when built: `dataclasses.replace(cfg, ...)` makes a changed copy.
+    """
 
     method: str = "respo"
     """Policy-loss coefficient: respo, or a baseline to compare with (docs/math.md §5)."""
@@ -86,9 +89,6 @@ class LossConfig:
     """Numerical guard: exp() never sees a log-weight or log-coefficient above this."""
 
     def __post_init__(self):
-        self.validate()
-
-    def validate(self) -> "LossConfig":
         if self.method not in METHODS:
             raise ValueError(f"method: unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
         if self.agg not in AGG_MODES:
@@ -113,7 +113,6 @@ class LossConfig:
             raise ValueError(f"norm_len: must be >= 1, got {self.norm_len}")
         if self.log_w_max <= 0:
             raise ValueError(f"log_w_max: must be > 0, got {self.log_w_max}")
-        return self
 
 
 # --- docs/math.md §1: the sequence log-weight -----------------------------------------
@@ -358,16 +357,16 @@ def coefficients(logp, old_logp, advantages, mask, cfg):
 
 
 def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
-                mask: torch.Tensor, cfg: LossConfig | None = None):
+                mask: torch.Tensor, cfg: LossConfig):
     """loss = -agg(stopgrad(phi) * A * log pi_theta); returns (loss, stats).
 
     logp:       [B, T] per-token log-probs under the current policy (requires grad)
     old_logp:   [B, T] per-token log-probs under the behaviour policy mu (the sampler)
     advantages: [B]    one advantage per response
     mask:       [B, T] 1 on response tokens, 0 on padding
+    cfg:        the method and its knobs, LossConfig() for ReSPO's defaults
     stats:      dict of python floats, docs/math.md §6 (nan where a set is empty)
     """
-    cfg = (cfg or LossConfig()).validate()
     mask = check_inputs(logp, old_logp, advantages, mask)
     phi, _ = coefficients(logp, old_logp, advantages, mask, cfg)  # [B, T]
     dtype = compute_dtype(logp)

@@ -25,7 +25,6 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from .models import is_moe
 
 # Working set of float32 logits per chunk when none is given. A GPU wants larger matmuls
 # than a CPU: with too small a chunk each one re-reads the head or the hidden states for little work.
@@ -164,7 +163,7 @@ def chunked_policy_logprobs(model, batch, temperature: float, with_entropy: bool
     """
     width = batch.completion_mask.shape[1]
     position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # [B, P + C]
-    extra = {"output_router_logits": True} if is_moe(model) else {}
+    extra = {"output_router_logits": True} if hasattr(model.config, "output_router_logits") else {}  # MoE
     with head_inputs(model) as collected:
         out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
                     logits_to_keep=width + 1, use_cache=False, **extra)

@@ -194,6 +194,3 @@ def resolve_device(name: str) -> str:
         raise ValueError(f"device: {name!r} requested but CUDA is not available")
     return name
 
-
-def is_moe(model) -> bool:
-    return getattr(model.config, "num_experts", 0) > 1 or getattr(model.config, "num_local_experts", 0) > 1

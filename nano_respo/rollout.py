@@ -18,8 +18,6 @@ from dataclasses import dataclass, fields
 import torch
 import torch.nn.functional as F
 
-from .models import is_moe
-from .tasks import Problem
 
 
 @dataclass
@@ -141,12 +139,12 @@ def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperatur
                    truncated=~torch.cat([ended for _, _, ended in parts]), texts=texts)
 
 
-def score(reward_fn, texts: list[str], problems: list[Problem]):
+def score(reward_fn, texts: list[str], answers: list[str]):
     """(rewards [N], error messages); a reward function that raises or returns NaN/inf scores 0."""
     rewards, errors = [], []
-    for text, problem in zip(texts, problems):
+    for text, answer in zip(texts, answers):
         try:
-            value = float(reward_fn(text, problem.answer))
+            value = float(reward_fn(text, answer))
             if value != value or value in (float("inf"), float("-inf")):
                 raise ValueError(f"non-finite reward {value}")
         except Exception as error:  # a user verifier may fail in any way; one bad sample must not end the run
@@ -165,7 +163,7 @@ def policy_logprobs(model, batch: RolloutBatch, temperature: float, with_entropy
     """
     width = batch.completion_mask.shape[1]
     position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # [B, P + C]
-    extra = {"output_router_logits": True} if is_moe(model) else {}
+    extra = {"output_router_logits": True} if hasattr(model.config, "output_router_logits") else {}  # MoE
     out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
                 logits_to_keep=width + 1, use_cache=False, **extra)
     # Position t predicts completion token t; the last position predicts nothing.

@@ -39,21 +39,9 @@ from .tasks import hash_seed, make_task
 
 
 @dataclass
-class TrainConfig:
-    """Train a Qwen3 (tiny offline default, or any hub id / local dir) with RLVR and rollout reuse."""
+class StepConfig:
+    """What one RL step reads: its rollout batch, advantages and reuse loop (flags of train.py)."""
 
-    loss: LossConfig = field(default_factory=LossConfig)
-    """The policy loss (its fields are flags of their own: --method, --alpha-pos, ...)."""
-    model: str = "tiny-qwen3"
-    """tiny-qwen3, tiny-qwen3-moe (offline, random init), a hub id (Qwen/Qwen3-0.6B) or a local/run directory."""
-    task: str = "reverse"
-    """addition, reverse (long answers), or a .jsonl file of {"prompt": ..., "answer": ...} lines."""
-    task_size: int | None = None
-    """Task difficulty: digits per operand (addition) or string length (reverse); None = the task's default."""
-    heldout_file: str | None = None
-    """JSONL tasks: held-out problems from this file instead of a hashed tenth of --task."""
-    iterations: int = 40
-    """RL iterations; each samples one rollout batch and takes `reuse` optimizer steps on it."""
     prompts_per_iteration: int = 32
     """Prompts per rollout batch (P); the batch holds P x group_size episodes."""
     group_size: int = 8
@@ -68,14 +56,61 @@ class TrainConfig:
     """Sampling temperature; the training forward divides logits by the same value so w = 1 on a fresh batch."""
     adv_scale: str = "none"
     """Group advantage scaling: none (A = r - group mean) or std (also divide by the group std, as GRPO)."""
-    lr: float = 3e-4
-    """AdamW learning rate for RL (constant)."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
     max_grad_norm: float = 1.0
     """Gradient clipping threshold (total L2 norm)."""
     router_aux_coef: float = 0.0
     """MoE only: coefficient of the router load-balancing loss added to the policy loss (always logged)."""
+    rollout_batch: int | None = None
+    """Sequences per sampler call (bounds the KV cache); None = the whole rollout batch at once."""
+    micro_batch: int | None = None
+    """Sequences per forward/backward; gradients accumulate over a mini-batch. None = the whole mini-batch."""
+    seed: int = 0
+    """Seed of sampling, mini-batch order and the task's training problems."""
+
+    def __post_init__(self):
+        for name in ("prompts_per_iteration", "group_size", "reuse", "epochs", "max_new_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        for name in ("micro_batch", "rollout_batch"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        if self.reuse % self.epochs:
+            raise ValueError(f"reuse: {self.reuse} optimizer steps do not split into {self.epochs} epochs")
+        if self.prompts_per_iteration % self.minibatches:
+            raise ValueError(f"reuse: {self.prompts_per_iteration} prompts do not split into {self.minibatches} "
+                             f"mini-batches of whole groups (reuse / epochs)")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature: must be > 0, got {self.temperature}")
+        if self.adv_scale not in SCALES:
+            raise ValueError(f"adv_scale: unknown scale {self.adv_scale!r}; choose one of {', '.join(SCALES)}")
+        if self.max_grad_norm <= 0:
+            raise ValueError(f"max_grad_norm: must be > 0, got {self.max_grad_norm}")
+
+    @property
+    def minibatches(self) -> int:
+        return self.reuse // self.epochs
+
+
+@dataclass
+class TrainConfig(StepConfig):
+    """Train a Qwen3 (tiny offline default, or any hub id / local dir) with RLVR and rollout reuse."""
+
+    loss: LossConfig = field(default_factory=LossConfig)
+    """The policy loss (its fields are flags of their own: --method, --alpha-pos, ...)."""
+    model: str = "tiny-qwen3"
+    """tiny-qwen3, tiny-qwen3-moe (offline, random init), a hub id (Qwen/Qwen3-0.6B) or a local/run directory."""
+    task: str = "reverse"
+    """addition, reverse (long answers), or a .jsonl file of {"prompt": ..., "answer": ...} lines."""
+    task_size: int | None = None
+    """Task difficulty: digits per operand (addition) or string length (reverse); None = the task's default."""
+    heldout_file: str | None = None
+    """JSONL tasks: held-out problems from this file instead of a hashed tenth of --task."""
+    iterations: int = 40
+    """RL iterations; each samples one rollout batch and takes `reuse` optimizer steps on it."""
+    lr: float = 3e-4
+    """AdamW learning rate for RL (constant)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
     sft_steps: int | None = None
     """Warm-start SFT steps before RL (cached); None = 200 for tiny-qwen3, 95 for tiny-qwen3-moe, 0 otherwise."""
     sft_batch: int = 64
@@ -98,8 +133,6 @@ class TrainConfig:
     """Run name: outputs go to <out_dir>/<name>/; None = <task>-<method>-reuse<reuse>-seed<seed>."""
     out_dir: str = "runs"
     """Directory that holds the runs."""
-    seed: int = 0
-    """Seed of sampling, mini-batch order and the task's training problems."""
     threads: int = 1
     """torch CPU threads (more threads on a loaded small machine can be many times slower)."""
     device: str = "auto"
@@ -110,10 +143,6 @@ class TrainConfig:
     """Recompute activations in the backward pass (large models)."""
     autocast: bool = False
     """CUDA only: run forwards and sampling under bfloat16 autocast; weights and AdamW stay in --dtype."""
-    rollout_batch: int | None = None
-    """Sequences per generate call (bounds the KV cache); None = the whole rollout batch at once."""
-    micro_batch: int | None = None
-    """Sequences per forward/backward; gradients accumulate over a mini-batch. None = the whole mini-batch."""
     logprob_chunk_mb: float | None = None
     """Large vocabularies: log-probs by the chunked routine holding this many MB of float32 logits (16 suits a CPU, 256 a GPU); None = a plain log-softmax."""
     plots: bool = True
@@ -122,34 +151,21 @@ class TrainConfig:
     """Shard the model with FSDP2 over torchrun's processes: torchrun --nproc_per_node N train.py --fsdp."""
 
     def __post_init__(self):
+        super().__post_init__()
         if not self.model.strip():
             raise ValueError("model: empty model name")
-        for name in ("iterations", "prompts_per_iteration", "group_size", "reuse", "epochs", "max_new_tokens",
-                     "sft_batch", "eval_every", "eval_problems", "eval_samples", "save_every", "threads"):
+        for name in ("iterations", "sft_batch", "eval_every", "eval_problems", "eval_samples", "save_every",
+                     "threads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
-        for name in ("micro_batch", "rollout_batch", "logprob_chunk_mb"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        if self.logprob_chunk_mb is not None and self.logprob_chunk_mb < 1:
+            raise ValueError(f"logprob_chunk_mb: must be >= 1, got {self.logprob_chunk_mb}")
         if self.sft_steps is not None and self.sft_steps < 0:
             raise ValueError(f"sft_steps: must be >= 0, got {self.sft_steps}")
-        if self.reuse % self.epochs:
-            raise ValueError(f"reuse: {self.reuse} optimizer steps do not split into {self.epochs} epochs")
-        if self.prompts_per_iteration % self.minibatches:
-            raise ValueError(f"reuse: {self.prompts_per_iteration} prompts do not split into {self.minibatches} "
-                             f"mini-batches of whole groups (reuse / epochs)")
-        if self.temperature <= 0:
-            raise ValueError(f"temperature: must be > 0, got {self.temperature}")
-        if self.adv_scale not in SCALES:
-            raise ValueError(f"adv_scale: unknown scale {self.adv_scale!r}; choose one of {', '.join(SCALES)}")
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"dtype: choose float32, bfloat16 or float16, got {self.dtype!r}")
-        if self.lr <= 0 or self.sft_lr <= 0 or self.max_grad_norm <= 0:
-            raise ValueError("lr, sft_lr, max_grad_norm: must be > 0")
-
-    @property
-    def minibatches(self) -> int:
-        return self.reuse // self.epochs
+        if self.lr <= 0 or self.sft_lr <= 0:
+            raise ValueError("lr, sft_lr: must be > 0")
 
     @property
     def run_name(self) -> str:
@@ -232,7 +248,7 @@ def rl_step(model, optimizer, batch: RolloutBatch, loss_cfg: LossConfig, tempera
     return {**stats, "grad_norm": grad_norm.item(), "skipped": 0}
 
 
-def collect_rollouts(model, tokenizer, task, cfg: TrainConfig, iteration: int, ranks=ONE_PROCESS):
+def collect_rollouts(model, tokenizer, task, cfg: StepConfig, iteration: int, ranks=ONE_PROCESS):
     """This process's prompts, G samples of each with log mu, and their rewards: (samples, rewards [N], stats)."""
     problems = task.train_batch(cfg.prompts_per_iteration, seed=hash_seed("rl", cfg.seed, iteration))
     per_rank = len(problems) // ranks.world_size  # whole prompts, so whole groups (all of them on one device)
@@ -243,7 +259,7 @@ def collect_rollouts(model, tokenizer, task, cfg: TrainConfig, iteration: int, r
         samples = sample(model, tokenizer, [p.prompt for p in grouped], cfg.max_new_tokens, cfg.temperature,
                          batch_size=cfg.rollout_batch)
     gen_seconds = time.perf_counter() - start
-    rewards, reward_errors = score(task.reward, samples.texts, grouped)
+    rewards, reward_errors = score(task.reward, samples.texts, [p.answer for p in grouped])
     if reward_errors:
         tqdm.write(f"iteration {iteration}: the reward function failed on {len(reward_errors)} of "
                    f"{len(samples.texts)} completions (scored 0); first: {reward_errors[0]}")
@@ -255,14 +271,14 @@ def collect_rollouts(model, tokenizer, task, cfg: TrainConfig, iteration: int, r
     return samples, rewards.to(samples.input_ids.device), stats
 
 
-def minibatch_order(n_groups: int, cfg: TrainConfig, iteration: int, epoch: int) -> list[torch.Tensor]:
+def minibatch_order(n_groups: int, cfg: StepConfig, iteration: int, epoch: int) -> list[torch.Tensor]:
     """Each epoch, whole groups in a fresh random order cut into cfg.minibatches mini-batches (episode rows)."""
     generator = torch.Generator().manual_seed(hash_seed("order", cfg.seed, iteration, epoch))
     groups = torch.randperm(n_groups, generator=generator).view(cfg.minibatches, -1)  # [M, groups]
     return list((groups[:, :, None] * cfg.group_size + torch.arange(cfg.group_size)).flatten(1))  # M x [rows]
 
 
-def rl_iteration(model, tokenizer, task, optimizer, cfg: TrainConfig, loss_cfg: LossConfig, iteration: int,
+def rl_iteration(model, tokenizer, task, optimizer, cfg: StepConfig, loss_cfg: LossConfig, iteration: int,
                  step: int, logprobs=policy_logprobs, ranks=ONE_PROCESS) -> tuple[RolloutBatch, list[dict]]:
     """One RL step: a rollout batch, then cfg.reuse = epochs x mini-batches optimizer steps on it.
 

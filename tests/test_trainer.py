@@ -210,10 +210,9 @@ def test_a_raising_reward_function_scores_zero_and_is_counted():
         if text == "boom":
             raise RuntimeError("verifier crashed")
         return float(text == answer)
-    problems = [Problem("p", "7")] * 3
-    rewards, errors = score(flaky, ["7", "boom", "8"], problems)
+    rewards, errors = score(flaky, ["7", "boom", "8"], ["7"] * 3)
     assert rewards.tolist() == [1.0, 0.0, 0.0] and errors == ["RuntimeError: verifier crashed"]
-    rewards, errors = score(lambda text, answer: float("nan"), ["7"], problems[:1])
+    rewards, errors = score(lambda text, answer: float("nan"), ["7"], ["7"])
     assert rewards.tolist() == [0.0] and errors == ["ValueError: non-finite reward nan"]
 
 

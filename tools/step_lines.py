@@ -2,6 +2,7 @@
 
     python tools/step_lines.py                                   # from trainer.rl_iteration
     python tools/step_lines.py trainer.collect_rollouts trainer.rl_step   # from other roots
+    python tools/step_lines.py --method all                      # every row of the method table
     python tools/step_lines.py --root <checkout> ...             # another checkout of the repo
 
 Starting from the given functions of the package, it follows with `ast` every name a
@@ -11,8 +12,10 @@ reader looks it up), module-level tables they read, `module.name`, `self.method`
 `Class.method` (an autograd Function's `apply`: its forward and backward), and a method
 called on a parameter whose annotation or default value is of a package class.
 A class counts its own body (fields, docstrings); each method counts once it is called,
-`__init__` / `__post_init__` once the class is. Nothing is run and nothing outside the
-package (torch, transformers) is followed. Prints each definition reached with its file,
+`__init__` / `__post_init__` once the class is. A table keyed by method names (a dict
+literal with a key equal to --method) counts all its lines but is followed along the row of
+that method only, as a reader looks up one row (--method all follows every row). Nothing is
+run and nothing outside the package (torch, transformers) is followed. Prints each definition reached with its file,
 lines and line count, then the total; a reached module named `distributed` is flagged.
 """
 
@@ -56,7 +59,8 @@ class Module:
 
 
 class Walker:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, method: str = "all"):
+        self.method = method
         self.modules: dict[str, Module] = {}
         for path in sorted((root / PACKAGE).rglob("*.py")):
             parts = path.relative_to(root).with_suffix("").parts
@@ -147,6 +151,9 @@ class Walker:
                 owner_name = qualname.split(".")[0]
                 typed["self"] = (module, module.defs[owner_name])
         body = node.body if isinstance(node, ast.ClassDef) else [node]
+        row = self.method_row(node)
+        if row is not None:
+            body = [row]
         if isinstance(node, ast.ClassDef):  # the class's own lines; its methods are reached one by one
             body = [item for item in node.body if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))]
             body += node.bases + node.decorator_list
@@ -165,6 +172,15 @@ class Walker:
                     elif cls is not None:  # Class.method; an autograd Function's apply runs forward and backward
                         for attr in ("forward", "backward") if sub.attr == "apply" else (sub.attr,):
                             self.reach_method(*cls, attr)
+
+    def method_row(self, node: ast.AST) -> ast.AST | None:
+        """The value of the --method row when node is a table keyed by method names, else None."""
+        if self.method == "all" or not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Dict):
+            return None
+        for key, value in zip(node.value.keys, node.value.values):
+            if isinstance(key, ast.Constant) and key.value == self.method:
+                return value
+        return None
 
     def run(self, roots: list[str]) -> None:
         for root in roots:
@@ -192,9 +208,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("roots", nargs="*", default=["trainer.rl_iteration"],
                         help="module.function of the package to start from")
+    parser.add_argument("--method", default="respo",
+                        help="the row a reader follows in tables keyed by method (all: every row)")
     parser.add_argument("--root", default=str(Path(__file__).resolve().parents[1]), help="the checkout to read")
     args = parser.parse_args(argv)
-    walker = Walker(Path(args.root))
+    walker = Walker(Path(args.root), args.method)
     walker.run(args.roots)
     rows = []
     for (module_name, qualname), node in walker.reached.items():
@@ -212,7 +230,7 @@ def main(argv=None):
         flag = "   <- FSDP code" if Path(path).stem == "distributed" else ""
         print(f"{lines:4d}  {path}{flag}")
     print(f"\n{sum(per_file.values())} lines in {len(rows)} definitions, {len(per_file)} files "
-          f"(from {', '.join(args.roots)})")
+          f"(from {', '.join(args.roots)}; method tables: {args.method})")
 
 
 if __name__ == "__main__":

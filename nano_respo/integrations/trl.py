@@ -31,7 +31,7 @@ class ReSPOGRPOTrainer(GRPOTrainer):
 
     def __init__(self, *args, loss_config: LossConfig | None = None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.loss_config = (loss_config or LossConfig()).validate()
+        self.loss_config = loss_config or LossConfig()
         unsupported = {
             "beta": (self.beta, 0.0),  # the kernel has no KL-to-reference term
             "top_entropy_quantile": (self.top_entropy_quantile, 1.0),

@@ -1,0 +1,45 @@
+"""The reading path of one RL step: what tools/step_lines.py follows from trainer.rl_iteration.
+
+A reader who starts at the trainer's step must never be led into FSDP code, and importing
+the trainer must not import torch's FSDP modules (the fence is the `--fsdp` flag).
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+from step_lines import Walker  # noqa: E402
+
+
+def reached(method: str) -> set[str]:
+    walker = Walker(ROOT, method)
+    walker.run(["trainer.rl_iteration"])
+    return {f"{module}.{name}" for module, name in walker.reached}
+
+
+def test_the_step_reaches_sampler_kernel_and_update_but_no_fsdp_code():
+    names = reached("respo")
+    for needed in ("nano_respo.rollout.sample", "nano_respo.rollout.decode", "nano_respo.kernel.policy_loss",
+                   "nano_respo.kernel.group_advantages", "nano_respo.trainer.rl_step",
+                   "nano_respo.kernel.respo_coefficient"):
+        assert needed in names
+    assert not any(name.startswith("nano_respo.distributed") for name in names)
+    walker = Walker(ROOT, "respo")
+    walker.run(["trainer.rl_iteration"])
+    assert len({module for module, _ in walker.reached}) <= 4  # files a reader opens
+
+
+def test_a_method_table_is_followed_along_one_row_unless_all_are_asked_for():
+    respo, every = reached("respo"), reached("all")
+    assert "nano_respo.kernel.sapo_coefficient" not in respo
+    assert {"nano_respo.kernel.sapo_coefficient", "nano_respo.kernel.clip_coefficient"} <= every
+    assert reached("seq_clip") - respo == {"nano_respo.kernel.clip_coefficient"}
+
+
+def test_importing_the_trainer_leaves_fsdp_unimported():
+    code = "import sys, nano_respo.trainer; print('torch.distributed.fsdp' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "False"
