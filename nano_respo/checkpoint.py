@@ -60,12 +60,13 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def save_checkpoint(run_dir: Path, model, tokenizer, iteration: int, step: int, config: dict,
                     optimizer_state: dict, model_state: dict | None = None, payload=None, ranks=None,
-                    keep: int = 2) -> Path:
+                    keep: int = 2, extra: dict | None = None) -> Path:
     """Write checkpoint `iteration`, point `latest` at it, keep the newest `keep` checkpoints.
 
     One process: model_state None (the model's own weights), payload None. Under FSDP every
     rank calls it with the gathered full weights as model_state and payload(directory)
     writing this rank's shards (a collective); rank 0 alone writes everything else.
+    `extra` joins the trainer state (e.g. the lagged sampler's weights).
     Any failure while writing (a full disk above all) raises CheckpointWriteError with one line
     naming the path, and leaves `latest` on the previous complete checkpoint.
     """
@@ -83,7 +84,8 @@ def save_checkpoint(run_dir: Path, model, tokenizer, iteration: int, step: int, 
             payload(tmp)
         barrier()  # every shard is on disk before rank 0 renames the directory
         if main:
-            write_checkpoint_files(tmp, model, tokenizer, model_state, optimizer_state, iteration, step, config)
+            write_checkpoint_files(tmp, model, tokenizer, model_state, optimizer_state, iteration, step, config,
+                                   extra)
             replace_directory(tmp, final)
             write_text_atomic(run_dir / "latest", name)
     except Exception as error:
@@ -98,12 +100,12 @@ def save_checkpoint(run_dir: Path, model, tokenizer, iteration: int, step: int, 
 
 
 def write_checkpoint_files(directory: Path, model, tokenizer, model_state: dict | None, optimizer_state: dict,
-                           iteration: int, step: int, config: dict) -> None:
+                           iteration: int, step: int, config: dict, extra: dict | None = None) -> None:
     """Model, tokenizer (with its chat template), trainer state, then the manifest that lists them all."""
     model.save_pretrained(directory, state_dict=model_state)
     tokenizer.save_pretrained(directory)
     torch.save({"iteration": iteration, "step": step, "config": config, "rng": rng_state(),
-                "optimizer": optimizer_state}, directory / STATE_FILE)
+                "optimizer": optimizer_state, **(extra or {})}, directory / STATE_FILE)
     files = {p.name: p.stat().st_size for p in sorted(directory.iterdir()) if p.is_file()}
     dtype = str(model.dtype).removeprefix("torch.")
     (directory / MANIFEST_FILE).write_text(json.dumps({"dtype": dtype, "files": files}, indent=1))

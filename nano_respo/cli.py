@@ -48,7 +48,7 @@ TRAIN_GROUPS = {
     "the RL loop": (
         "One iteration: sample group_size completions for each of prompts_per_iteration prompts, "
         "reward them, then take `reuse` optimizer steps on that batch (epochs x mini-batches).",
-        ["iterations", "reuse", "epochs", "group_size", "prompts_per_iteration", "lr",
+        ["iterations", "reuse", "epochs", "lag", "group_size", "prompts_per_iteration", "lr",
          "max_new_tokens", "temperature", "adv_scale", "max_grad_norm", "weight_decay",
          "router_aux_coef"]),
     "the kernel": (

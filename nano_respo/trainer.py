@@ -13,10 +13,12 @@ Under torchrun --fsdp the same loop runs on every rank; what differs is confined
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import json
 import signal
 import time
+from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -107,6 +109,8 @@ class TrainConfig(StepConfig):
     """JSONL tasks: held-out problems from this file instead of a hashed tenth of --task."""
     iterations: int = 40
     """RL iterations; each samples one rollout batch and takes `reuse` optimizer steps on it."""
+    lag: int = 0
+    """Rollout staleness: sample with the weights of `lag` iterations earlier, as asynchronous RL does (0 = current)."""
     lr: float = 3e-4
     """AdamW learning rate for RL (constant)."""
     weight_decay: float = 0.0
@@ -154,6 +158,10 @@ class TrainConfig(StepConfig):
         super().__post_init__()
         if not self.model.strip():
             raise ValueError("model: empty model name")
+        if self.lag < 0:
+            raise ValueError(f"lag: must be >= 0, got {self.lag}")
+        if self.lag and self.fsdp:
+            raise ValueError("lag: a lagged sampler is not supported under --fsdp")
         for name in ("iterations", "sft_batch", "eval_every", "eval_problems", "eval_samples", "save_every",
                      "threads"):
             if getattr(self, name) < 1:
@@ -279,13 +287,14 @@ def minibatch_order(n_groups: int, cfg: StepConfig, iteration: int, epoch: int) 
 
 
 def rl_iteration(model, tokenizer, task, optimizer, cfg: StepConfig, loss_cfg: LossConfig, iteration: int,
-                 step: int, logprobs=policy_logprobs, ranks=ONE_PROCESS) -> tuple[RolloutBatch, list[dict]]:
+                 step: int, logprobs=policy_logprobs, ranks=ONE_PROCESS, sampler=None) -> tuple[RolloutBatch, list[dict]]:
     """One RL step: a rollout batch, then cfg.reuse = epochs x mini-batches optimizer steps on it.
 
+    The behaviour policy mu is `sampler` (a lagged copy of the weights) or else the model itself.
     Returns (the rollout batch, one record per optimizer step).
     """
     # 1. Rollout: completions and, for ReSPO's weight w = pi / mu, log mu of each sampled token; rewards.
-    samples, rewards, rollout_stats = collect_rollouts(model, tokenizer, task, cfg, iteration, ranks)
+    samples, rewards, rollout_stats = collect_rollouts(sampler or model, tokenizer, task, cfg, iteration, ranks)
     # 2. Advantages: centred within each group of G samples of one prompt.
     advantages, adv_stats = group_advantages(rewards, cfg.group_size, cfg.adv_scale)
     if adv_stats["zero_var_frac"] == 1.0:
@@ -308,6 +317,29 @@ def rl_iteration(model, tokenizer, task, optimizer, cfg: StepConfig, loss_cfg: L
                             "minibatch": minibatch, **stats, **rollout_stats, "zero_var_frac": adv_stats["zero_var_frac"],
                             "train_tokens_per_s": tokens / (time.perf_counter() - start)})
     return batch, records
+
+
+class LaggedPolicy:
+    """The behaviour policy of asynchronous RL: the learner's weights as they were `lag` iterations ago.
+
+    Each iteration keeps a CPU copy of the learner's weights; a second model holding the
+    oldest kept copy samples the rollouts, so log mu is the lagged policy's and the first
+    step's weights are w = pi_now / mu_lagged, not 1. The lag grows 0, 1, ..., lag over the
+    first iterations (nothing older exists). Costs lag + 1 CPU copies of the weights.
+    """
+
+    def __init__(self, model, lag: int, kept: list[dict] | None = None):
+        self.kept = deque(kept or [], maxlen=lag + 1)
+        self.sampler = copy.deepcopy(model)
+
+    def sampler_for(self, model):
+        self.kept.append({k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()})
+        self.sampler.load_state_dict(self.kept[0])
+        return self.sampler
+
+    @property
+    def lag_now(self) -> int:
+        return len(self.kept) - 1
 
 
 class StopRequest:
@@ -365,9 +397,12 @@ def evaluate_heldout(model, tokenizer, task, cfg: TrainConfig, amp, ranks=ONE_PR
                         batch_size=cfg.rollout_batch or 256)
 
 
-def save(run_dir: Path, model, tokenizer, optimizer, iteration: int, step: int, config: dict, ranks) -> Path:
+def save(run_dir: Path, model, tokenizer, optimizer, iteration: int, step: int, config: dict, ranks,
+         lagged: LaggedPolicy | None = None) -> Path:
     if ranks is ONE_PROCESS:
-        return save_checkpoint(run_dir, model, tokenizer, iteration, step, config, optimizer.state_dict())
+        extra = {"lagged_weights": list(lagged.kept)} if lagged else {}
+        return save_checkpoint(run_dir, model, tokenizer, iteration, step, config, optimizer.state_dict(),
+                               extra=extra)
     from .distributed import checkpoint_state  # FSDP: the full weights, and every rank's shards as the payload
 
     model_state, optimizer_state, write_shards = checkpoint_state(model, optimizer)
@@ -433,6 +468,9 @@ def train_locked(cfg: TrainConfig, run_dir: Path) -> Path:
         optimizer.load_state_dict(state["optimizer"])
         set_rng_state(state["rng"])
         iteration, step = state["iteration"], state["step"]
+    lagged = None
+    if cfg.lag:
+        lagged = LaggedPolicy(model, cfg.lag, state.get("lagged_weights") if checkpoint is not None else None)
     ranks = ONE_PROCESS
     if cfg.fsdp:  # join the process group and shard; the loop below runs on every rank
         model, optimizer, ranks = distributed.shard(model, optimizer, checkpoint, cfg.seed, iteration)
@@ -455,10 +493,11 @@ def train_locked(cfg: TrainConfig, run_dir: Path) -> Path:
             model.train()
             start = time.perf_counter()
             with amp:
+                sampler = lagged.sampler_for(model) if lagged else None
                 _, records = rl_iteration(model, tokenizer, task, optimizer, cfg, loss_cfg, iteration, step,
-                                          logprobs, ranks)
+                                          logprobs, ranks, sampler)
             for record in records:
-                log.write(record)
+                log.write({**record, "policy_lag": lagged.lag_now} if lagged else record)
             step = records[-1]["step"]
             done = iteration + 1
             log.write({"kind": "time", "iteration": iteration, "step": step,
@@ -468,7 +507,7 @@ def train_locked(cfg: TrainConfig, run_dir: Path) -> Path:
                 log.write({"kind": "eval", "iteration": done, "step": step, **last_eval})
             bar.set_postfix(reward=f"{records[-1]['reward']:.2f}", heldout=f"{last_eval['heldout_acc']:.2f}")
             if done % cfg.save_every == 0 or done == cfg.iterations or stop.requested:
-                save(run_dir, model, tokenizer, optimizer, done, step, config, ranks)
+                save(run_dir, model, tokenizer, optimizer, done, step, config, ranks, lagged)
             iteration = done
             if stop.requested:
                 break
