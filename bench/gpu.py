@@ -9,7 +9,7 @@
 Nothing is downloaded: each model is Qwen3Config / Qwen3MoeConfig with the published
 shape, randomly initialised in bfloat16 on the GPU. Per model it prints
 - generation: tokens/s of sampling --new-tokens tokens for --batch prompts of --prompt-len
-  (KV cache, transformers generate), and its peak memory;
+  (the trainer's own KV-cache sampler, rollout.decode), and its peak memory;
 - training: tokens/s of one RL optimizer step on [batch, length] tokens (forward, our
   token_logprobs, the ReSPO loss, backward, AdamW), and its peak memory;
 - MFU: model FLOPs / (seconds x --peak-tflops). Model FLOPs per token: 2 N forward (6 N with
@@ -30,6 +30,7 @@ import torch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 from nano_respo.kernel import LossConfig, policy_loss  # noqa: E402
 from nano_respo.logprobs import head_inputs, linear_head, token_logprobs  # noqa: E402
+from nano_respo.rollout import decode  # noqa: E402
 
 VOCAB = 151936
 # Published Qwen3 shapes (config.json of the Qwen/Qwen3-* checkpoints); qwen3-moe-small keeps
@@ -105,8 +106,9 @@ def stop_clock(device, start: float) -> tuple[float, float]:
 
 def measure_generation(model, args, device) -> tuple[float, float]:
     prompts = torch.randint(VOCAB, (args.batch, args.prompt_len), device=device)  # [B, P]
-    run = lambda n: model.generate(prompts, attention_mask=torch.ones_like(prompts), do_sample=True,  # noqa: E731
-                                   max_new_tokens=n, min_new_tokens=n, pad_token_id=0, top_k=None, top_p=None)
+    # No id is -1, so no row ends early: exactly n tokens per row, as a throughput figure needs.
+    run = lambda n: decode(model, prompts, torch.ones_like(prompts), n, temperature=1.0, greedy=False,  # noqa: E731
+                           eos_ids=[-1], pad_id=0)
     run(4)  # warm-up
     start = start_clock(device)
     run(args.new_tokens)
@@ -155,7 +157,7 @@ def main():
     if not args.dry_run:
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU (smoke test: MFU meaningless)"
         print(f"{name}, peak {args.peak_tflops:.0f} TFLOP/s bf16 assumed; "
-              f"batch {args.batch}, generate {args.prompt_len}+{args.new_tokens}, train length {args.length}")
+              f"batch {args.batch}, sample {args.prompt_len}+{args.new_tokens}, train length {args.length}")
     for name in args.models:
         model, config = build(name, device)
         total, active = active_params(model, config)
