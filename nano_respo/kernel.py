@@ -278,16 +278,6 @@ METHOD_TABLE = {
 assert tuple(METHOD_TABLE) == METHODS
 
 
-def resolved_eps(cfg: LossConfig) -> tuple[float, float]:
-    low, high = METHOD_TABLE[cfg.method][2]
-    return (low if cfg.eps_low is None else cfg.eps_low,
-            high if cfg.eps_high is None else cfg.eps_high)
-
-
-def resolved_length_norm(cfg: LossConfig) -> bool:
-    return METHOD_TABLE[cfg.method][3] if cfg.length_norm is None else cfg.length_norm
-
-
 # --- Aggregation (verl's loss_agg_mode names) ----------------------------------------
 
 def loss_denominator(mask: torch.Tensor, mode: str, norm_len: int | None = None) -> torch.Tensor:
@@ -344,10 +334,12 @@ def check_inputs(logp, old_logp, advantages, mask):
 
 def coefficients(logp, old_logp, advantages, mask, cfg):
     """Per-token coefficient phi [B, T] (sequence methods broadcast theirs) and the log-weight s [B]."""
-    level, coefficient, _, _ = METHOD_TABLE[cfg.method]
-    eps = resolved_eps(cfg)
+    level, coefficient, (eps_low, eps_high), length_norm = METHOD_TABLE[cfg.method]
+    eps = (eps_low if cfg.eps_low is None else cfg.eps_low,  # None: the method's own clip range
+           eps_high if cfg.eps_high is None else cfg.eps_high)
+    length_norm = length_norm if cfg.length_norm is None else cfg.length_norm
     positive = advantages > 0  # [B]
-    log_w = sequence_log_weight(logp, old_logp, mask, resolved_length_norm(cfg))  # [B]
+    log_w = sequence_log_weight(logp, old_logp, mask, length_norm)  # [B]
     if level == SEQUENCE:
         phi = coefficient(log_w, positive, cfg, eps)[:, None].expand_as(logp)  # [B, T]
     else:

@@ -15,8 +15,10 @@ A class counts its own body (fields, docstrings); each method counts once it is 
 `__init__` / `__post_init__` once the class is. A table keyed by method names (a dict
 literal with a key equal to --method) counts all its lines but is followed along the row of
 that method only, as a reader looks up one row (--method all follows every row). Nothing is
-run and nothing outside the package (torch, transformers) is followed. Prints each definition reached with its file,
-lines and line count, then the total; a reached module named `distributed` is flagged.
+run and nothing outside the package (torch, transformers) is followed. Prints each
+definition reached with its file, lines, line count and code-line count (docstrings,
+comments and blank lines left out), then the totals; a reached module named `distributed`
+is flagged.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ CONSTRUCTORS = ("__init__", "__post_init__")
 class Module:
     def __init__(self, name: str, path: Path):
         self.name, self.path = name, path
-        self.tree = ast.parse(path.read_text())
+        text = path.read_text()
+        self.tree = ast.parse(text)
+        self.source_lines = text.splitlines()
         self.defs: dict[str, ast.AST] = {}       # top-level functions, classes, assignments
         self.imports: dict[str, tuple] = {}      # local alias -> (module, name or None for a module)
         for node in self.tree.body:
@@ -193,6 +197,24 @@ class Walker:
             self.visit(*self.todo.pop())
 
 
+def code_lines(module: Module, node: ast.AST) -> int:
+    """Lines of a definition that are code: no docstring, comment-only or blank line (methods apart)."""
+    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    lines = set(range(first, node.end_lineno + 1))
+    parts = [node]
+    if isinstance(node, ast.ClassDef):
+        for item in node.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines -= set(range(item.lineno - len(item.decorator_list), item.end_lineno + 1))
+        parts = [item for item in node.body if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for part in parts:
+        for sub in ast.walk(part):
+            if isinstance(sub, ast.Expr) and isinstance(sub.value, ast.Constant) and isinstance(sub.value.value, str):
+                lines -= set(range(sub.lineno, sub.end_lineno + 1))
+    source = module.source_lines
+    return sum(1 for n in lines if source[n - 1].strip() and not source[n - 1].strip().startswith("#"))
+
+
 def span(node: ast.AST, methods_apart: bool) -> int:
     """Lines of a definition (decorators included); a class without the methods counted on their own."""
     first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
@@ -219,18 +241,22 @@ def main(argv=None):
         module = walker.modules[module_name]
         first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         rows.append((str(module.path.relative_to(walker.root)), first, node.end_lineno, qualname,
-                     span(node, methods_apart=True)))
+                     span(node, methods_apart=True), code_lines(module, node)))
     rows.sort()
-    per_file: dict[str, int] = {}
-    for path, first, last, qualname, lines in rows:
-        print(f"{lines:4d}  {path}:{first}-{last}  {qualname}")
-        per_file[path] = per_file.get(path, 0) + lines
+    per_file: dict[str, list[int]] = {}
+    print("lines  code  definition")
+    for path, first, last, qualname, lines, code in rows:
+        print(f"{lines:5d} {code:5d}  {path}:{first}-{last}  {qualname}")
+        per_file.setdefault(path, [0, 0])
+        per_file[path][0] += lines
+        per_file[path][1] += code
     print()
-    for path, lines in sorted(per_file.items(), key=lambda kv: -kv[1]):
+    for path, (lines, code) in sorted(per_file.items(), key=lambda kv: -kv[1][0]):
         flag = "   <- FSDP code" if Path(path).stem == "distributed" else ""
-        print(f"{lines:4d}  {path}{flag}")
-    print(f"\n{sum(per_file.values())} lines in {len(rows)} definitions, {len(per_file)} files "
-          f"(from {', '.join(args.roots)}; method tables: {args.method})")
+        print(f"{lines:5d} {code:5d}  {path}{flag}")
+    total, total_code = (sum(v[i] for v in per_file.values()) for i in (0, 1))
+    print(f"\n{total} lines ({total_code} of code: no docstrings, comments or blank lines) in {len(rows)} "
+          f"definitions, {len(per_file)} files (from {', '.join(args.roots)}; method tables: {args.method})")
 
 
 if __name__ == "__main__":
