@@ -1,11 +1,12 @@
-"""ReSPO against clipping under rollout reuse on the tiny Qwen3, dense and MoE.
+"""ReSPO against clipping under rollout reuse and staleness on the tiny Qwen3, dense and MoE.
 
     python experiments/run.py                                  # the whole grid, resumable
     python experiments/run.py --models tiny-qwen3 --methods respo grpo --reuse 4 --seeds 0   # one cell
+    python experiments/run.py --reuse 4 --lags 0 2 --lrs respo=1e-3 seq_clip=3e-4   # staleness, own lrs
     python experiments/run.py --report-only                    # tables and figures of the runs so far
 
 Every run is one `python train.py` with a fixed budget of rollout batches (--iterations),
-written to <out-dir>/<model>/<method>-reuse<R>-seed<S>/; the records and figures go to
+written to <out-dir>/<model>/<method>-reuse<R>[-lag<K>]-seed<S>/; the records and figures go to
 <out-dir> too unless --records / --figures name other places (the committed ones live in
 experiments/results/ and experiments/figures/). A finished run (its last eval line
 at the final iteration) is skipped; an unfinished one is resumed from its checkpoint, so the
@@ -44,6 +45,10 @@ class ExperimentConfig:
     """Kernel methods (train.py --method); the first is the reference of the paired differences."""
     reuse: list[int] = field(default_factory=lambda: [1, 4, 8])
     """Optimizer steps per rollout batch (train.py --reuse)."""
+    lags: list[int] = field(default_factory=lambda: [0])
+    """Rollout staleness in iterations (train.py --lag); every reuse runs at every lag."""
+    lrs: list[str] = field(default_factory=list)
+    """Per-method learning rates as method=lr (train.py --lr); a method not named gets train.py's default."""
     epochs: int = 2
     """Passes over each rollout batch (train.py --epochs; at most reuse), mini-batches = reuse / epochs."""
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
@@ -75,6 +80,14 @@ class ExperimentConfig:
         for reuse in self.reuse:
             if reuse % self.epochs_at(reuse):
                 raise ValueError(f"reuse: {reuse} optimizer steps do not split into {self.epochs_at(reuse)} epochs")
+        if any(lag < 0 for lag in self.lags):
+            raise ValueError(f"lags: must be >= 0, got {self.lags}")
+        self.lr_of = {}
+        for item in self.lrs:
+            method, _, value = item.partition("=")
+            if method not in self.methods or not value:
+                raise ValueError(f"lrs: expected method=lr for one of --methods, got {item!r}")
+            self.lr_of[method] = float(value)
         self.figures = self.figures or str(Path(self.out_dir) / "figures")
         self.records = self.records or str(Path(self.out_dir) / "records.json")
 
@@ -82,32 +95,35 @@ class ExperimentConfig:
         return min(self.epochs, reuse)
 
 
-def run_dir(cfg: ExperimentConfig, model: str, method: str, reuse: int, seed: int) -> Path:
-    return Path(cfg.out_dir) / model / f"{method}-reuse{reuse}-seed{seed}"
+def run_dir(cfg: ExperimentConfig, model: str, method: str, reuse: int, lag: int, seed: int) -> Path:
+    return Path(cfg.out_dir) / model / f"{method}-reuse{reuse}{f'-lag{lag}' if lag else ''}-seed{seed}"
 
 
 def finished(records: list[dict], iterations: int) -> bool:
     return any(r["kind"] == "eval" and r["iteration"] == iterations for r in records)
 
 
-def train_command(cfg: ExperimentConfig, model: str, method: str, reuse: int, seed: int, resume: bool) -> list[str]:
-    path = run_dir(cfg, model, method, reuse, seed)
+def train_command(cfg: ExperimentConfig, model: str, method: str, reuse: int, lag: int, seed: int,
+                  resume: bool) -> list[str]:
+    path = run_dir(cfg, model, method, reuse, lag, seed)
+    lr = ["--lr", str(cfg.lr_of[method])] if method in cfg.lr_of else []
     return [sys.executable, str(ROOT / "train.py"), "--model", model, "--task", cfg.task, "--method", method,
-            "--reuse", str(reuse), "--epochs", str(cfg.epochs_at(reuse)), "--seed", str(seed),
+            "--reuse", str(reuse), "--epochs", str(cfg.epochs_at(reuse)), "--lag", str(lag), *lr, "--seed", str(seed),
             "--iterations", str(cfg.iterations), "--eval-every", str(cfg.eval_every),
             "--out-dir", str(path.parent), "--name", path.name, "--no-plots", *(["--resume"] if resume else [])]
 
 
 def grid(cfg: ExperimentConfig, model: str | None = None) -> list[tuple]:
-    """(model, method, reuse, seed) cells in seed-major order: a grid stopped halfway still
-    holds whole seeds of every method and reuse, which is what paired differences need.
+    """(model, method, reuse, lag, seed) cells in seed-major order: a grid stopped halfway
+    still holds whole seeds of every method and setting, which is what paired differences need.
 
-    At reuse 1 every step is on-policy, where every method's gradient is the plain policy
-    gradient (tests/test_kernel_derivations.py, family 1): the runs would be identical, so
-    only the first method runs there and stands for all.
+    At reuse 1 and lag 0 every step is on-policy, where every method's gradient is the plain
+    policy gradient (tests/test_kernel_derivations.py, family 1): the runs would be identical
+    (up to learning rates), so only the first method runs there and stands for all.
     """
-    return [(m, meth, r, s) for m in ([model] if model else cfg.models) for s in cfg.seeds for r in cfg.reuse
-            for meth in cfg.methods if r > 1 or meth == cfg.methods[0]]
+    return [(m, meth, r, lag, s) for m in ([model] if model else cfg.models) for s in cfg.seeds
+            for r in cfg.reuse for lag in cfg.lags for meth in cfg.methods
+            if r > 1 or lag > 0 or meth == cfg.methods[0]]
 
 
 def run_grid(cfg: ExperimentConfig) -> None:
@@ -136,20 +152,20 @@ def run_grid(cfg: ExperimentConfig) -> None:
         print(f"run {run_dir(cfg, *cell)} failed with exit code {code}; see its .log beside it")
 
 
-def record_of(path: Path, model: str, method: str, reuse: int, seed: int) -> dict:
+def record_of(path: Path, model: str, method: str, reuse: int, lag: int, seed: int) -> dict:
     """One run in nano_respo/report.py's record format: curves, outcomes and off-policy diagnostics."""
     records = read_metrics(path)
     train = [r for r in records if r["kind"] == "train"]
     by_iteration = {r["iteration"]: r for r in train}
     curve = [by_iteration[i]["reward"] for i in sorted(by_iteration)]
     quarter, tail = max(1, len(curve) // 4), max(1, len(curve) // 10)
-    off_policy = [r for r in train if (r["epoch"], r["minibatch"]) != (0, 0)]
+    off_policy = [r for r in train if (r["epoch"], r["minibatch"]) != (0, 0) or lag]
 
     def mean_of(key, rows):
         values = [r[key] for r in rows if r.get(key) is not None]
         return sum(values) / len(values) if values else float("nan")
 
-    record = {"model": model, "method": method, "reuse": reuse, "seed": seed,
+    record = {"model": model, "method": method, "reuse": reuse, "lag": lag, "seed": seed,
               "lr": json.loads((path / "config.json").read_text())["lr"],
               "reward_curve": curve, "early_auc": sum(curve[:quarter]) / quarter, "full_auc": sum(curve) / len(curve),
               "final_reward": sum(curve[-tail:]) / tail,
@@ -157,7 +173,7 @@ def record_of(path: Path, model: str, method: str, reuse: int, seed: int) -> dic
               "zero_var_frac": mean_of("zero_var_frac", train), "response_length": mean_of("response_len", train),
               "final_entropy": train[-1].get("entropy", float("nan")), "grad_norm": mean_of("grad_norm", train),
               "tokens_per_s": mean_of("train_tokens_per_s", train)}
-    # Off-policy steps only: at the first step of a batch every weight is 1 by construction.
+    # Off-policy steps only: without lag, at the first step of a batch every weight is 1 by construction.
     record.update({key: mean_of(key, off_policy) for key in DIAGNOSTIC_KEYS})
     return record
 
