@@ -98,6 +98,8 @@ class TrainConfig:
     """Run name: outputs go to <out_dir>/<name>/; None = <task>-<method>-reuse<reuse>-seed<seed>."""
     out_dir: str = "runs"
     """Directory that holds the runs."""
+    keep_checkpoints: int = 2
+    """Checkpoints kept on disk (each a full model and optimizer state): the newest N; older ones are deleted."""
     seed: int = 0
     """Seed of sampling, mini-batch order and the task's training problems."""
     threads: int = 1
@@ -156,8 +158,10 @@ class TrainConfig:
         return self.name or f"{self.task.rsplit('/', 1)[-1].removesuffix('.jsonl')}-{self.loss.method}-reuse{self.reuse}-seed{self.seed}"
 
 
-# Config fields a --resume may change without changing what the run computes.
-RESUMABLE = {"iterations", "resume", "threads", "plots", "save_every", "device", "fsdp"}
+# Config fields a --resume may change without changing what the run computes; a run
+# directory may be moved or renamed, so its location is one of them.
+RESUMABLE = {"iterations", "resume", "threads", "plots", "save_every", "keep_checkpoints", "device", "fsdp",
+             "out_dir", "name"}
 
 
 class OneProcess:
@@ -294,14 +298,31 @@ def rl_iteration(model, tokenizer, task, optimizer, cfg: TrainConfig, loss_cfg: 
     return batch, records
 
 
+class Stopped(KeyboardInterrupt):
+    """A stop signal that could not wait for the end of an iteration; train.py prints its one
+    line and exits with 128 + the signal's number, as a shell does for a killed process."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
 class StopRequest:
-    """First Ctrl-C (or SIGTERM, what schedulers and `docker stop` send): finish the current
-    iteration, checkpoint, stop. Second: stop at once."""
+    """Ctrl-C (SIGINT) and SIGTERM (what schedulers and `docker stop` send), from start-up to exit.
+
+    Inside the RL loop (`finish_iteration` set) the first one finishes the current iteration,
+    saves a checkpoint and stops. Anywhere else (loading, the warm start, the first
+    evaluation), and a second one in the loop, raise Stopped at once: saves are atomic, so
+    stopping mid-way damages nothing, and the message says what --resume continues from.
+    """
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self):
+    def __init__(self, run_dir: Path | None = None):
+        self.run_dir = run_dir
+        self.finish_iteration = False
         self.requested = False
+        self.stopping = False
         self.previous = {sig: signal.getsignal(sig) for sig in self.SIGNALS}
 
     def __enter__(self):
@@ -313,10 +334,22 @@ class StopRequest:
         return self
 
     def handle(self, signum, frame):
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        tqdm.write("Ctrl-C: finishing this iteration, then saving a checkpoint (Ctrl-C again to abort)")
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        if self.stopping:  # already unwinding: let the clean-up (the run lock) finish
+            return
+        if self.finish_iteration and not self.requested:
+            self.requested = True
+            again = "Ctrl-C again" if signum == signal.SIGINT else f"{name} again"
+            tqdm.write(f"{name}: finishing this iteration, then saving a checkpoint ({again} to stop at once)")
+            return
+        self.stopping = True
+        raise Stopped(f"{name}{' again' if self.requested else ''}: stopped at once; {self.resume_hint()}", signum)
+
+    def resume_hint(self) -> str:
+        checkpoint = latest_checkpoint(self.run_dir) if self.run_dir is not None else None
+        if checkpoint is None:
+            return "no checkpoint yet, so `--resume` starts the run over"
+        return f"`--resume` continues from {checkpoint.name}"
 
     def __exit__(self, *exc):
         try:
@@ -349,31 +382,35 @@ def evaluate_heldout(model, tokenizer, task, cfg: TrainConfig, amp, ranks=ONE_PR
                         batch_size=cfg.rollout_batch or 256)
 
 
-def save(run_dir: Path, model, tokenizer, optimizer, iteration: int, step: int, config: dict, ranks) -> Path:
+def save(run_dir: Path, model, tokenizer, optimizer, iteration: int, step: int, config: dict, ranks,
+         keep: int = 2) -> Path:
     if ranks is ONE_PROCESS:
-        return save_checkpoint(run_dir, model, tokenizer, iteration, step, config, optimizer.state_dict())
+        return save_checkpoint(run_dir, model, tokenizer, iteration, step, config, optimizer.state_dict(), keep=keep)
     from .distributed import checkpoint_state  # FSDP: the full weights, and every rank's shards as the payload
 
     model_state, optimizer_state, write_shards = checkpoint_state(model, optimizer)
     return save_checkpoint(run_dir, model, tokenizer, iteration, step, config, optimizer_state,
-                           model_state=model_state, payload=write_shards, ranks=ranks)
+                           model_state=model_state, payload=write_shards, ranks=ranks, keep=keep)
 
 
 def train(cfg: TrainConfig) -> Path:
     """Run (or resume) training; returns the run directory.
 
-    Bad arguments are refused before anything loads, and one process at a time owns a run
-    directory (under FSDP torchrun owns the ranks, which share it).
+    Bad arguments are refused before anything loads, one process at a time owns a run
+    directory (under FSDP torchrun owns the ranks, which share it), and Ctrl-C or SIGTERM
+    is honoured from here to the end (StopRequest).
     """
     validate_run_args(cfg)
     run_dir = Path(cfg.out_dir) / cfg.run_name
-    with contextlib.nullcontext() if cfg.fsdp else run_lock(run_dir):
+    if cfg.resume and not run_dir.is_dir():
+        raise ValueError(f"resume: no checkpoint in {run_dir}, and no run was started there; drop --resume to start it")
+    with StopRequest(run_dir) as stop, contextlib.nullcontext() if cfg.fsdp else run_lock(run_dir):
         if not cfg.fsdp:
             remove_temporary_checkpoints(run_dir)
-        return train_locked(cfg, run_dir)
+        return train_locked(cfg, run_dir, stop)
 
 
-def train_locked(cfg: TrainConfig, run_dir: Path) -> Path:
+def train_locked(cfg: TrainConfig, run_dir: Path, stop: StopRequest) -> Path:
     from .metrics import write_plots
 
     torch.set_num_threads(cfg.threads)
@@ -395,11 +432,9 @@ def train_locked(cfg: TrainConfig, run_dir: Path) -> Path:
     for note in skipped:
         print(f"resume: {note}")
     if cfg.resume and checkpoint is None:
-        if not (run_dir / "metrics.jsonl").exists():
-            raise ValueError(f"resume: no checkpoint in {run_dir} and no run started there; drop --resume to start it")
         # Stopped before its first save: nothing to continue from, so the run starts over.
         print(f"resume: {run_dir} has no intact checkpoint yet; starting the run over from iteration 0")
-        (run_dir / "metrics.jsonl").unlink()
+        (run_dir / "metrics.jsonl").unlink(missing_ok=True)
     if not cfg.resume and (run_dir / "metrics.jsonl").exists():
         raise ValueError(f"name: {run_dir} already holds a run; pass --resume or another --name")
     torch.manual_seed(cfg.seed)
@@ -434,28 +469,29 @@ def train_locked(cfg: TrainConfig, run_dir: Path) -> Path:
     print(f"run: {run_dir}  start held-out accuracy {last_eval['heldout_acc']:.3f}")
     bar = tqdm(range(iteration, cfg.iterations), initial=iteration, total=cfg.iterations, desc="rl",
                dynamic_ncols=True)
-    with StopRequest() as stop:
-        for iteration in bar:
-            model.train()
-            start = time.perf_counter()
-            with amp:
-                _, records = rl_iteration(model, tokenizer, task, optimizer, cfg, loss_cfg, iteration, step,
-                                          logprobs, ranks)
-            for record in records:
-                log.write(record)
-            step = records[-1]["step"]
-            done = iteration + 1
-            log.write({"kind": "time", "iteration": iteration, "step": step,
-                       "iteration_s": time.perf_counter() - start})
-            if done % cfg.eval_every == 0 or done == cfg.iterations:
-                last_eval = evaluate_heldout(model, tokenizer, task, cfg, amp, ranks)
-                log.write({"kind": "eval", "iteration": done, "step": step, **last_eval})
-            bar.set_postfix(reward=f"{records[-1]['reward']:.2f}", heldout=f"{last_eval['heldout_acc']:.2f}")
-            if done % cfg.save_every == 0 or done == cfg.iterations or stop.requested:
-                save(run_dir, model, tokenizer, optimizer, done, step, config, ranks)
-            iteration = done
-            if stop.requested:
-                break
+    stop.finish_iteration = True
+    for iteration in bar:
+        model.train()
+        start = time.perf_counter()
+        with amp:
+            _, records = rl_iteration(model, tokenizer, task, optimizer, cfg, loss_cfg, iteration, step,
+                                      logprobs, ranks)
+        for record in records:
+            log.write(record)
+        step = records[-1]["step"]
+        done = iteration + 1
+        log.write({"kind": "time", "iteration": iteration, "step": step,
+                   "iteration_s": time.perf_counter() - start})
+        if done % cfg.eval_every == 0 or done == cfg.iterations:
+            last_eval = evaluate_heldout(model, tokenizer, task, cfg, amp, ranks)
+            log.write({"kind": "eval", "iteration": done, "step": step, **last_eval})
+        bar.set_postfix(reward=f"{records[-1]['reward']:.2f}", heldout=f"{last_eval['heldout_acc']:.2f}")
+        if done % cfg.save_every == 0 or done == cfg.iterations or stop.requested:
+            save(run_dir, model, tokenizer, optimizer, done, step, config, ranks, cfg.keep_checkpoints)
+        iteration = done
+        if stop.requested:
+            break
+    stop.finish_iteration = False
     bar.close()
     log.close()
     print(f"end held-out accuracy {last_eval['heldout_acc']:.3f} "
@@ -463,4 +499,6 @@ def train_locked(cfg: TrainConfig, run_dir: Path) -> Path:
     if cfg.plots and ranks.rank == 0:
         print(f"plots: {write_plots(run_dir)}")
     print(f"metrics: {run_dir / 'metrics.jsonl'}\ncheckpoint: {latest_checkpoint(run_dir)}")
+    if stop.requested:
+        print(f"stopped on request after iteration {iteration} of {cfg.iterations}; --resume continues")
     return run_dir

@@ -349,7 +349,7 @@ def test_the_character_tokenizer_refuses_unknown_characters_instead_of_dropping_
 
 def run_args(**overrides):
     settings = dict(lr=3e-4, sft_lr=3e-3, max_grad_norm=1.0, weight_decay=0.0, group_size=8, device="auto",
-                    model="tiny-qwen3")
+                    model="tiny-qwen3", keep_checkpoints=2)
     return SimpleNamespace(**{**settings, **overrides})
 
 
@@ -359,6 +359,7 @@ def run_args(**overrides):
     (dict(weight_decay=-1.0), "weight_decay: must be >= 0, got -1.0"),
     (dict(group_size=1), "group_size: must be >= 2, got 1; a group of one has advantage 0"),
     (dict(device="gpu"), "device: unknown device 'gpu'; choose auto, cpu, cuda or cuda:N"),
+    (dict(keep_checkpoints=0), "keep_checkpoints: must be >= 1, got 0"),
 ])
 def test_bad_run_arguments_fail_with_one_line_naming_them(overrides, message):
     from nano_respo.preflight import validate_run_args
@@ -400,12 +401,16 @@ def test_group_size_one_is_refused_by_train_before_anything_loads(tmp_path):
         train(TrainConfig(out_dir=str(tmp_path), group_size=1, prompts_per_iteration=8, model="no-such-model"))
 
 
-def test_sigterm_asks_the_loop_to_stop_like_the_first_ctrl_c():
+def test_sigterm_asks_the_loop_to_stop_like_the_first_ctrl_c(capsys):
     import signal
 
     from nano_respo.trainer import StopRequest
 
     with StopRequest() as stop:
+        stop.finish_iteration = True
         os.kill(os.getpid(), signal.SIGTERM)
         assert stop.requested
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    said = capsys.readouterr().out
+    assert "SIGTERM: finishing this iteration, then saving a checkpoint (SIGTERM again" in said
+    assert "Ctrl-C" not in said
