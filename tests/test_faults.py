@@ -414,3 +414,46 @@ def test_sigterm_asks_the_loop_to_stop_like_the_first_ctrl_c(capsys):
     said = capsys.readouterr().out
     assert "SIGTERM: finishing this iteration, then saving a checkpoint (SIGTERM again" in said
     assert "Ctrl-C" not in said
+
+
+# ---- eval.py on a run directory: the run's dtype, its task's settings only for its task ----------
+
+def short_run(tmp_path, monkeypatch, **overrides):
+    """A 2-iteration tiny run whose reward varies on a random-init model (training and eval.py alike)."""
+    from nano_respo import evaluate_cli, trainer
+    from nano_respo.cli import from_flat
+
+    def parity_task(*args, **kwargs):
+        task = make_task(*args, **kwargs)
+        task.reward = lambda text, answer: float(sum(map(ord, text)) % 2)
+        return task
+    monkeypatch.setattr(trainer, "make_task", parity_task)
+    monkeypatch.setattr(evaluate_cli, "make_task", parity_task)
+    settings = dict(model="tiny-qwen3", task="addition", sft_steps=0, iterations=2, prompts_per_iteration=4,
+                    group_size=4, reuse=2, epochs=1, max_new_tokens=6, eval_problems=16, eval_samples=2,
+                    out_dir=str(tmp_path), plots=False, name="run")
+    return trainer.train(from_flat(trainer.TrainConfig, {**settings, **overrides}))
+
+
+def test_eval_py_evaluates_a_bfloat16_run_in_bfloat16_and_reproduces_its_figures(tmp_path, monkeypatch):
+    from nano_respo.evaluate_cli import EvalConfig, run_eval
+
+    run_dir = short_run(tmp_path, monkeypatch, dtype="bfloat16")
+    logged = [r for r in metrics.read_metrics(run_dir) if r["kind"] == "eval"][-1]
+    result = run_eval(EvalConfig(model=str(run_dir)))
+    assert result["dtype"] == "bfloat16"
+    assert {k: result[k] for k in ("heldout_acc", "heldout_pass@1", "heldout_pass@2")} == \
+        {k: logged[k] for k in ("heldout_acc", "heldout_pass@1", "heldout_pass@2")}
+    assert run_eval(EvalConfig(model=str(run_dir), dtype="float32"))["dtype"] == "float32"
+
+
+def test_eval_py_takes_a_runs_heldout_file_only_for_the_runs_own_task(tmp_path, monkeypatch):
+    from nano_respo.evaluate_cli import EvalConfig, run_eval
+
+    train_file = write_jsonl(tmp_path / "train.jsonl", numbered_rows(60))
+    heldout = write_jsonl(tmp_path / "heldout.jsonl", numbered_rows(8, start=100))
+    run_dir = short_run(tmp_path, monkeypatch, task=train_file, heldout_file=heldout, eval_problems=8)
+    assert run_eval(EvalConfig(model=str(run_dir)))["problems"] == 8  # its own task: its held-out file
+    assert run_eval(EvalConfig(model=str(run_dir), task="reverse", eval_problems=4))["task"] == "reverse"
+    with pytest.raises(ValueError, match="heldout_file: only .jsonl tasks take a held-out file; reverse"):
+        run_eval(EvalConfig(model=str(run_dir), task="reverse", heldout_file=heldout))

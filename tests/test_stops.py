@@ -202,15 +202,16 @@ def test_kill_9_at_chosen_moments_then_resume_gives_the_uninterrupted_records(tm
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["iter-000003", "iter-000004"]
 
 
-def test_a_moved_and_renamed_run_resumes_under_another_spelling_of_its_path(tmp_path, straight):
+def test_a_moved_and_renamed_run_resumes_under_another_spelling_of_its_path_keeping_n_checkpoints(tmp_path, straight):
     run(tmp_path / "small-disk", "--iterations", "2")
     (tmp_path / "large-disk").mkdir()
     shutil.move(tmp_path / "small-disk" / "run", tmp_path / "large-disk" / "renamed")
     spelled = f"{tmp_path}/large-disk/../large-disk//"
-    code, out, err = finish(start(Path(spelled), "none:0", "--resume", "--name", "renamed"))
+    code, out, err = finish(start(Path(spelled), "none:0", "--resume", "--name", "renamed", "--keep-checkpoints", "1"))
     assert code == 0, err[-3000:]
     resumed = records(tmp_path / "large-disk" / "renamed")
     end_of_short_run = {"kind": "eval", "iteration": 2}  # its final evaluation, which a 4-iteration run skips
     assert [r for r in resumed if {k: r[k] for k in end_of_short_run} != end_of_short_run] == straight
     config = json.loads((tmp_path / "large-disk" / "renamed" / "config.json").read_text())
     assert config["name"] == "renamed"
+    assert [p.name for p in (tmp_path / "large-disk" / "renamed" / "checkpoints").iterdir()] == ["iter-000004"]
