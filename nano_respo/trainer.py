@@ -30,7 +30,7 @@ from .evaluation import evaluate
 from .kernel import SCALES, LossConfig, group_advantages, loss_denominator, policy_loss
 from .logprobs import chunked_policy_logprobs
 from .metrics import MetricsLog
-from .models import TINY_WARM_START_STEPS, load_model, resolve_device
+from .models import TINY_WARM_START_STEPS, load_model, refuse_unknown_characters, resolve_device
 from .preflight import validate_run_args
 from .rollout import RolloutBatch, policy_logprobs, sample, score
 from .runlock import run_lock
@@ -452,6 +452,7 @@ def train_locked(cfg: TrainConfig, run_dir: Path, stop: StopRequest) -> Path:
         optimizer.load_state_dict(state["optimizer"])
         set_rng_state(state["rng"])
         iteration, step = state["iteration"], state["step"]
+    refuse_unknown_characters(tokenizer, (task.train_pool or []) + task.heldout_problems)
     ranks = ONE_PROCESS
     if cfg.fsdp:  # join the process group and shard; the loop below runs on every rank
         model, optimizer, ranks = distributed.shard(model, optimizer, checkpoint, cfg.seed, iteration)

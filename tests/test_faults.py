@@ -457,3 +457,12 @@ def test_eval_py_takes_a_runs_heldout_file_only_for_the_runs_own_task(tmp_path, 
     assert run_eval(EvalConfig(model=str(run_dir), task="reverse", eval_problems=4))["task"] == "reverse"
     with pytest.raises(ValueError, match="heldout_file: only .jsonl tasks take a held-out file; reverse"):
         run_eval(EvalConfig(model=str(run_dir), task="reverse", heldout_file=heldout))
+
+
+def test_training_data_the_tokenizer_cannot_encode_is_refused_before_the_run_starts(tmp_path, monkeypatch):
+    rows = numbered_rows(60) + [{"prompt": "caf\u00e9 5+5=", "answer": "10"}]  # drawn rarely: refused up front
+    for sft_steps in (0, 2):  # before the warm start too
+        task = write_jsonl(tmp_path / "data.jsonl", rows)
+        with pytest.raises(ValueError, match="'caf\u00e9 5\\+5=' holds characters .* does not know: '\u00e9'"):
+            short_run(tmp_path, monkeypatch, task=task, sft_steps=sft_steps, name=f"sft{sft_steps}")
+        assert not (tmp_path / f"sft{sft_steps}" / "metrics.jsonl").exists()
