@@ -346,10 +346,14 @@ class StopRequest:
         raise Stopped(f"{name}{' again' if self.requested else ''}: stopped at once; {self.resume_hint()}", signum)
 
     def resume_hint(self) -> str:
-        checkpoint = latest_checkpoint(self.run_dir) if self.run_dir is not None else None
-        if checkpoint is None:
+        if self.run_dir is None:
+            return "nothing was saved"
+        checkpoint = latest_checkpoint(self.run_dir)
+        if checkpoint is not None:
+            return f"`--resume` continues from {checkpoint.name}"
+        if (self.run_dir / "metrics.jsonl").exists():
             return "no checkpoint yet, so `--resume` starts the run over"
-        return f"`--resume` continues from {checkpoint.name}"
+        return "nothing was written yet, so the same command starts the run"
 
     def __exit__(self, *exc):
         try:
@@ -401,16 +405,17 @@ def train(cfg: TrainConfig) -> Path:
     is honoured from here to the end (StopRequest).
     """
     validate_run_args(cfg)
+    task = build_task(cfg)  # data files checked before the run directory is touched
     run_dir = Path(cfg.out_dir) / cfg.run_name
     if cfg.resume and not run_dir.is_dir():
         raise ValueError(f"resume: no checkpoint in {run_dir}, and no run was started there; drop --resume to start it")
     with StopRequest(run_dir) as stop, contextlib.nullcontext() if cfg.fsdp else run_lock(run_dir):
         if not cfg.fsdp:
             remove_temporary_checkpoints(run_dir)
-        return train_locked(cfg, run_dir, stop)
+        return train_locked(cfg, run_dir, task, stop)
 
 
-def train_locked(cfg: TrainConfig, run_dir: Path, stop: StopRequest) -> Path:
+def train_locked(cfg: TrainConfig, run_dir: Path, task, stop: StopRequest) -> Path:
     from .metrics import write_plots
 
     torch.set_num_threads(cfg.threads)
@@ -426,7 +431,6 @@ def train_locked(cfg: TrainConfig, run_dir: Path, stop: StopRequest) -> Path:
     loss_cfg = replace(cfg.loss, norm_len=cfg.loss.norm_len or cfg.max_new_tokens)
     logprobs = (policy_logprobs if cfg.logprob_chunk_mb is None
                 else functools.partial(chunked_policy_logprobs, chunk_mb=cfg.logprob_chunk_mb))
-    task = build_task(cfg)
     config = flat(cfg)
     checkpoint, skipped = newest_intact_checkpoint(run_dir) if cfg.resume else (None, [])
     for note in skipped:

@@ -79,6 +79,8 @@ def write_text(path, text):  # checkpoint renamed into place, `latest` not switc
 
 if kind == "first-eval":
     trainer.evaluate_heldout = first_call(trainer.evaluate_heldout)
+elif kind == "initial-model":
+    trainer.initial_model = first_call(trainer.initial_model)
 elif kind in ("record", "record-twice", "half-record"):
     metrics.MetricsLog.write = write
 elif kind == "save-state":
@@ -162,13 +164,14 @@ def test_a_second_ctrl_c_in_the_loop_stops_in_one_line_and_resume_completes(tmp_
 
 
 def test_sigterm_stops_at_once_before_the_loop_and_saves_in_it_never_saying_ctrl_c(tmp_path, straight):
-    child = start(tmp_path, "first-eval:0")
+    child = start(tmp_path, "initial-model:0")  # loading the model: nothing written yet
     wait_for(child, "HOLDING")
     child.send_signal(signal.SIGTERM)
     code, _, err = finish(child)
     assert code == 128 + signal.SIGTERM
-    assert err.strip() == "SIGTERM: stopped at once; no checkpoint yet, so `--resume` starts the run over"
-    child = start(tmp_path, "record:1", "--resume")
+    assert err.strip() == "SIGTERM: stopped at once; nothing was written yet, so the same command starts the run"
+    assert not (tmp_path / "run").exists()
+    child = start(tmp_path, "record:1")
     wait_for(child, "HOLDING")
     child.send_signal(signal.SIGTERM)  # in the loop: finish iteration 1, save, stop
     said = wait_for(child, "REQUESTED")
