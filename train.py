@@ -1,19 +1,27 @@
 """Train a Qwen3 with RLVR and rollout reuse. `python train.py --help` lists every flag."""
 
 import os
+import sys
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch starts its thread pool
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from transformers.utils import logging as hf_logging  # noqa: E402
 
-from nano_respo.cli import parse_config  # noqa: E402
-from nano_respo.trainer import TrainConfig, train  # noqa: E402
+def main() -> None:
+    from transformers.utils import logging as hf_logging
+
+    from nano_respo.cli import parse_config
+    from nano_respo.trainer import TrainConfig, train
+
+    hf_logging.disable_progress_bar()
+    train(parse_config(TrainConfig))
+
 
 if __name__ == "__main__":
-    hf_logging.disable_progress_bar()
-    config = parse_config(TrainConfig)
     try:
-        train(config)
+        main()  # the imports too: a Ctrl-C while they load stops without a traceback
     except ValueError as error:
         raise SystemExit(f"error: {error}") from None
+    except KeyboardInterrupt as stop:  # trainer.Stopped names the signal and what --resume continues from
+        print(str(stop) or "Ctrl-C: stopped before the run started", file=sys.stderr)
+        raise SystemExit(getattr(stop, "exit_code", 130)) from None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import STATE_FILE, load_trainer_state
+from .checkpoint import STATE_FILE, checkpoint_dtype, load_trainer_state
 from .evaluation import evaluate
 from .models import load_model, resolve_device, resolve_model_path
 from .tasks import make_task
@@ -27,9 +27,9 @@ class EvalConfig:
     task: str | None = None
     """Task name or .jsonl file; None = the checkpoint's training task (reverse otherwise)."""
     task_size: int | None = None
-    """Task difficulty; None = the checkpoint's (or the task's default)."""
+    """Task difficulty; None = the checkpoint's when its task is evaluated (else the task's default)."""
     heldout_file: str | None = None
-    """JSONL tasks: the held-out file; None = the checkpoint's."""
+    """JSONL tasks: the held-out file; None = the checkpoint's when its task is evaluated."""
     eval_problems: int | None = None
     """Held-out problems; None = the checkpoint's (128 otherwise)."""
     samples: int | None = None
@@ -42,8 +42,8 @@ class EvalConfig:
     """Generation budget; None = the checkpoint's (16 otherwise)."""
     batch_size: int | None = None
     """Sequences per generate call; None = the checkpoint's rollout_batch (256 otherwise)."""
-    dtype: str = "float32"
-    """Model dtype."""
+    dtype: str | None = None
+    """Model dtype; None = the dtype a run's checkpoint was trained in (float32 otherwise)."""
     device: str = "auto"
     """Device: auto (cuda when available, else cpu), cpu, cuda or cuda:N."""
     threads: int = 1
@@ -55,6 +55,8 @@ class EvalConfig:
 DEFAULTS = {"task": "reverse", "task_size": None, "heldout_file": None, "eval_problems": 128,
             "samples": 4, "temperature": 1.0, "max_new_tokens": 16}
 FROM_TRAINING = {"samples": "eval_samples"}  # EvalConfig name -> TrainConfig name where they differ
+# Settings that describe the training task: taken from the run only when that task is the one evaluated.
+OF_THE_TASK = ("task_size", "heldout_file")
 
 
 def training_config(model_path: str) -> dict:
@@ -77,14 +79,18 @@ def run_eval(cfg: EvalConfig) -> dict:
     torch.set_num_threads(cfg.threads)
     path = resolve_model_path(cfg.model)
     trained = training_config(path)
+    if cfg.task is not None and cfg.task != trained.get("task"):
+        trained = {k: v for k, v in trained.items() if k not in OF_THE_TASK}
     settings = {key: getattr(cfg, key) if getattr(cfg, key) is not None
                 else trained.get(FROM_TRAINING.get(key, key), default) for key, default in DEFAULTS.items()}
     task = make_task(settings["task"], settings["task_size"], settings["eval_problems"], settings["heldout_file"])
-    model, tokenizer = load_model(path, cfg.dtype, resolve_device(cfg.device))
+    # A run evaluates in the dtype it trained in: its logged held-out figures were sampled in it.
+    dtype = cfg.dtype or (checkpoint_dtype(Path(path)) if trained else None) or "float32"
+    model, tokenizer = load_model(path, dtype, resolve_device(cfg.device))
     figures = evaluate(model, tokenizer, task, settings["max_new_tokens"], settings["temperature"],
                        settings["samples"], cfg.k, batch_size=cfg.batch_size or trained.get("rollout_batch") or 256)
     result = {"model": cfg.model, "path": path, "task": task.name, "problems": len(task.heldout_problems),
-              **{k: settings[k] for k in ("samples", "temperature", "max_new_tokens")}, **figures}
+              **{k: settings[k] for k in ("samples", "temperature", "max_new_tokens")}, "dtype": dtype, **figures}
     return result
 
 

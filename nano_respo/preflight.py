@@ -19,9 +19,11 @@ DEVICES = "auto, cpu, cuda or cuda:N"
 
 def validate_run_args(cfg) -> None:
     """Refuse a training config whose values cannot give a meaningful run; reads cfg.lr, sft_lr,
-    max_grad_norm, weight_decay, group_size, device and model."""
+    max_grad_norm, weight_decay, group_size, keep_checkpoints, device and model."""
     for field in ("lr", "sft_lr", "max_grad_norm"):
         check_positive(field, getattr(cfg, field))
+    if cfg.keep_checkpoints < 1:  # --resume needs one
+        raise ValueError(f"keep_checkpoints: must be >= 1, got {cfg.keep_checkpoints}")
     check_non_negative("weight_decay", cfg.weight_decay)
     check_group_size(cfg.group_size)
     check_device(cfg.device)

@@ -81,3 +81,5 @@ def run_lock(run_dir: Path):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         os.close(fd)
+        with contextlib.suppress(OSError):  # a run that wrote nothing (it failed or stopped at start-up) leaves no trace
+            run_dir.rmdir()

@@ -19,7 +19,7 @@ import shutil
 import torch
 from tqdm import tqdm
 
-from .models import cache_dir, load_model
+from .models import cache_dir, load_model, refuse_unknown_characters
 from .rollout import RolloutBatch, encode_prompts, policy_logprobs
 from .tasks import Task, hash_seed
 
@@ -85,6 +85,7 @@ def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_si
         print(f"warm start: cached {path}")
         return load_model(str(path), dtype, device)
     model, tokenizer = load_model(model_name, dtype, device)
+    refuse_unknown_characters(tokenizer, (task.train_pool or []) + task.heldout_problems)  # before minutes of SFT
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         sft(model, tokenizer, task, steps, batch_size, lr, seed, logprobs)

@@ -32,7 +32,7 @@ from .evaluation import evaluate
 from .kernel import SCALES, LossConfig, group_advantages, loss_denominator, policy_loss
 from .logprobs import chunked_policy_logprobs
 from .metrics import MetricsLog
-from .models import TINY_WARM_START_STEPS, load_model, resolve_device
+from .models import TINY_WARM_START_STEPS, load_model, refuse_unknown_characters, resolve_device
 from .preflight import validate_run_args
 from .rollout import RolloutBatch, policy_logprobs, sample, score
 from .runlock import run_lock
@@ -137,6 +137,8 @@ class TrainConfig(StepConfig):
     """Run name: outputs go to <out_dir>/<name>/; None = <task>-<method>-reuse<reuse>-seed<seed>."""
     out_dir: str = "runs"
     """Directory that holds the runs."""
+    keep_checkpoints: int = 2
+    """Checkpoints kept on disk (each a full model and optimizer state): the newest N; older ones are deleted."""
     threads: int = 1
     """torch CPU threads (more threads on a loaded small machine can be many times slower)."""
     device: str = "auto"
@@ -172,16 +174,19 @@ class TrainConfig(StepConfig):
             raise ValueError(f"sft_steps: must be >= 0, got {self.sft_steps}")
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"dtype: choose float32, bfloat16 or float16, got {self.dtype!r}")
-        if self.lr <= 0 or self.sft_lr <= 0:
-            raise ValueError("lr, sft_lr: must be > 0")
+        for name in ("lr", "sft_lr"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}: must be > 0, got {getattr(self, name)}")
 
     @property
     def run_name(self) -> str:
         return self.name or f"{self.task.rsplit('/', 1)[-1].removesuffix('.jsonl')}-{self.loss.method}-reuse{self.reuse}-seed{self.seed}"
 
 
-# Config fields a --resume may change without changing what the run computes.
-RESUMABLE = {"iterations", "resume", "threads", "plots", "save_every", "device", "fsdp"}
+# Config fields a --resume may change without changing what the run computes; a run
+# directory may be moved or renamed, so its location is one of them.
+RESUMABLE = {"iterations", "resume", "threads", "plots", "save_every", "keep_checkpoints", "device", "fsdp",
+             "out_dir", "name"}
 
 
 class OneProcess:
@@ -342,14 +347,31 @@ class LaggedPolicy:
         return len(self.kept) - 1
 
 
+class Stopped(KeyboardInterrupt):
+    """A stop signal that could not wait for the end of an iteration; train.py prints its one
+    line and exits with 128 + the signal's number, as a shell does for a killed process."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
 class StopRequest:
-    """First Ctrl-C (or SIGTERM, what schedulers and `docker stop` send): finish the current
-    iteration, checkpoint, stop. Second: stop at once."""
+    """Ctrl-C (SIGINT) and SIGTERM (what schedulers and `docker stop` send), from start-up to exit.
+
+    Inside the RL loop (`finish_iteration` set) the first one finishes the current iteration,
+    saves a checkpoint and stops. Anywhere else (loading, the warm start, the first
+    evaluation), and a second one in the loop, raise Stopped at once: saves are atomic, so
+    stopping mid-way damages nothing, and the message says what --resume continues from.
+    """
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self):
+    def __init__(self, run_dir: Path | None = None):
+        self.run_dir = run_dir
+        self.finish_iteration = False
         self.requested = False
+        self.stopping = False
         self.previous = {sig: signal.getsignal(sig) for sig in self.SIGNALS}
 
     def __enter__(self):
@@ -361,10 +383,26 @@ class StopRequest:
         return self
 
     def handle(self, signum, frame):
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        tqdm.write("Ctrl-C: finishing this iteration, then saving a checkpoint (Ctrl-C again to abort)")
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        if self.stopping:  # already unwinding: let the clean-up (the run lock) finish
+            return
+        if self.finish_iteration and not self.requested:
+            self.requested = True
+            again = "Ctrl-C again" if signum == signal.SIGINT else f"{name} again"
+            tqdm.write(f"{name}: finishing this iteration, then saving a checkpoint ({again} to stop at once)")
+            return
+        self.stopping = True
+        raise Stopped(f"{name}{' again' if self.requested else ''}: stopped at once; {self.resume_hint()}", signum)
+
+    def resume_hint(self) -> str:
+        if self.run_dir is None:
+            return "nothing was saved"
+        checkpoint = latest_checkpoint(self.run_dir)
+        if checkpoint is not None:
+            return f"`--resume` continues from {checkpoint.name}"
+        if (self.run_dir / "metrics.jsonl").exists():
+            return "no checkpoint yet, so `--resume` starts the run over"
+        return "nothing was written yet, so the same command starts the run"
 
     def __exit__(self, *exc):
         try:
@@ -398,33 +436,37 @@ def evaluate_heldout(model, tokenizer, task, cfg: TrainConfig, amp, ranks=ONE_PR
 
 
 def save(run_dir: Path, model, tokenizer, optimizer, iteration: int, step: int, config: dict, ranks,
-         lagged: LaggedPolicy | None = None) -> Path:
+         keep: int = 2, lagged: LaggedPolicy | None = None) -> Path:
     if ranks is ONE_PROCESS:
         extra = {"lagged_weights": list(lagged.kept)} if lagged else {}
         return save_checkpoint(run_dir, model, tokenizer, iteration, step, config, optimizer.state_dict(),
-                               extra=extra)
+                               keep=keep, extra=extra)
     from .distributed import checkpoint_state  # FSDP: the full weights, and every rank's shards as the payload
 
     model_state, optimizer_state, write_shards = checkpoint_state(model, optimizer)
     return save_checkpoint(run_dir, model, tokenizer, iteration, step, config, optimizer_state,
-                           model_state=model_state, payload=write_shards, ranks=ranks)
+                           model_state=model_state, payload=write_shards, ranks=ranks, keep=keep)
 
 
 def train(cfg: TrainConfig) -> Path:
     """Run (or resume) training; returns the run directory.
 
-    Bad arguments are refused before anything loads, and one process at a time owns a run
-    directory (under FSDP torchrun owns the ranks, which share it).
+    Bad arguments are refused before anything loads, one process at a time owns a run
+    directory (under FSDP torchrun owns the ranks, which share it), and Ctrl-C or SIGTERM
+    is honoured from here to the end (StopRequest).
     """
     validate_run_args(cfg)
+    task = build_task(cfg)  # data files checked before the run directory is touched
     run_dir = Path(cfg.out_dir) / cfg.run_name
-    with contextlib.nullcontext() if cfg.fsdp else run_lock(run_dir):
+    if cfg.resume and not run_dir.is_dir():
+        raise ValueError(f"resume: no checkpoint in {run_dir}, and no run was started there; drop --resume to start it")
+    with StopRequest(run_dir) as stop, contextlib.nullcontext() if cfg.fsdp else run_lock(run_dir):
         if not cfg.fsdp:
             remove_temporary_checkpoints(run_dir)
-        return train_locked(cfg, run_dir)
+        return train_locked(cfg, run_dir, task, stop)
 
 
-def train_locked(cfg: TrainConfig, run_dir: Path) -> Path:
+def train_locked(cfg: TrainConfig, run_dir: Path, task, stop: StopRequest) -> Path:
     from .metrics import write_plots
 
     torch.set_num_threads(cfg.threads)
@@ -440,17 +482,14 @@ def train_locked(cfg: TrainConfig, run_dir: Path) -> Path:
     loss_cfg = replace(cfg.loss, norm_len=cfg.loss.norm_len or cfg.max_new_tokens)
     logprobs = (policy_logprobs if cfg.logprob_chunk_mb is None
                 else functools.partial(chunked_policy_logprobs, chunk_mb=cfg.logprob_chunk_mb))
-    task = build_task(cfg)
     config = flat(cfg)
     checkpoint, skipped = newest_intact_checkpoint(run_dir) if cfg.resume else (None, [])
     for note in skipped:
         print(f"resume: {note}")
     if cfg.resume and checkpoint is None:
-        if not (run_dir / "metrics.jsonl").exists():
-            raise ValueError(f"resume: no checkpoint in {run_dir} and no run started there; drop --resume to start it")
         # Stopped before its first save: nothing to continue from, so the run starts over.
         print(f"resume: {run_dir} has no intact checkpoint yet; starting the run over from iteration 0")
-        (run_dir / "metrics.jsonl").unlink()
+        (run_dir / "metrics.jsonl").unlink(missing_ok=True)
     if not cfg.resume and (run_dir / "metrics.jsonl").exists():
         raise ValueError(f"name: {run_dir} already holds a run; pass --resume or another --name")
     torch.manual_seed(cfg.seed)
@@ -471,6 +510,7 @@ def train_locked(cfg: TrainConfig, run_dir: Path) -> Path:
     lagged = None
     if cfg.lag:
         lagged = LaggedPolicy(model, cfg.lag, state.get("lagged_weights") if checkpoint is not None else None)
+    refuse_unknown_characters(tokenizer, (task.train_pool or []) + task.heldout_problems)
     ranks = ONE_PROCESS
     if cfg.fsdp:  # join the process group and shard; the loop below runs on every rank
         model, optimizer, ranks = distributed.shard(model, optimizer, checkpoint, cfg.seed, iteration)
@@ -488,29 +528,30 @@ def train_locked(cfg: TrainConfig, run_dir: Path) -> Path:
     print(f"run: {run_dir}  start held-out accuracy {last_eval['heldout_acc']:.3f}")
     bar = tqdm(range(iteration, cfg.iterations), initial=iteration, total=cfg.iterations, desc="rl",
                dynamic_ncols=True)
-    with StopRequest() as stop:
-        for iteration in bar:
-            model.train()
-            start = time.perf_counter()
-            with amp:
-                sampler = lagged.sampler_for(model) if lagged else None
-                _, records = rl_iteration(model, tokenizer, task, optimizer, cfg, loss_cfg, iteration, step,
-                                          logprobs, ranks, sampler)
-            for record in records:
-                log.write({**record, "policy_lag": lagged.lag_now} if lagged else record)
-            step = records[-1]["step"]
-            done = iteration + 1
-            log.write({"kind": "time", "iteration": iteration, "step": step,
-                       "iteration_s": time.perf_counter() - start})
-            if done % cfg.eval_every == 0 or done == cfg.iterations:
-                last_eval = evaluate_heldout(model, tokenizer, task, cfg, amp, ranks)
-                log.write({"kind": "eval", "iteration": done, "step": step, **last_eval})
-            bar.set_postfix(reward=f"{records[-1]['reward']:.2f}", heldout=f"{last_eval['heldout_acc']:.2f}")
-            if done % cfg.save_every == 0 or done == cfg.iterations or stop.requested:
-                save(run_dir, model, tokenizer, optimizer, done, step, config, ranks, lagged)
-            iteration = done
-            if stop.requested:
-                break
+    stop.finish_iteration = True
+    for iteration in bar:
+        model.train()
+        start = time.perf_counter()
+        with amp:
+            sampler = lagged.sampler_for(model) if lagged else None
+            _, records = rl_iteration(model, tokenizer, task, optimizer, cfg, loss_cfg, iteration, step,
+                                      logprobs, ranks, sampler)
+        for record in records:
+            log.write({**record, "policy_lag": lagged.lag_now} if lagged else record)
+        step = records[-1]["step"]
+        done = iteration + 1
+        log.write({"kind": "time", "iteration": iteration, "step": step,
+                   "iteration_s": time.perf_counter() - start})
+        if done % cfg.eval_every == 0 or done == cfg.iterations:
+            last_eval = evaluate_heldout(model, tokenizer, task, cfg, amp, ranks)
+            log.write({"kind": "eval", "iteration": done, "step": step, **last_eval})
+        bar.set_postfix(reward=f"{records[-1]['reward']:.2f}", heldout=f"{last_eval['heldout_acc']:.2f}")
+        if done % cfg.save_every == 0 or done == cfg.iterations or stop.requested:
+            save(run_dir, model, tokenizer, optimizer, done, step, config, ranks, cfg.keep_checkpoints, lagged)
+        iteration = done
+        if stop.requested:
+            break
+    stop.finish_iteration = False
     bar.close()
     log.close()
     print(f"end held-out accuracy {last_eval['heldout_acc']:.3f} "
@@ -518,4 +559,6 @@ def train_locked(cfg: TrainConfig, run_dir: Path) -> Path:
     if cfg.plots and ranks.rank == 0:
         print(f"plots: {write_plots(run_dir)}")
     print(f"metrics: {run_dir / 'metrics.jsonl'}\ncheckpoint: {latest_checkpoint(run_dir)}")
+    if stop.requested:
+        print(f"stopped on request after iteration {iteration} of {cfg.iterations}; --resume continues")
     return run_dir

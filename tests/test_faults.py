@@ -349,7 +349,7 @@ def test_the_character_tokenizer_refuses_unknown_characters_instead_of_dropping_
 
 def run_args(**overrides):
     settings = dict(lr=3e-4, sft_lr=3e-3, max_grad_norm=1.0, weight_decay=0.0, group_size=8, device="auto",
-                    model="tiny-qwen3")
+                    model="tiny-qwen3", keep_checkpoints=2)
     return SimpleNamespace(**{**settings, **overrides})
 
 
@@ -359,6 +359,7 @@ def run_args(**overrides):
     (dict(weight_decay=-1.0), "weight_decay: must be >= 0, got -1.0"),
     (dict(group_size=1), "group_size: must be >= 2, got 1; a group of one has advantage 0"),
     (dict(device="gpu"), "device: unknown device 'gpu'; choose auto, cpu, cuda or cuda:N"),
+    (dict(keep_checkpoints=0), "keep_checkpoints: must be >= 1, got 0"),
 ])
 def test_bad_run_arguments_fail_with_one_line_naming_them(overrides, message):
     from nano_respo.preflight import validate_run_args
@@ -400,12 +401,68 @@ def test_group_size_one_is_refused_by_train_before_anything_loads(tmp_path):
         train(TrainConfig(out_dir=str(tmp_path), group_size=1, prompts_per_iteration=8, model="no-such-model"))
 
 
-def test_sigterm_asks_the_loop_to_stop_like_the_first_ctrl_c():
+def test_sigterm_asks_the_loop_to_stop_like_the_first_ctrl_c(capsys):
     import signal
 
     from nano_respo.trainer import StopRequest
 
     with StopRequest() as stop:
+        stop.finish_iteration = True
         os.kill(os.getpid(), signal.SIGTERM)
         assert stop.requested
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    said = capsys.readouterr().out
+    assert "SIGTERM: finishing this iteration, then saving a checkpoint (SIGTERM again" in said
+    assert "Ctrl-C" not in said
+
+
+# ---- eval.py on a run directory: the run's dtype, its task's settings only for its task ----------
+
+def short_run(tmp_path, monkeypatch, **overrides):
+    """A 2-iteration tiny run whose reward varies on a random-init model (training and eval.py alike)."""
+    from nano_respo import evaluate_cli, trainer
+    from nano_respo.cli import from_flat
+
+    def parity_task(*args, **kwargs):
+        task = make_task(*args, **kwargs)
+        task.reward = lambda text, answer: float(sum(map(ord, text)) % 2)
+        return task
+    monkeypatch.setattr(trainer, "make_task", parity_task)
+    monkeypatch.setattr(evaluate_cli, "make_task", parity_task)
+    settings = dict(model="tiny-qwen3", task="addition", sft_steps=0, iterations=2, prompts_per_iteration=4,
+                    group_size=4, reuse=2, epochs=1, max_new_tokens=6, eval_problems=16, eval_samples=2,
+                    out_dir=str(tmp_path), plots=False, name="run")
+    return trainer.train(from_flat(trainer.TrainConfig, {**settings, **overrides}))
+
+
+def test_eval_py_evaluates_a_bfloat16_run_in_bfloat16_and_reproduces_its_figures(tmp_path, monkeypatch):
+    from nano_respo.evaluate_cli import EvalConfig, run_eval
+
+    run_dir = short_run(tmp_path, monkeypatch, dtype="bfloat16")
+    logged = [r for r in metrics.read_metrics(run_dir) if r["kind"] == "eval"][-1]
+    result = run_eval(EvalConfig(model=str(run_dir)))
+    assert result["dtype"] == "bfloat16"
+    assert {k: result[k] for k in ("heldout_acc", "heldout_pass@1", "heldout_pass@2")} == \
+        {k: logged[k] for k in ("heldout_acc", "heldout_pass@1", "heldout_pass@2")}
+    assert run_eval(EvalConfig(model=str(run_dir), dtype="float32"))["dtype"] == "float32"
+
+
+def test_eval_py_takes_a_runs_heldout_file_only_for_the_runs_own_task(tmp_path, monkeypatch):
+    from nano_respo.evaluate_cli import EvalConfig, run_eval
+
+    train_file = write_jsonl(tmp_path / "train.jsonl", numbered_rows(60))
+    heldout = write_jsonl(tmp_path / "heldout.jsonl", numbered_rows(8, start=100))
+    run_dir = short_run(tmp_path, monkeypatch, task=train_file, heldout_file=heldout, eval_problems=8)
+    assert run_eval(EvalConfig(model=str(run_dir)))["problems"] == 8  # its own task: its held-out file
+    assert run_eval(EvalConfig(model=str(run_dir), task="reverse", eval_problems=4))["task"] == "reverse"
+    with pytest.raises(ValueError, match="heldout_file: only .jsonl tasks take a held-out file; reverse"):
+        run_eval(EvalConfig(model=str(run_dir), task="reverse", heldout_file=heldout))
+
+
+def test_training_data_the_tokenizer_cannot_encode_is_refused_before_the_run_starts(tmp_path, monkeypatch):
+    rows = numbered_rows(60) + [{"prompt": "caf\u00e9 5+5=", "answer": "10"}]  # drawn rarely: refused up front
+    for sft_steps in (0, 2):  # before the warm start too
+        task = write_jsonl(tmp_path / "data.jsonl", rows)
+        with pytest.raises(ValueError, match="'caf\u00e9 5\\+5=' holds characters .* does not know: '\u00e9'"):
+            short_run(tmp_path, monkeypatch, task=task, sft_steps=sft_steps, name=f"sft{sft_steps}")
+        assert not (tmp_path / f"sft{sft_steps}" / "metrics.jsonl").exists()
