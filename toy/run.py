@@ -5,12 +5,17 @@
 Runs go to worker processes (--workers), each finished run is appended to
 <out>/runs.jsonl at once (a rerun with the same settings skips what is there), and the end
 prints and writes <out>/table.md and the plots rewards.png, phi.png, low_w.png.
+
+--check <reference runs.jsonl or folder> compares these runs with committed ones within 95%
+intervals (exact digits do not travel between CPUs) and --claims states what must still hold;
+the exit status is 1 when the check fails. --out must then be a folder of its own.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, fields
 from multiprocessing import get_context
@@ -20,7 +25,8 @@ from tqdm import tqdm
 from nano_respo.cli import parse_config
 from nano_respo.kernel import METHODS, SCALES, LossConfig
 from toy.envs import ENVS
-from nano_respo.report import diagnostics_table, outcome_table, paired_table, plot_low_w, plot_phi, plot_rewards
+from nano_respo.report import (check_report, claims_table, diagnostics_table, load_records, outcome_table, paired_table,
+                               parse_claim, plot_low_w, plot_phi, plot_rewards)
 from toy.train import Job, steps_plan
 
 RESPO_KNOBS = ("alpha_pos", "lambda_pos", "alpha_neg", "lambda_neg")
@@ -28,6 +34,8 @@ EXAMPLES = """\
 examples:
   python -m toy.run --methods respo seq_clip --reuse 8 --seeds 0 1 2 --out runs/toy-check --workers 2
   python -m toy.run --env bandit --methods respo grpo --reuse 1 4 --seeds 0 --out runs/toy-bandit
+  python -m toy.run --methods respo seq_clip --reuse 8 --seeds 210 211 212 --lrs respo=0.03 seq_clip=0.003 \
+      --check toy/results/eval-fresh-default --claims early_auc@8:respo:above:seq_clip --out runs/toy-check
 
 The committed evaluation command is in toy/RESULTS.md."""
 
@@ -80,6 +88,10 @@ class RunConfig:
     """torch threads per process."""
     out: str = "runs/toy"
     """Folder for runs.jsonl, table.md and the plots (never the committed toy/figures)."""
+    check: str | None = None
+    """Reference records (a runs.jsonl or its folder) to compare these runs with, cell by cell, within 95% intervals."""
+    claims: list[str] = field(default_factory=list)
+    """Claims that must hold on these runs, e.g. early_auc@8:respo:above:seq_clip (its paired 95% interval lies above 0)."""
 
     def __post_init__(self):
         if self.env not in ENVS:
@@ -97,6 +109,14 @@ class RunConfig:
             raise ValueError(f"adv_scale: choose one of {', '.join(SCALES)}, got {self.adv_scale!r}")
         if self.workers < 1 or self.threads < 1:
             raise ValueError("workers: and threads must be >= 1")
+        for claim in self.claims:
+            parse_claim(claim)
+        if self.check is not None:
+            reference = self.check if os.path.isdir(self.check) else os.path.dirname(self.check) or "."
+            if not os.path.exists(self.check):
+                raise ValueError(f"check: no such records {self.check!r}")
+            if os.path.realpath(reference) == os.path.realpath(self.out):
+                raise ValueError(f"out: a check recomputes into its own folder; --out must differ from {reference!r}")
         self.lr_of = {}
         for item in self.lrs:
             method, _, value = item.partition("=")
@@ -190,6 +210,22 @@ def main(argv=None):
     records = run_jobs(cfg.jobs(), cfg.out, cfg.workers, cfg.threads)
     print(report(cfg, records))
     print(f"\nwrote {cfg.out}/table.md, rewards.png, phi.png, low_w.png")
+    if cfg.check or cfg.claims:
+        if not check(cfg, records):
+            sys.exit(1)
+
+
+def check(cfg: RunConfig, records: list[dict]) -> bool:
+    """Judge these runs against --check's records and --claims; writes <out>/check.md."""
+    if cfg.check:
+        text, passed = check_report(load_records(cfg.check), records, cfg.claims, cfg.stuck_below)
+    else:
+        table, passed = claims_table(cfg.claims, {"these runs": records})
+        text = f"## Claims\n\n{table}\n\n" + ("CHECK PASSED" if passed else "CHECK FAILED: a claim does not hold")
+    with open(os.path.join(cfg.out, "check.md"), "w") as f:
+        f.write(text + "\n")
+    print("\n" + text + f"\n\nwrote {cfg.out}/check.md")
+    return passed
 
 
 if __name__ == "__main__":

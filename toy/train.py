@@ -15,6 +15,10 @@ import torch
 from nano_respo.kernel import DIAGNOSTIC_KEYS, LossConfig, group_advantages, policy_loss
 from toy.envs import make_env
 
+# Kernel statistics (docs/math.md §6) also kept per rollout batch (mean over its R steps), to
+# follow a run over time: where the low-w positives are, and how hard negatives are pushed.
+CURVE_KEYS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_mean_pos", "phi_mean_neg", "phi_max_neg", "approx_kl")
+
 @dataclass
 class Job:
     """Everything one run needs; picklable so that runs can go to worker processes."""
@@ -122,13 +126,18 @@ def train(job: Job, progress=None, policy=None) -> dict:
         grad_norm=nanmean(grad_norms),
         tokens_per_s=tokens_per_s[-1],
         seconds=time.perf_counter() - started,
-        low_w_pos_frac_curve=[nanmean(kernel["low_w_pos_frac"][i:i + job.reuse])
-                              for i in range(0, len(kernel["low_w_pos_frac"]), job.reuse)],
-        low_w_pos_phi_mass_curve=[nanmean(kernel["low_w_pos_phi_mass"][i:i + job.reuse])
-                                  for i in range(0, len(kernel["low_w_pos_phi_mass"]), job.reuse)],
+        # Rounding, and so a run's trajectory, depends on the CPU kernels torch dispatched to.
+        cpu_capability=torch.backends.cpu.get_cpu_capability(),
+        torch_version=torch.__version__,
+        entropy_curve=entropies,
+        length_curve=lengths,
+        zero_var_curve=zero_var,
     )
+    for name in CURVE_KEYS:
+        steps = kernel[name]
+        record[f"{name}_curve"] = [nanmean(steps[i:i + job.reuse]) for i in range(0, len(steps), job.reuse)]
     for name in kernel:
         record[name] = nanmean(kernel[name])
-    for name in ("reward_curve", "low_w_pos_frac_curve", "low_w_pos_phi_mass_curve"):
+    for name in ("reward_curve", "entropy_curve", "length_curve", "zero_var_curve", *(f"{k}_curve" for k in CURVE_KEYS)):
         record[name] = [round(v, 4) for v in record[name]]  # keeps runs.jsonl small enough to commit
     return record
