@@ -77,7 +77,7 @@ def train(job: Job, progress=None, policy=None) -> dict:
     cfg = LossConfig(method=job.method, **job.loss)
     per_epoch, epochs = steps_plan(job.reuse, job.minibatches)
 
-    rewards, zero_var, lengths, entropies, grad_norms, tokens_per_s = [], [], [], [], [], []
+    rewards, zero_var, lengths, entropies, grad_norms, tokens_per_s, update_norms = [], [], [], [], [], [], []
     kernel = {name: [] for name in DIAGNOSTIC_KEYS}  # each averaged over the run's steps where defined
     started = time.perf_counter()
     n_tokens = 0
@@ -92,6 +92,7 @@ def train(job: Job, progress=None, policy=None) -> dict:
         lengths.append(episodes.mask.sum(-1).float().mean().item())
         entropies.append(-(episodes.old_logp * episodes.mask).sum().item() / episodes.mask.sum().item())
         n_groups = len(prompts) // job.group_size
+        before = torch.nn.utils.parameters_to_vector(policy.parameters()).detach().clone()
         for _ in range(epochs):
             # Mini-batches are whole groups, reshuffled each epoch.
             order = torch.randperm(n_groups, generator=generator).view(per_epoch, -1)  # [M, groups]
@@ -107,6 +108,9 @@ def train(job: Job, progress=None, policy=None) -> dict:
                 for name in DIAGNOSTIC_KEYS:
                     kernel[name].append(stats[name])
                 n_tokens += int(batch.mask.sum())
+        # How far the R steps moved the weights. Adam keeps moving them on its momentum even
+        # when a batch carries no signal (every group's rewards equal, so every advantage is 0).
+        update_norms.append((torch.nn.utils.parameters_to_vector(policy.parameters()) - before).norm().item())
         tokens_per_s.append(n_tokens / (time.perf_counter() - started))
         if progress is not None:
             progress()
@@ -132,12 +136,14 @@ def train(job: Job, progress=None, policy=None) -> dict:
         entropy_curve=entropies,
         length_curve=lengths,
         zero_var_curve=zero_var,
+        update_norm_curve=update_norms,
     )
     for name in CURVE_KEYS:
         steps = kernel[name]
         record[f"{name}_curve"] = [nanmean(steps[i:i + job.reuse]) for i in range(0, len(steps), job.reuse)]
     for name in kernel:
         record[name] = nanmean(kernel[name])
-    for name in ("reward_curve", "entropy_curve", "length_curve", "zero_var_curve", *(f"{k}_curve" for k in CURVE_KEYS)):
+    for name in ("reward_curve", "entropy_curve", "length_curve", "zero_var_curve", "update_norm_curve",
+                 *(f"{k}_curve" for k in CURVE_KEYS)):
         record[name] = [round(v, 4) for v in record[name]]  # keeps runs.jsonl small enough to commit
     return record
