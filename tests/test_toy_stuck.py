@@ -4,7 +4,9 @@ import json
 
 import pytest
 
+from toy.run import job_id, run_jobs
 from toy.stuck import PANELS, coasting_share, main, plot_stuck, summary_table
+from toy.train import Job, train
 
 KERNEL = {"alpha_pos": 0.0, "lambda_pos": 0.1, "alpha_neg": 3.0, "lambda_neg": 2.0}
 
@@ -45,3 +47,16 @@ def test_figure_and_command(tmp_path):
     assert (tmp_path / "b.png").exists()
     with pytest.raises(SystemExit, match="no respo runs"):
         main(["--records", str(tmp_path), "--reuse", "8", "--out", str(tmp_path / "c.png")])
+
+
+def test_skip_silent_steps_leaves_the_weights_alone_in_batches_without_signal(tmp_path):
+    job = Job("seq", "respo", 4, seed=7, lr=0.03, iterations=12)
+    record = train(job, skip_silent_steps=True)
+    silent = [m for m, z in zip(record["update_norm_curve"], record["zero_var_curve"]) if z == 1.0]
+    assert all(m == 0.0 for m in silent)
+    assert any(m > 0 for m in record["update_norm_curve"]) and record["skip_silent_steps"]
+    # The runner keeps the two kinds of run apart: same job, different record.
+    assert job_id(job) != job_id(job, skip_silent_steps=True)
+    plain = run_jobs([job], str(tmp_path))[0]
+    skipped = run_jobs([job], str(tmp_path), skip_silent_steps=True)[0]
+    assert "skip_silent_steps" not in plain and skipped["skip_silent_steps"]

@@ -88,6 +88,8 @@ class RunConfig:
     """torch threads per process."""
     out: str = "runs/toy"
     """Folder for runs.jsonl, table.md and the plots (never the committed toy/figures)."""
+    skip_silent_steps: bool = False
+    """Take no optimizer step on a mini-batch whose advantages are all 0 (toy/stuck.py: Adam's momentum on its own)."""
     check: str | None = None
     """Reference records (a runs.jsonl or its folder) to compare these runs with, cell by cell, within 95% intervals."""
     claims: list[str] = field(default_factory=list)
@@ -143,17 +145,18 @@ def init_worker(threads: int):
     torch.set_num_threads(threads)
 
 
-def run_one(job: Job) -> dict:
+def run_one(job: Job, skip_silent_steps: bool = False) -> dict:
     from toy.train import train
 
-    return train(job)
+    return train(job, skip_silent_steps=skip_silent_steps)
 
 
-def job_id(job: Job) -> str:
-    return json.dumps(asdict(job), sort_keys=True)
+def job_id(job: Job, skip_silent_steps: bool = False) -> str:
+    return json.dumps(asdict(job), sort_keys=True) + (" skip_silent_steps" if skip_silent_steps else "")
 
 
-def run_jobs(jobs: list[Job], out: str, workers: int = 1, threads: int = 1, desc: str = "runs") -> list[dict]:
+def run_jobs(jobs: list[Job], out: str, workers: int = 1, threads: int = 1, desc: str = "runs",
+             skip_silent_steps: bool = False) -> list[dict]:
     """Run what <out>/runs.jsonl does not hold yet; append each record the moment it is done."""
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "runs.jsonl")
@@ -163,10 +166,10 @@ def run_jobs(jobs: list[Job], out: str, workers: int = 1, threads: int = 1, desc
             for line in f:
                 record = json.loads(line)
                 done[record["job_id"]] = record
-    todo = [job for job in jobs if job_id(job) not in done]
+    todo = [job for job in jobs if job_id(job, skip_silent_steps) not in done]
 
     def keep(job, record):
-        record["job_id"] = job_id(job)
+        record["job_id"] = job_id(job, skip_silent_steps)
         done[record["job_id"]] = record
         with open(path, "a") as f:
             f.write(json.dumps(record) + "\n")
@@ -175,16 +178,16 @@ def run_jobs(jobs: list[Job], out: str, workers: int = 1, threads: int = 1, desc
         if workers == 1:
             init_worker(threads)
             for job in todo:
-                keep(job, run_one(job))
+                keep(job, run_one(job, skip_silent_steps))
                 bar.update()
         else:
             with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=init_worker,
                                      initargs=(threads,)) as pool:
-                futures = {pool.submit(run_one, job): job for job in todo}
+                futures = {pool.submit(run_one, job, skip_silent_steps): job for job in todo}
                 for future in as_completed(futures):
                     keep(futures[future], future.result())
                     bar.update()
-    return [done[job_id(job)] for job in jobs]
+    return [done[job_id(job, skip_silent_steps)] for job in jobs]
 
 
 def report(cfg: RunConfig, records: list[dict]) -> str:
@@ -207,7 +210,7 @@ def report(cfg: RunConfig, records: list[dict]) -> str:
 def main(argv=None):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     cfg = parse_config(RunConfig, argv, prog="python -m toy.run", epilog=EXAMPLES)
-    records = run_jobs(cfg.jobs(), cfg.out, cfg.workers, cfg.threads)
+    records = run_jobs(cfg.jobs(), cfg.out, cfg.workers, cfg.threads, skip_silent_steps=cfg.skip_silent_steps)
     print(report(cfg, records))
     print(f"\nwrote {cfg.out}/table.md, rewards.png, phi.png, low_w.png")
     if cfg.check or cfg.claims:

@@ -64,10 +64,12 @@ def heldout_reward(env, policy, samples: int, generator: torch.Generator) -> flo
     return env.reward(env.sample(policy, prompts, generator)).mean().item()
 
 
-def train(job: Job, progress=None, policy=None) -> dict:
+def train(job: Job, progress=None, policy=None, skip_silent_steps: bool = False) -> dict:
     """Run one job; returns a JSON-ready record (curves, per-run diagnostics, held-out reward).
 
     policy: continue training this policy in place instead of a fresh one (notebook 03).
+    skip_silent_steps: take no optimizer step on a mini-batch whose advantages are all 0. Adam
+        still moves the weights there, on its momentum; toy/stuck.py turns that off to see its part.
     """
     torch.manual_seed(job.seed)
     generator = torch.Generator().manual_seed(job.seed)
@@ -104,7 +106,8 @@ def train(job: Job, progress=None, policy=None) -> dict:
                 optimizer.zero_grad()
                 loss.backward()
                 grad_norms.append(torch.nn.utils.clip_grad_norm_(policy.parameters(), job.max_grad_norm).item())
-                optimizer.step()
+                if not (skip_silent_steps and not advantages[rows].any()):
+                    optimizer.step()
                 for name in DIAGNOSTIC_KEYS:
                     kernel[name].append(stats[name])
                 n_tokens += int(batch.mask.sum())
@@ -117,6 +120,8 @@ def train(job: Job, progress=None, policy=None) -> dict:
     quarter = max(1, job.iterations // 4)
     tail = max(1, job.iterations // 10)
     record = asdict(job)
+    if skip_silent_steps:
+        record["skip_silent_steps"] = True
     record.update(
         key=job.key(),
         reward_curve=rewards,
