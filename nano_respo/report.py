@@ -79,6 +79,32 @@ def paired_table(records, reference: str = "respo") -> str:
     return "\n".join(lines)
 
 
+def paired_across(record_sets: dict, key: str, reference: str = "respo") -> str:
+    """One metric's paired reference-minus-baseline differences, one column per record set.
+
+    record_sets: {name: records}, e.g. the same evaluation under two CPU settings. A cell is
+    bold when its 95% interval excludes 0; a claim is carried only by a row bold on the same
+    side in every column.
+    """
+    names = list(record_sets)
+    groups = {name: group_runs(records) for name, records in record_sets.items()}
+    cells = sorted({cell for g in groups.values() for cell in g if cell[0] != reference}, key=lambda c: (c[1], c[0]))
+    lines = [f"| {reference} minus | R | " + " | ".join(names) + " | same sign, CI excludes 0 in all |",
+             "|---|---|" + "---|" * (len(names) + 1)]
+    for method, reuse in cells:
+        row, sides = [], set()
+        for name in names:
+            ours, theirs = groups[name].get((reference, reuse), {}), groups[name].get((method, reuse), {})
+            seeds = sorted(set(ours) & set(theirs))
+            mean, half = mean_ci([ours[s][key] - theirs[s][key] for s in seeds])
+            excludes = not math.isnan(half) and abs(mean) > half
+            sides.add(("+" if mean > 0 else "-") if excludes else "0")
+            row.append((f"**{fmt(mean, half)}**" if excludes else fmt(mean, half)) + f" ({len(seeds)})")
+        verdict = {"+": f"{reference} higher", "-": f"{reference} lower"}.get(sides.pop(), "no") if len(sides) == 1 else "no"
+        lines.append(f"| {method} | {reuse} | " + " | ".join(row) + f" | {verdict} |")
+    return "\n".join(lines)
+
+
 def diagnostics_table(records) -> str:
     groups = group_runs(records)
     lines = ["| method | R | " + " | ".join(DIAGNOSTICS) + " |", "|---|---|" + "---|" * len(DIAGNOSTICS)]

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from nano_respo.report import agreement_rows, check_report, claim_result, load_records, parse_claim
+from nano_respo.report import agreement_rows, check_report, claim_result, load_records, paired_across, parse_claim
 from toy.run import RunConfig, main
 
 
@@ -92,3 +92,25 @@ def test_check_command_end_to_end(tmp_path):
     assert exit_info.value.code == 1
     assert (reference / "runs.jsonl").read_text() == before
     assert len(load_records(str(reference))) == 4 and json.loads(before.splitlines()[0])["method"] == "respo"
+
+
+def test_paired_across_settings_keeps_only_what_every_setting_carries():
+    strong = records(CELLS)
+    weak = records({("respo", 8): (0.06, 0.1), ("seq_clip", 8): (0.05, 0.02)})  # gain within noise
+    table = paired_across({"default": strong, "avx2": strong}, "early_auc")
+    assert "| seq_clip | 8 | **0.250 ± " in table and table.rstrip().endswith("| respo higher |")
+    table = paired_across({"default": strong, "avx2": weak}, "early_auc")
+    assert table.rstrip().endswith("| no |") and "(10)" in table
+
+
+def test_across_command_writes_every_metric_and_the_stuck_counts(tmp_path):
+    from toy.across import main as across
+
+    for name, cells in (("default", CELLS), ("avx2", {("respo", 8): (0.05, 0.02), ("seq_clip", 8): (0.05, 0.02)})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records(cells)))
+    across(["--records", str(tmp_path / "default"), str(tmp_path / "avx2"), "--out", str(tmp_path / "a.md")])
+    text = (tmp_path / "a.md").read_text()
+    assert text.count("| respo minus | R | default | avx2 |") == 4
+    assert "| respo | 8 | 0/10 | 10/10 |" in text  # final rewards 0.2..0.4 (default), 0.03..0.07 (avx2)
+    assert "| seq_clip | 8 | 10/10 | 10/10 |" in text
