@@ -114,3 +114,15 @@ def test_across_command_writes_every_metric_and_the_stuck_counts(tmp_path):
     assert text.count("| respo minus | R | default | avx2 |") == 4
     assert "| respo | 8 | 0/10 | 10/10 |" in text  # final rewards 0.2..0.4 (default), 0.03..0.07 (avx2)
     assert "| seq_clip | 8 | 10/10 | 10/10 |" in text
+
+
+def test_across_record_sets_replace_whole_cells(tmp_path):
+    from toy.across import record_set
+
+    for name, cells in (("base", CELLS), ("variant", {("respo", 8): (0.9, 0.0)})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records(cells, lr=0.5)))
+    label, merged = record_set(f"mine={tmp_path / 'base'}+{tmp_path / 'variant'}")
+    assert label == "mine" and len(merged) == 20
+    assert {r["early_auc"] for r in merged if r["method"] == "respo"} == {0.9}
+    assert record_set(str(tmp_path / "base"))[0] == "base"

@@ -21,7 +21,7 @@ class AcrossConfig:
     """Paired differences and stuck counts of one evaluation recorded under several settings."""
 
     records: list[str] = field(default_factory=lambda: ["toy/results/eval-fresh-default", "toy/results/eval-fresh-avx2"])
-    """Folders (or runs.jsonl files) of the same evaluation under each setting; a folder's name labels its column."""
+    """One entry per setting: a folder (or runs.jsonl), labelled by its name, or label=path+path: later paths replace whole (method, R) cells of earlier ones."""
     reference: str = "respo"
     """Method the paired differences subtract the others from."""
     stuck_below: float = 0.1
@@ -53,11 +53,23 @@ def across_report(record_sets: dict, reference: str, stuck_below: float) -> str:
     return "\n\n".join(parts)
 
 
+def record_set(entry: str) -> tuple[str, list[dict]]:
+    """'label=a+b' -> (label, a's records with every (method, R) cell that b holds taken from b)."""
+    label, _, paths = entry.rpartition("=")
+    cells = {}
+    for path in paths.split("+"):
+        replaced = {}
+        for r in load_records(path):
+            replaced.setdefault((r["method"], r["reuse"]), []).append(r)
+        cells.update(replaced)
+    return label or os.path.basename(os.path.normpath(paths)).removesuffix(".jsonl"), [r for runs in cells.values() for r in runs]
+
+
 def main(argv=None):
     cfg = parse_config(AcrossConfig, argv, prog="python -m toy.across")
-    record_sets = {os.path.basename(os.path.normpath(path)).removesuffix(".jsonl"): load_records(path) for path in cfg.records}
+    record_sets = dict(record_set(entry) for entry in cfg.records)
     if len(record_sets) != len(cfg.records):
-        raise SystemExit("records: give each setting a folder of its own name")
+        raise SystemExit("records: give each setting a label of its own (label=path)")
     text = across_report(record_sets, cfg.reference, cfg.stuck_below)
     os.makedirs(os.path.dirname(cfg.out) or ".", exist_ok=True)
     with open(cfg.out, "w") as f:
