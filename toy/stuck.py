@@ -122,7 +122,7 @@ def main(argv=None):
     knobs = ("alpha_pos", "lambda_pos", "alpha_neg", "lambda_neg")
     values = [float(x) for x in cfg.kernel.split(",")] if cfg.kernel else [getattr(LossConfig(), k) for k in knobs]
     kernel = dict(zip(knobs, values)) if cfg.method == "respo" else {}
-    runs = [r for r in records if (setting(r)[0], r["reuse"], r["lr"], r.get("loss", {})) == (cfg.method, cfg.reuse, cfg.lr, kernel)]
+    runs = [r for r in records if (r["method"], r["reuse"], r["lr"], r.get("loss", {})) == (cfg.method, cfg.reuse, cfg.lr, kernel)]
     if not runs:
         raise SystemExit(f"records: no {cfg.method} runs at R = {cfg.reuse}, lr {cfg.lr:g}, kernel {kernel}")
     os.makedirs(os.path.dirname(cfg.out) or ".", exist_ok=True)
