@@ -34,8 +34,7 @@ EXAMPLES = """\
 examples:
   python -m toy.run --methods respo seq_clip --reuse 8 --seeds 0 1 2 --out runs/toy-check --workers 2
   python -m toy.run --env bandit --methods respo grpo --reuse 1 4 --seeds 0 --out runs/toy-bandit
-  python -m toy.run --methods respo seq_clip --reuse 8 --seeds 210 211 212 --lrs respo=0.03 seq_clip=0.003 \
-      --check toy/results/eval-fresh-default --claims early_auc@8:respo:above:seq_clip --out runs/toy-check
+  python -m toy.run --methods respo seq_clip --reuse 8 --seeds $(seq 200 219) --lrs respo=0.03 seq_clip=0.003 --out runs/toy-check --check toy/results/eval-fresh-default --claims early_auc@8:respo:above:seq_clip
 
 The committed evaluation command is in toy/RESULTS.md."""
 
