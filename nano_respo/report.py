@@ -79,6 +79,32 @@ def paired_table(records, reference: str = "respo") -> str:
     return "\n".join(lines)
 
 
+def paired_across(record_sets: dict, key: str, reference: str = "respo") -> str:
+    """One metric's paired reference-minus-baseline differences, one column per record set.
+
+    record_sets: {name: records}, e.g. the same evaluation under two CPU settings. A cell is
+    bold when its 95% interval excludes 0; a claim is carried only by a row bold on the same
+    side in every column.
+    """
+    names = list(record_sets)
+    groups = {name: group_runs(records) for name, records in record_sets.items()}
+    cells = sorted({cell for g in groups.values() for cell in g if cell[0] != reference}, key=lambda c: (c[1], c[0]))
+    lines = [f"| {reference} minus | R | " + " | ".join(names) + " | same sign, CI excludes 0 in all |",
+             "|---|---|" + "---|" * (len(names) + 1)]
+    for method, reuse in cells:
+        row, sides = [], set()
+        for name in names:
+            ours, theirs = groups[name].get((reference, reuse), {}), groups[name].get((method, reuse), {})
+            seeds = sorted(set(ours) & set(theirs))
+            mean, half = mean_ci([ours[s][key] - theirs[s][key] for s in seeds])
+            excludes = not math.isnan(half) and abs(mean) > half
+            sides.add(("+" if mean > 0 else "-") if excludes else "0")
+            row.append((f"**{fmt(mean, half)}**" if excludes else fmt(mean, half)) + f" ({len(seeds)})")
+        verdict = {"+": f"{reference} higher", "-": f"{reference} lower"}.get(sides.pop(), "no") if len(sides) == 1 else "no"
+        lines.append(f"| {method} | {reuse} | " + " | ".join(row) + f" | {verdict} |")
+    return "\n".join(lines)
+
+
 def diagnostics_table(records) -> str:
     groups = group_runs(records)
     lines = ["| method | R | " + " | ".join(DIAGNOSTICS) + " |", "|---|---|" + "---|" * len(DIAGNOSTICS)]
@@ -89,6 +115,135 @@ def diagnostics_table(records) -> str:
             cells.append(f"{mean:.0f}" if key == "tokens_per_s" else f"{mean:.3g}")
         lines.append(f"| {method} | {reuse} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+# --- Reproduction check: agreement within intervals, not digits -----------------------
+# Floating-point rounding differs between CPUs (and CPU kernel sets), and these runs are
+# chaotic: one rounding difference can flip a seed from learning to stuck. So a rerun is
+# judged the way a new set of seeds would be: per (method, R) cell, does its mean fall inside
+# the reference's 95% interval, and the reference's mean inside its own; and do the stated
+# claims (paired differences whose interval excludes 0) still hold on the rerun.
+
+SETTING_KEYS = ("lr", "loss", "iterations", "prompts_per_batch", "group_size", "minibatches", "hidden",
+                "max_grad_norm", "adv_scale", "heldout_samples", "env")
+
+
+def load_records(path: str) -> list[dict]:
+    """The records of a runs.jsonl file, or of <path>/runs.jsonl when path is a folder."""
+    import json
+    import os
+
+    if os.path.isdir(path):
+        path = os.path.join(path, "runs.jsonl")
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def cell_settings(runs: dict) -> set:
+    """The run settings of one (method, R) cell apart from the seed (normally exactly one)."""
+    return {repr([r.get(k) for k in SETTING_KEYS]) for r in runs.values()}
+
+
+def agreement_rows(reference, rerun, stuck_below: float) -> list[dict]:
+    """One row per (method, R, metric) present in both record sets."""
+    ref_groups, new_groups = group_runs(reference), group_runs(rerun)
+    rows = []
+    for cell in sorted(set(ref_groups) & set(new_groups), key=lambda c: (c[1], c[0])):
+        old, new = ref_groups[cell], new_groups[cell]
+        same_settings = cell_settings(old) == cell_settings(new)
+        for key, name in OUTCOMES:
+            ref_mean, ref_half = mean_ci([r[key] for r in old.values()])
+            new_mean, new_half = mean_ci([r[key] for r in new.values()])
+            rows.append(dict(method=cell[0], reuse=cell[1], metric=name, same_settings=same_settings,
+                             reference=(ref_mean, ref_half), rerun=(new_mean, new_half),
+                             stuck=(sum(is_stuck(r, stuck_below) for r in old.values()), len(old),
+                                    sum(is_stuck(r, stuck_below) for r in new.values()), len(new)),
+                             rerun_in_reference=abs(new_mean - ref_mean) <= ref_half,
+                             reference_in_rerun=abs(ref_mean - new_mean) <= new_half))
+    return rows
+
+
+def agreement_table(rows) -> str:
+    lines = ["| method | R | metric | reference | rerun | rerun mean in reference CI | reference mean in rerun CI | stuck (ref / rerun) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        if not row["same_settings"]:
+            lines.append(f"| {row['method']} | {row['reuse']} | {row['metric']} | settings differ | | no | no | |")
+            continue
+        s = row["stuck"]
+        lines.append(f"| {row['method']} | {row['reuse']} | {row['metric']} | {fmt(*row['reference'])} | {fmt(*row['rerun'])} | "
+                     f"{'yes' if row['rerun_in_reference'] else 'NO'} | {'yes' if row['reference_in_rerun'] else 'NO'} | "
+                     f"{s[0]}/{s[1]} / {s[2]}/{s[3]} |")
+    return "\n".join(lines)
+
+
+def parse_claim(text: str) -> tuple[str, int, str, str, str]:
+    """'early_auc@8:respo:above:seq_clip' -> ('early_auc', 8, 'respo', 'above', 'seq_clip').
+
+    The claim: on paired seeds at that R, metric(method) - metric(other) has a 95% interval
+    entirely above 0 ('above') or entirely below 0 ('below').
+    """
+    import re
+
+    match = re.fullmatch(r"(\w+)@(\d+):(\w+):(above|below):(\w+)", text.strip())
+    keys = [key for key, _ in OUTCOMES]
+    if not match or match.group(1) not in keys:
+        raise ValueError(f"claims: expected metric@R:method:above:other (or below) with metric one of "
+                         f"{', '.join(keys)}, got {text!r}")
+    metric, reuse, method, side, other = match.groups()
+    return metric, int(reuse), method, side, other
+
+
+def claim_result(records, claim: str) -> tuple[bool, float, float, int]:
+    """(holds, mean paired difference, its 95% half-width, pairs) of one claim on these records."""
+    metric, reuse, method, side, other = parse_claim(claim)
+    groups = group_runs(records)
+    ours, theirs = groups.get((method, reuse), {}), groups.get((other, reuse), {})
+    seeds = sorted(set(ours) & set(theirs))
+    mean, half = mean_ci([ours[s][metric] - theirs[s][metric] for s in seeds])
+    if len(seeds) < 2:
+        return False, mean, half, len(seeds)
+    holds = mean - half > 0 if side == "above" else mean + half < 0
+    return holds, mean, half, len(seeds)
+
+
+def claims_table(claims, record_sets: dict) -> tuple[str, bool]:
+    """Markdown table of every claim on every named record set; True when all hold on the last set."""
+    names = list(record_sets)
+    lines = ["| claim | " + " | ".join(f"{name}: difference, holds" for name in names) + " |",
+             "|---|" + "---|" * len(names)]
+    all_hold = True
+    for claim in claims:
+        cells = []
+        for name in names:
+            holds, mean, half, pairs = claim_result(record_sets[name], claim)
+            cells.append(f"{fmt(mean, half)} ({pairs} pairs), {'yes' if holds else 'NO'}")
+        all_hold &= holds  # holds of the last set, the one judged
+        lines.append(f"| `{claim}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines), all_hold
+
+
+def check_report(reference, rerun, claims, stuck_below: float) -> tuple[str, bool]:
+    """The reproduction check: per-cell agreement within intervals, then the claims.
+
+    Returns (markdown, passed): passed when every cell ran with the reference's settings and
+    every claim holds on the rerun. Cells whose means fall outside the other's interval are
+    reported, not failed: with n seeds per side about one cell in ten does so by chance alone.
+    """
+    rows = agreement_rows(reference, rerun, stuck_below)
+    if not rows:
+        return "No (method, R) cell is in both the reference and the rerun.", False
+    outside = sum(not (r["rerun_in_reference"] and r["reference_in_rerun"]) for r in rows)
+    same = all(r["same_settings"] for r in rows)
+    parts = ["## Agreement with the reference, per cell (95% t-intervals over seeds)", agreement_table(rows),
+             f"{len(rows) - outside} of {len(rows)} (cell, metric) entries agree both ways."]
+    failures = [] if same else ["a cell ran with other settings than the reference"]
+    if claims:
+        table, hold = claims_table(claims, {"reference": reference, "rerun": rerun})
+        parts += ["## Claims (paired differences; a claim holds when its 95% interval excludes 0 on its side)", table]
+        failures += [] if hold else ["a claim does not hold on the rerun"]
+    parts.append("CHECK FAILED: " + "; ".join(failures) if failures else "CHECK PASSED")
+    return "\n\n".join(parts), not failures
 
 
 # --- Coefficients as the loss delivers them ---------------------------------------------

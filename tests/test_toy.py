@@ -116,6 +116,17 @@ def test_reuse_one_sees_only_on_policy_weights():
     assert record["clip_frac_seq"] == 0.0
 
 
+def test_record_follows_the_run_batch_by_batch():
+    """Every per-batch curve has one entry per rollout batch; the kernel ones average that batch's R steps."""
+    record = train(Job("seq", "respo", 4, seed=5, lr=0.03, iterations=6))
+    curves = [k for k in record if k.endswith("_curve")]
+    assert {"reward_curve", "entropy_curve", "length_curve", "phi_max_neg_curve", "low_w_pos_frac_curve"} <= set(curves)
+    assert all(len(record[k]) == 6 for k in curves)
+    assert all(1 <= v <= 16 for v in record["length_curve"]) and all(v >= 0 for v in record["entropy_curve"])
+    assert record["early_auc"] == pytest.approx(record["reward_curve"][0], abs=1e-4)  # quarter of 6 batches = 1
+    assert all(math.isnan(v) or v >= 0 for v in record["phi_max_neg_curve"]) and record["cpu_capability"]
+
+
 def test_phi_curve_reads_the_kernel_coefficient_back_from_the_gradient():
     log_w = torch.linspace(-5, 3, 50)
     assert torch.allclose(phi_curve("respo", log_w, True), power_tilt(log_w.double(), 0.0, 0.1), rtol=1e-6)

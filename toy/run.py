@@ -5,12 +5,17 @@
 Runs go to worker processes (--workers), each finished run is appended to
 <out>/runs.jsonl at once (a rerun with the same settings skips what is there), and the end
 prints and writes <out>/table.md and the plots rewards.png, phi.png, low_w.png.
+
+--check <reference runs.jsonl or folder> compares these runs with committed ones within 95%
+intervals (exact digits do not travel between CPUs) and --claims states what must still hold;
+the exit status is 1 when the check fails. --out must then be a folder of its own.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, fields
 from multiprocessing import get_context
@@ -20,7 +25,8 @@ from tqdm import tqdm
 from nano_respo.cli import parse_config
 from nano_respo.kernel import METHODS, SCALES, LossConfig
 from toy.envs import ENVS
-from nano_respo.report import diagnostics_table, outcome_table, paired_table, plot_low_w, plot_phi, plot_rewards
+from nano_respo.report import (check_report, claims_table, diagnostics_table, load_records, outcome_table, paired_table,
+                               parse_claim, plot_low_w, plot_phi, plot_rewards)
 from toy.train import Job, steps_plan
 
 RESPO_KNOBS = ("alpha_pos", "lambda_pos", "alpha_neg", "lambda_neg")
@@ -28,6 +34,7 @@ EXAMPLES = """\
 examples:
   python -m toy.run --methods respo seq_clip --reuse 8 --seeds 0 1 2 --out runs/toy-check --workers 2
   python -m toy.run --env bandit --methods respo grpo --reuse 1 4 --seeds 0 --out runs/toy-bandit
+  python -m toy.run --methods respo seq_clip --reuse 8 --seeds $(seq 200 219) --lrs respo=0.03 seq_clip=0.003 --out runs/toy-check --check toy/results/eval-fresh-default --claims early_auc@8:respo:above:seq_clip
 
 The committed evaluation command is in toy/RESULTS.md."""
 
@@ -80,6 +87,12 @@ class RunConfig:
     """torch threads per process."""
     out: str = "runs/toy"
     """Folder for runs.jsonl, table.md and the plots (never the committed toy/figures)."""
+    skip_silent_steps: bool = False
+    """Take no optimizer step on a mini-batch whose advantages are all 0 (toy/stuck.py: Adam's momentum on its own)."""
+    check: str | None = None
+    """Reference records (a runs.jsonl or its folder) to compare these runs with, cell by cell, within 95% intervals."""
+    claims: list[str] = field(default_factory=list)
+    """Claims that must hold on these runs, e.g. early_auc@8:respo:above:seq_clip (its paired 95% interval lies above 0)."""
 
     def __post_init__(self):
         if self.env not in ENVS:
@@ -97,6 +110,14 @@ class RunConfig:
             raise ValueError(f"adv_scale: choose one of {', '.join(SCALES)}, got {self.adv_scale!r}")
         if self.workers < 1 or self.threads < 1:
             raise ValueError("workers: and threads must be >= 1")
+        for claim in self.claims:
+            parse_claim(claim)
+        if self.check is not None:
+            reference = self.check if os.path.isdir(self.check) else os.path.dirname(self.check) or "."
+            if not os.path.exists(self.check):
+                raise ValueError(f"check: no such records {self.check!r}")
+            if os.path.realpath(reference) == os.path.realpath(self.out):
+                raise ValueError(f"out: a check recomputes into its own folder; --out must differ from {reference!r}")
         self.lr_of = {}
         for item in self.lrs:
             method, _, value = item.partition("=")
@@ -123,17 +144,18 @@ def init_worker(threads: int):
     torch.set_num_threads(threads)
 
 
-def run_one(job: Job) -> dict:
+def run_one(job: Job, skip_silent_steps: bool = False) -> dict:
     from toy.train import train
 
-    return train(job)
+    return train(job, skip_silent_steps=skip_silent_steps)
 
 
-def job_id(job: Job) -> str:
-    return json.dumps(asdict(job), sort_keys=True)
+def job_id(job: Job, skip_silent_steps: bool = False) -> str:
+    return json.dumps(asdict(job), sort_keys=True) + (" skip_silent_steps" if skip_silent_steps else "")
 
 
-def run_jobs(jobs: list[Job], out: str, workers: int = 1, threads: int = 1, desc: str = "runs") -> list[dict]:
+def run_jobs(jobs: list[Job], out: str, workers: int = 1, threads: int = 1, desc: str = "runs",
+             skip_silent_steps: bool = False) -> list[dict]:
     """Run what <out>/runs.jsonl does not hold yet; append each record the moment it is done."""
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "runs.jsonl")
@@ -143,10 +165,10 @@ def run_jobs(jobs: list[Job], out: str, workers: int = 1, threads: int = 1, desc
             for line in f:
                 record = json.loads(line)
                 done[record["job_id"]] = record
-    todo = [job for job in jobs if job_id(job) not in done]
+    todo = [job for job in jobs if job_id(job, skip_silent_steps) not in done]
 
     def keep(job, record):
-        record["job_id"] = job_id(job)
+        record["job_id"] = job_id(job, skip_silent_steps)
         done[record["job_id"]] = record
         with open(path, "a") as f:
             f.write(json.dumps(record) + "\n")
@@ -155,16 +177,16 @@ def run_jobs(jobs: list[Job], out: str, workers: int = 1, threads: int = 1, desc
         if workers == 1:
             init_worker(threads)
             for job in todo:
-                keep(job, run_one(job))
+                keep(job, run_one(job, skip_silent_steps))
                 bar.update()
         else:
             with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=init_worker,
                                      initargs=(threads,)) as pool:
-                futures = {pool.submit(run_one, job): job for job in todo}
+                futures = {pool.submit(run_one, job, skip_silent_steps): job for job in todo}
                 for future in as_completed(futures):
                     keep(futures[future], future.result())
                     bar.update()
-    return [done[job_id(job)] for job in jobs]
+    return [done[job_id(job, skip_silent_steps)] for job in jobs]
 
 
 def report(cfg: RunConfig, records: list[dict]) -> str:
@@ -187,9 +209,25 @@ def report(cfg: RunConfig, records: list[dict]) -> str:
 def main(argv=None):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     cfg = parse_config(RunConfig, argv, prog="python -m toy.run", epilog=EXAMPLES)
-    records = run_jobs(cfg.jobs(), cfg.out, cfg.workers, cfg.threads)
+    records = run_jobs(cfg.jobs(), cfg.out, cfg.workers, cfg.threads, skip_silent_steps=cfg.skip_silent_steps)
     print(report(cfg, records))
     print(f"\nwrote {cfg.out}/table.md, rewards.png, phi.png, low_w.png")
+    if cfg.check or cfg.claims:
+        if not check(cfg, records):
+            sys.exit(1)
+
+
+def check(cfg: RunConfig, records: list[dict]) -> bool:
+    """Judge these runs against --check's records and --claims; writes <out>/check.md."""
+    if cfg.check:
+        text, passed = check_report(load_records(cfg.check), records, cfg.claims, cfg.stuck_below)
+    else:
+        table, passed = claims_table(cfg.claims, {"these runs": records})
+        text = f"## Claims\n\n{table}\n\n" + ("CHECK PASSED" if passed else "CHECK FAILED: a claim does not hold")
+    with open(os.path.join(cfg.out, "check.md"), "w") as f:
+        f.write(text + "\n")
+    print("\n" + text + f"\n\nwrote {cfg.out}/check.md")
+    return passed
 
 
 if __name__ == "__main__":

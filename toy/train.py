@@ -15,6 +15,10 @@ import torch
 from nano_respo.kernel import DIAGNOSTIC_KEYS, LossConfig, group_advantages, policy_loss
 from toy.envs import make_env
 
+# Kernel statistics (docs/math.md §6) also kept per rollout batch (mean over its R steps), to
+# follow a run over time: where the low-w positives are, and how hard negatives are pushed.
+CURVE_KEYS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_mean_pos", "phi_mean_neg", "phi_max_neg", "approx_kl")
+
 @dataclass
 class Job:
     """Everything one run needs; picklable so that runs can go to worker processes."""
@@ -60,10 +64,12 @@ def heldout_reward(env, policy, samples: int, generator: torch.Generator) -> flo
     return env.reward(env.sample(policy, prompts, generator)).mean().item()
 
 
-def train(job: Job, progress=None, policy=None) -> dict:
+def train(job: Job, progress=None, policy=None, skip_silent_steps: bool = False) -> dict:
     """Run one job; returns a JSON-ready record (curves, per-run diagnostics, held-out reward).
 
     policy: continue training this policy in place instead of a fresh one (notebook 03).
+    skip_silent_steps: take no optimizer step on a mini-batch whose advantages are all 0. Adam
+        still moves the weights there, on its momentum; toy/stuck.py turns that off to see its part.
     """
     torch.manual_seed(job.seed)
     generator = torch.Generator().manual_seed(job.seed)
@@ -73,7 +79,7 @@ def train(job: Job, progress=None, policy=None) -> dict:
     cfg = LossConfig(method=job.method, **job.loss)
     per_epoch, epochs = steps_plan(job.reuse, job.minibatches)
 
-    rewards, zero_var, lengths, entropies, grad_norms, tokens_per_s = [], [], [], [], [], []
+    rewards, zero_var, lengths, entropies, grad_norms, tokens_per_s, update_norms = [], [], [], [], [], [], []
     kernel = {name: [] for name in DIAGNOSTIC_KEYS}  # each averaged over the run's steps where defined
     started = time.perf_counter()
     n_tokens = 0
@@ -88,6 +94,7 @@ def train(job: Job, progress=None, policy=None) -> dict:
         lengths.append(episodes.mask.sum(-1).float().mean().item())
         entropies.append(-(episodes.old_logp * episodes.mask).sum().item() / episodes.mask.sum().item())
         n_groups = len(prompts) // job.group_size
+        before = torch.nn.utils.parameters_to_vector(policy.parameters()).detach().clone()
         for _ in range(epochs):
             # Mini-batches are whole groups, reshuffled each epoch.
             order = torch.randperm(n_groups, generator=generator).view(per_epoch, -1)  # [M, groups]
@@ -99,16 +106,22 @@ def train(job: Job, progress=None, policy=None) -> dict:
                 optimizer.zero_grad()
                 loss.backward()
                 grad_norms.append(torch.nn.utils.clip_grad_norm_(policy.parameters(), job.max_grad_norm).item())
-                optimizer.step()
+                if not (skip_silent_steps and not advantages[rows].any()):
+                    optimizer.step()
                 for name in DIAGNOSTIC_KEYS:
                     kernel[name].append(stats[name])
                 n_tokens += int(batch.mask.sum())
+        # How far the R steps moved the weights. Adam keeps moving them on its momentum even
+        # when a batch carries no signal (every group's rewards equal, so every advantage is 0).
+        update_norms.append((torch.nn.utils.parameters_to_vector(policy.parameters()) - before).norm().item())
         tokens_per_s.append(n_tokens / (time.perf_counter() - started))
         if progress is not None:
             progress()
     quarter = max(1, job.iterations // 4)
     tail = max(1, job.iterations // 10)
     record = asdict(job)
+    if skip_silent_steps:
+        record["skip_silent_steps"] = True
     record.update(
         key=job.key(),
         reward_curve=rewards,
@@ -122,13 +135,20 @@ def train(job: Job, progress=None, policy=None) -> dict:
         grad_norm=nanmean(grad_norms),
         tokens_per_s=tokens_per_s[-1],
         seconds=time.perf_counter() - started,
-        low_w_pos_frac_curve=[nanmean(kernel["low_w_pos_frac"][i:i + job.reuse])
-                              for i in range(0, len(kernel["low_w_pos_frac"]), job.reuse)],
-        low_w_pos_phi_mass_curve=[nanmean(kernel["low_w_pos_phi_mass"][i:i + job.reuse])
-                                  for i in range(0, len(kernel["low_w_pos_phi_mass"]), job.reuse)],
+        # Rounding, and so a run's trajectory, depends on the CPU kernels torch dispatched to.
+        cpu_capability=torch.backends.cpu.get_cpu_capability(),
+        torch_version=torch.__version__,
+        entropy_curve=entropies,
+        length_curve=lengths,
+        zero_var_curve=zero_var,
+        update_norm_curve=update_norms,
     )
+    for name in CURVE_KEYS:
+        steps = kernel[name]
+        record[f"{name}_curve"] = [nanmean(steps[i:i + job.reuse]) for i in range(0, len(steps), job.reuse)]
     for name in kernel:
         record[name] = nanmean(kernel[name])
-    for name in ("reward_curve", "low_w_pos_frac_curve", "low_w_pos_phi_mass_curve"):
+    for name in ("reward_curve", "entropy_curve", "length_curve", "zero_var_curve", "update_norm_curve",
+                 *(f"{k}_curve" for k in CURVE_KEYS)):
         record[name] = [round(v, 4) for v in record[name]]  # keeps runs.jsonl small enough to commit
     return record

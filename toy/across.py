@@ -1,0 +1,81 @@
+"""The same evaluation under several CPU settings, side by side: what every setting carries.
+
+    python -m toy.across --records toy/results/eval-fresh-default toy/results/eval-fresh-avx2 --out toy/results/across.md
+
+Runs are chaotic: one rounding difference can flip a seed from learning to stuck, so the
+same seeds give different records on different CPU kernels. A claim is stated only where
+every setting's paired interval excludes 0 on the same side (nano_respo.report.paired_across).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from nano_respo.cli import parse_config
+from nano_respo.report import OUTCOMES, group_runs, is_stuck, load_records, paired_across
+
+
+@dataclass
+class AcrossConfig:
+    """Paired differences and stuck counts of one evaluation recorded under several settings."""
+
+    records: list[str] = field(default_factory=lambda: ["toy/results/eval-fresh-default", "toy/results/eval-fresh-avx2"])
+    """One entry per setting: a folder (or runs.jsonl), labelled by its name, or label=path+path: later paths replace whole (method, R) cells of earlier ones."""
+    reference: str = "respo"
+    """Method the paired differences subtract the others from."""
+    stuck_below: float = 0.1
+    """A run is stuck when its final training reward is below this."""
+    out: str = "runs/across.md"
+    """Where the markdown goes."""
+
+
+def stuck_table(record_sets: dict, stuck_below: float) -> str:
+    names = list(record_sets)
+    groups = {name: group_runs(records) for name, records in record_sets.items()}
+    cells = sorted({cell for g in groups.values() for cell in g}, key=lambda c: (c[1], c[0]))
+    lines = ["| method | R | " + " | ".join(f"stuck, {name}" for name in names) + " |", "|---|---|" + "---|" * len(names)]
+    for cell in cells:
+        counts = []
+        for name in names:
+            runs = groups[name].get(cell, {})
+            counts.append(f"{sum(is_stuck(r, stuck_below) for r in runs.values())}/{len(runs)}")
+        lines.append(f"| {cell[0]} | {cell[1]} | " + " | ".join(counts) + " |")
+    return "\n".join(lines)
+
+
+def across_report(record_sets: dict, reference: str, stuck_below: float) -> str:
+    parts = [f"# {reference} against each baseline, under {len(record_sets)} settings",
+             "Paired differences on the same seeds, mean ± 95% t-interval (pairs); bold: the interval excludes 0."]
+    for key, name in OUTCOMES:
+        parts += [f"## {name}", paired_across(record_sets, key, reference)]
+    parts += [f"## Stuck runs (final training reward < {stuck_below})", stuck_table(record_sets, stuck_below)]
+    return "\n\n".join(parts)
+
+
+def record_set(entry: str) -> tuple[str, list[dict]]:
+    """'label=a+b' -> (label, a's records with every (method, R) cell that b holds taken from b)."""
+    label, _, paths = entry.rpartition("=")
+    cells = {}
+    for path in paths.split("+"):
+        replaced = {}
+        for r in load_records(path):
+            replaced.setdefault((r["method"], r["reuse"]), []).append(r)
+        cells.update(replaced)
+    return label or os.path.basename(os.path.normpath(paths)).removesuffix(".jsonl"), [r for runs in cells.values() for r in runs]
+
+
+def main(argv=None):
+    cfg = parse_config(AcrossConfig, argv, prog="python -m toy.across")
+    record_sets = dict(record_set(entry) for entry in cfg.records)
+    if len(record_sets) != len(cfg.records):
+        raise SystemExit("records: give each setting a label of its own (label=path)")
+    text = across_report(record_sets, cfg.reference, cfg.stuck_below)
+    os.makedirs(os.path.dirname(cfg.out) or ".", exist_ok=True)
+    with open(cfg.out, "w") as f:
+        f.write(text + "\n")
+    print(text + f"\n\nwrote {cfg.out}")
+
+
+if __name__ == "__main__":
+    main()
