@@ -2,7 +2,8 @@
 
 Shared by the toy (toy/run.py) and the tiny-Qwen3 grid (experiments/run.py). A record is one
 run: what toy.train.train returns, or experiments/run.py's summary of a metrics.jsonl. Runs
-group by (method, reuse); seeds are the replicates. Paired differences use only seeds that
+group by (method, setting), the setting being the reuse R and the rollout lag (the LLM grid's
+staleness axis; 0 in the toy); seeds are the replicates. Paired differences use only seeds that
 both methods ran.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from typing import NamedTuple
 
 import torch
 
@@ -41,11 +43,21 @@ def fmt(mean: float, half: float, digits: int = 3) -> str:
     return f"{mean:.{digits}f}" if math.isnan(half) else f"{mean:.{digits}f} ± {half:.{digits}f}"
 
 
+class Setting(NamedTuple):
+    """How off-policy a cell is: reuse R and rollout lag; it prints as R alone when the lag is 0."""
+
+    reuse: int
+    lag: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.reuse}" if not self.lag else f"{self.reuse}, lag {self.lag}"
+
+
 def group_runs(records) -> dict:
-    """{(method, reuse): {seed: record}}."""
+    """{(method, Setting(reuse, lag)): {seed: record}}."""
     groups = defaultdict(dict)
     for r in records:
-        groups[(r["method"], r["reuse"])][r["seed"]] = r
+        groups[(r["method"], Setting(r["reuse"], r.get("lag", 0)))][r["seed"]] = r
     return groups
 
 
@@ -177,21 +189,22 @@ def agreement_table(rows) -> str:
     return "\n".join(lines)
 
 
-def parse_claim(text: str) -> tuple[str, int, str, str, str]:
-    """'early_auc@8:respo:above:seq_clip' -> ('early_auc', 8, 'respo', 'above', 'seq_clip').
+def parse_claim(text: str) -> tuple[str, Setting, str, str, str]:
+    """'early_auc@8:respo:above:seq_clip' -> ('early_auc', Setting(8, 0), 'respo', 'above', 'seq_clip').
 
-    The claim: on paired seeds at that R, metric(method) - metric(other) has a 95% interval
-    entirely above 0 ('above') or entirely below 0 ('below').
+    The claim: on paired seeds at that R (and lag: 'early_auc@8+lag2:...'), metric(method) -
+    metric(other) has a 95% interval entirely above 0 ('above') or entirely below 0 ('below').
     """
     import re
 
-    match = re.fullmatch(r"(\w+)@(\d+):(\w+):(above|below):(\w+)", text.strip())
+    match = re.fullmatch(r"(\w+)@(\d+(?:\+lag\d+)?):(\w+):(above|below):(\w+)", text.strip())
     keys = [key for key, _ in OUTCOMES]
     if not match or match.group(1) not in keys:
         raise ValueError(f"claims: expected metric@R:method:above:other (or below) with metric one of "
                          f"{', '.join(keys)}, got {text!r}")
-    metric, reuse, method, side, other = match.groups()
-    return metric, int(reuse), method, side, other
+    metric, setting, method, side, other = match.groups()
+    reuse, _, lag = setting.partition("+lag")
+    return metric, Setting(int(reuse), int(lag or 0)), method, side, other
 
 
 def claim_result(records, claim: str) -> tuple[bool, float, float, int]:

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from nano_respo.report import agreement_rows, check_report, claim_result, load_records, paired_across, parse_claim
+from nano_respo.report import (Setting, agreement_rows, outcome_table, check_report, claim_result, load_records, paired_across,
+                               parse_claim)
 from toy.run import RunConfig, main
 
 
@@ -61,7 +62,8 @@ def test_claims_read_the_paired_interval():
     assert not claim_result(recs, "early_auc@8:respo:below:seq_clip")[0]
     assert claim_result(recs, "early_auc@8:seq_clip:below:respo")[0]
     assert not claim_result(recs, "early_auc@16:respo:above:seq_clip")[0]  # no runs at R = 16: cannot hold
-    assert parse_claim(" heldout_reward@32:respo:below:gspo ") == ("heldout_reward", 32, "respo", "below", "gspo")
+    assert parse_claim(" heldout_reward@32:respo:below:gspo ") == ("heldout_reward", Setting(32), "respo", "below", "gspo")
+    assert parse_claim("early_auc@4+lag2:respo:above:seq_clip")[1] == Setting(4, 2)
     for bad in ("early_auc:respo>seq_clip@8", "speed@8:respo:above:grpo", "early_auc@8:respo:over:grpo"):
         with pytest.raises(ValueError, match="claims"):
             parse_claim(bad)
@@ -126,3 +128,12 @@ def test_across_record_sets_replace_whole_cells(tmp_path):
     assert label == "mine" and len(merged) == 20
     assert {r["early_auc"] for r in merged if r["method"] == "respo"} == {0.9}
     assert record_set(str(tmp_path / "base"))[0] == "base"
+
+
+def test_runs_at_one_reuse_but_different_lags_are_separate_cells():
+    records = [{"method": m, "reuse": 4, "lag": lag, "seed": s, "lr": 1e-3, "early_auc": 0.1 * lag + s / 100,
+                "full_auc": 0.5, "final_reward": 0.5, "heldout_reward": 0.5}
+               for m in ("respo", "seq_clip") for lag in (0, 2) for s in range(3)]
+    table = outcome_table(records, stuck_below=0.1)
+    assert "| respo | 4 |" in table and "| respo | 4, lag 2 |" in table
+    assert table.count("| 3 |") == 4  # every cell holds its own three seeds, none overwritten
