@@ -102,7 +102,7 @@ def test_steps_plan_splits_reuse_into_minibatches_and_epochs():
 @pytest.mark.parametrize("env,method,reuse,lr", [("seq", "respo", 4, 0.01), ("seq", "seq_clip", 4, 0.01),
                                                  ("bandit", "respo", 4, 0.03)])
 def test_short_run_raises_reward(env, method, reuse, lr):
-    record = train(Job(env, method, reuse, seed=7, lr=lr, iterations=30))
+    record = train(Job(env=env, method=method, reuse=reuse, seed=7, lr=lr, iterations=30))
     curve = record["reward_curve"]
     assert sum(curve[-5:]) / 5 > sum(curve[:5]) / 5 + 0.1
     assert 0.0 <= record["heldout_reward"] <= 1.0
@@ -111,14 +111,14 @@ def test_short_run_raises_reward(env, method, reuse, lr):
 
 def test_reuse_one_sees_only_on_policy_weights():
     """R = 1 with one mini-batch: every update is on-policy, so no positive has w < 1 - eps."""
-    record = train(Job("seq", "seq_clip", 1, seed=3, lr=0.01, iterations=5))
+    record = train(Job(env="seq", method="seq_clip", reuse=1, seed=3, lr=0.01, iterations=5))
     assert record["low_w_pos_frac"] == 0.0
     assert record["clip_frac_seq"] == 0.0
 
 
 def test_record_follows_the_run_batch_by_batch():
     """Every per-batch curve has one entry per rollout batch; the kernel ones average that batch's R steps."""
-    record = train(Job("seq", "respo", 4, seed=5, lr=0.03, iterations=6))
+    record = train(Job(env="seq", method="respo", reuse=4, seed=5, lr=0.03, iterations=6))
     curves = [k for k in record if k.endswith("_curve")]
     assert {"reward_curve", "entropy_curve", "length_curve", "phi_max_neg_curve", "low_w_pos_frac_curve"} <= set(curves)
     assert all(len(record[k]) == 6 for k in curves)

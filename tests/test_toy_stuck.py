@@ -50,7 +50,7 @@ def test_figure_and_command(tmp_path):
 
 
 def test_skip_silent_steps_leaves_the_weights_alone_in_batches_without_signal(tmp_path):
-    job = Job("seq", "respo", 4, seed=7, lr=0.03, iterations=12)
+    job = Job(env="seq", method="respo", reuse=4, seed=7, lr=0.03, iterations=12)
     record = train(job, skip_silent_steps=True)
     silent = [m for m, z in zip(record["update_norm_curve"], record["zero_var_curve"]) if z == 1.0]
     assert all(m == 0.0 for m in silent)

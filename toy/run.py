@@ -27,7 +27,7 @@ from nano_respo.kernel import METHODS, SCALES, LossConfig
 from toy.envs import ENVS
 from nano_respo.report import (check_report, claims_table, diagnostics_table, load_records, outcome_table, paired_table,
                                parse_claim, plot_low_w, plot_phi, plot_rewards)
-from toy.train import Job, steps_plan
+from toy.train import Job, RunSettings, steps_plan
 
 RESPO_KNOBS = ("alpha_pos", "lambda_pos", "alpha_neg", "lambda_neg")
 EXAMPLES = """\
@@ -40,7 +40,7 @@ The committed evaluation command is in toy/RESULTS.md."""
 
 
 @dataclass
-class RunConfig:
+class RunConfig(RunSettings):
     """Toy comparison of policy losses under rollout reuse (every update calls kernel.policy_loss)."""
 
     env: str = "seq"
@@ -63,22 +63,6 @@ class RunConfig:
     """ReSPO negative-branch power alpha_-; default: LossConfig's alpha_neg (docs/math.md §3)."""
     lambda_neg: float | None = None
     """ReSPO negative-branch tilt lambda_-; default: LossConfig's lambda_neg (docs/math.md §3)."""
-    iterations: int = 60
-    """Rollout batches per run (the same for every R: reuse buys more updates per sample)."""
-    prompts_per_batch: int = 16
-    """Prompts per rollout batch."""
-    group_size: int = 8
-    """Responses per prompt (one advantage group)."""
-    minibatches: int = 4
-    """Mini-batches per epoch; R steps = min(R, minibatches) mini-batches x R / that many epochs."""
-    hidden: int = 32
-    """Hidden width of the sequence policy."""
-    max_grad_norm: float = 1.0
-    """Gradient-norm clip of every update."""
-    adv_scale: str = "none"
-    """Advantage scaling: none (r - group mean) or std (also divided by the group std)."""
-    heldout_samples: int = 64
-    """Samples per held-out prompt for the held-out reward (bandit: exact expectation)."""
     stuck_below: float = 0.1
     """A seed counts as stuck when its final training reward is below this."""
     workers: int = 1
@@ -131,9 +115,8 @@ class RunConfig:
         return {k: getattr(defaults, k) if getattr(self, k) is None else getattr(self, k) for k in RESPO_KNOBS}
 
     def jobs(self) -> list[Job]:
-        per_job = ("env", "method", "reuse", "seed", "lr", "loss")
-        shared = {f.name: getattr(self, f.name) for f in fields(Job) if f.name not in per_job}
-        return [Job(self.env, method, reuse, seed, self.lr_of.get(method, self.lr),
+        shared = {f.name: getattr(self, f.name) for f in fields(RunSettings)}
+        return [Job(env=self.env, method=method, reuse=reuse, seed=seed, lr=self.lr_of.get(method, self.lr),
                     loss=self.respo_overrides() if method == "respo" else {}, **shared)
                 for reuse in self.reuse for method in self.methods for seed in self.seeds]
 

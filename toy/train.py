@@ -20,7 +20,29 @@ from toy.envs import make_env
 CURVE_KEYS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_mean_pos", "phi_mean_neg", "phi_max_neg", "approx_kl")
 
 @dataclass
-class Job:
+class RunSettings:
+    """What every run of one comparison shares (toy.run's flags of the same names)."""
+
+    iterations: int = 60
+    """Rollout batches per run (the same for every R: reuse buys more updates per sample)."""
+    prompts_per_batch: int = 16
+    """Prompts per rollout batch."""
+    group_size: int = 8
+    """Responses per prompt (one advantage group)."""
+    minibatches: int = 4
+    """Mini-batches per epoch; R steps = min(R, minibatches) mini-batches x R / that many epochs."""
+    hidden: int = 32
+    """Hidden width of the sequence policy."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip of every update."""
+    adv_scale: str = "none"
+    """Advantage scaling: none (r - group mean) or std (also divided by the group std)."""
+    heldout_samples: int = 64
+    """Samples per held-out prompt for the held-out reward (bandit: exact expectation)."""
+
+
+@dataclass(kw_only=True)
+class Job(RunSettings):
     """Everything one run needs; picklable so that runs can go to worker processes."""
 
     env: str
@@ -28,14 +50,6 @@ class Job:
     reuse: int
     seed: int
     lr: float
-    iterations: int = 60
-    prompts_per_batch: int = 16
-    group_size: int = 8
-    minibatches: int = 4
-    hidden: int = 32
-    max_grad_norm: float = 1.0
-    adv_scale: str = "none"
-    heldout_samples: int = 64
     loss: dict = field(default_factory=dict)  # LossConfig overrides, e.g. alpha_neg
 
     def key(self) -> str:
