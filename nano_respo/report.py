@@ -61,6 +61,23 @@ def group_runs(records) -> dict:
     return groups
 
 
+def selection_score(record) -> float:
+    """The selection criterion: (early AUC + final training reward + held-out reward) / 3.
+
+    Early AUC alone rewards the largest step that does not diverge; the two end-of-run terms
+    charge for what that step costs later.
+    """
+    return (record["early_auc"] + record["final_reward"] + record["heldout_reward"]) / 3
+
+
+def mean_scores(records, key) -> dict:
+    """{key(record): (mean selection score, 95% half-width)} over the records sharing a key."""
+    by = defaultdict(list)
+    for r in records:
+        by[key(r)].append(selection_score(r))
+    return {k: mean_ci(v) for k, v in by.items()}
+
+
 def is_stuck(record, stuck_below: float) -> bool:
     return record["final_reward"] < stuck_below
 

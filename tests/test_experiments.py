@@ -38,3 +38,20 @@ def test_each_cell_is_a_valid_train_py_command_with_its_lag_and_learning_rate():
 def test_learning_rates_must_name_a_method_of_the_grid():
     with pytest.raises(ValueError, match="^lrs:"):
         experiments.ExperimentConfig(methods=["respo"], lrs=["grpo=0.01"])
+
+
+SELECT = importlib.util.spec_from_file_location("experiments_select", Path(__file__).parents[1] / "experiments" / "select_lr.py")
+select = sys.modules["experiments_select"] = importlib.util.module_from_spec(SELECT)
+SELECT.loader.exec_module(select)
+
+
+def test_selection_runs_every_method_at_each_learning_rate_and_picks_the_best_score():
+    cfg = select.SelectConfig(methods=["respo", "seq_clip"], lr_grid=[1e-4, 1e-3], reuse=[8], seeds=[900])
+    command = experiments.train_command(select.grid_at(cfg, 1e-3), "tiny-qwen3", "seq_clip", 8, 0, 900, resume=False)
+    assert parse_config(TrainConfig, command[2:]).lr == 1e-3
+    outcome = {("respo", 1e-4): 0.2, ("respo", 1e-3): 0.6, ("seq_clip", 1e-4): 0.5, ("seq_clip", 1e-3): 0.1}
+    records = [{"method": m, "lr": lr, "early_auc": v, "final_reward": v, "heldout_reward": v}
+               for (m, lr), v in outcome.items()]
+    best, table = select.choose(records, cfg.methods, cfg.lr_grid)
+    assert best == {"respo": 1e-3, "seq_clip": 1e-4}
+    assert "| respo | 0.200" in table

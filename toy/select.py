@@ -16,12 +16,11 @@ that evaluates them, and writes <out>/selection.md.
 from __future__ import annotations
 
 import os
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 from nano_respo.cli import parse_config
 from nano_respo.kernel import LossConfig
-from nano_respo.report import mean_ci
+from nano_respo.report import mean_ci, mean_scores
 from toy.run import RESPO_KNOBS, RunConfig, run_jobs
 
 
@@ -49,18 +48,6 @@ class SelectConfig:
     """Parallel worker processes."""
     out: str = "runs/toy-selection"
     """Folder for runs.jsonl and selection.md."""
-
-
-def score(record) -> float:
-    return (record["early_auc"] + record["final_reward"] + record["heldout_reward"]) / 3
-
-
-def mean_scores(records, key) -> dict:
-    """{key(record): (mean score, 95% half-width)} over seeds and reuse factors."""
-    by = defaultdict(list)
-    for r in records:
-        by[key(r)].append(score(r))
-    return {k: mean_ci(v) for k, v in by.items()}
 
 
 def respo_setting(record) -> tuple:

@@ -1,0 +1,89 @@
+"""Choose every method's learning rate for the tiny-Qwen3 grid on selection seeds only.
+
+    python experiments/select_lr.py --methods respo seq_clip grpo gspo vespo --lr-grid 1e-4 3e-4 1e-3 --seeds 900 901
+
+Every (method, learning rate) runs on the selection seeds at every reuse and lag given,
+through experiments/run.py (each learning rate's runs in <out-dir>/lr<lr>/, resumable: stop
+it any time and start it again). The criterion is the toy's, report.selection_score:
+(early AUC + final training reward + held-out accuracy) / 3, averaged over seeds and
+settings. Prints the score table and the `--lrs` to pass to experiments/run.py, whose
+evaluation seeds must differ from these.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout, no install
+sys.path.insert(0, str(ROOT / "experiments"))
+
+from nano_respo.cli import parse_config  # noqa: E402
+from nano_respo.metrics import read_metrics  # noqa: E402
+from nano_respo.report import mean_scores  # noqa: E402
+from run import ExperimentConfig, finished, grid, record_of, run_dir, run_grid  # noqa: E402
+
+
+@dataclass
+class SelectConfig:
+    """Learning-rate selection for experiments/run.py on seeds the evaluation never uses."""
+
+    models: list[str] = field(default_factory=lambda: ["tiny-qwen3"])
+    """Models to train (train.py --model)."""
+    methods: list[str] = field(default_factory=lambda: ["respo", "seq_clip", "grpo", "gspo", "vespo"])
+    """Methods whose learning rate is chosen."""
+    lr_grid: list[float] = field(default_factory=lambda: [1e-4, 3e-4, 1e-3])
+    """AdamW learning rates tried for every method."""
+    reuse: list[int] = field(default_factory=lambda: [8])
+    """Reuse settings the score averages over (train.py --reuse)."""
+    lags: list[int] = field(default_factory=lambda: [0])
+    """Lag settings the score averages over (train.py --lag)."""
+    seeds: list[int] = field(default_factory=lambda: [900, 901])
+    """Selection seeds (keep them disjoint from the evaluation seeds)."""
+    iterations: int = 40
+    """Rollout batches per run."""
+    workers: int = 2
+    """Runs in parallel, one torch thread each."""
+    out_dir: str = "runs/experiments-selection"
+    """Where the runs are written, one folder per learning rate."""
+
+
+def grid_at(cfg: SelectConfig, lr: float) -> ExperimentConfig:
+    """experiments/run.py's grid with every method at this learning rate."""
+    return ExperimentConfig(models=cfg.models, methods=cfg.methods, reuse=cfg.reuse, lags=cfg.lags,
+                            seeds=cfg.seeds, iterations=cfg.iterations, workers=cfg.workers,
+                            out_dir=str(Path(cfg.out_dir) / f"lr{lr:g}"), lrs=[f"{m}={lr}" for m in cfg.methods])
+
+
+def choose(records, methods, lr_grid) -> tuple[dict, str]:
+    """({method: the learning rate of the highest mean score}, the score table in markdown)."""
+    scores = mean_scores(records, lambda r: (r["method"], r["lr"]))
+    lines = ["| method | " + " | ".join(f"lr {lr:g}" for lr in lr_grid) + " |", "|---|" + "---|" * len(lr_grid)]
+    best = {}
+    for method in methods:
+        tried = [lr for lr in lr_grid if (method, lr) in scores]
+        if tried:
+            best[method] = max(tried, key=lambda lr: scores[(method, lr)][0])
+        lines.append(f"| {method} | " + " | ".join(
+            f"{scores[(method, lr)][0]:.3f} ± {scores[(method, lr)][1]:.3f}" if (method, lr) in scores else "-"
+            for lr in lr_grid) + " |")
+    return best, "\n".join(lines)
+
+
+def main(argv=None):
+    cfg = parse_config(SelectConfig, argv)
+    records = []
+    for lr in cfg.lr_grid:
+        experiment = grid_at(cfg, lr)
+        run_grid(experiment)
+        records += [record_of(run_dir(experiment, *cell), *cell) for cell in grid(experiment)
+                    if finished(read_metrics(run_dir(experiment, *cell)), experiment.iterations)]
+    best, table = choose(records, cfg.methods, cfg.lr_grid)
+    print(table)
+    print("\nexperiments/run.py --lrs " + " ".join(f"{m}={lr:g}" for m, lr in best.items()))
+
+
+if __name__ == "__main__":
+    main()
