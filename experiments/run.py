@@ -4,6 +4,8 @@
     python experiments/run.py --models tiny-qwen3 --methods respo grpo --reuse 4 --seeds 0   # one cell
     python experiments/run.py --reuse 4 --lags 0 2 --lrs respo=1e-3 seq_clip=3e-4   # staleness, own lrs
     python experiments/run.py --report-only                    # tables and figures of the runs so far
+    python experiments/run.py ... --check experiments/results/records.json --claims early_auc@8:respo:above:seq_clip
+                                                               # a rerun judged against committed records
 
 Every run is one `python train.py` with a fixed budget of rollout batches (--iterations),
 written to <out-dir>/<model>/<method>-reuse<R>[-lag<K>]-seed<S>/; the records and figures go to
@@ -32,7 +34,8 @@ sys.path.insert(0, str(ROOT))  # run from a checkout, no install
 from nano_respo.cli import parse_config  # noqa: E402
 from nano_respo.kernel import DIAGNOSTIC_KEYS  # noqa: E402
 from nano_respo.metrics import read_metrics  # noqa: E402
-from nano_respo.report import diagnostics_table, outcome_table, paired_table, plot_rewards  # noqa: E402
+from nano_respo.report import (check_report, claims_table, diagnostics_table, outcome_table,  # noqa: E402
+                               paired_table, parse_claim, plot_rewards)
 
 
 @dataclass
@@ -71,6 +74,10 @@ class ExperimentConfig:
     """A run whose final training reward is below this counts as stuck (reported beside the means)."""
     report_only: bool = False
     """Only print the tables and write the figures of the runs found."""
+    check: str | None = None
+    """Reference records (a records.json) to compare these runs with, model by model, within 95% intervals."""
+    claims: list[str] = field(default_factory=list)
+    """Claims that must hold on these runs for every model, e.g. early_auc@8:respo:above:seq_clip (exit 1 if not)."""
 
     def __post_init__(self):
         if self.iterations < 4:
@@ -90,6 +97,12 @@ class ExperimentConfig:
             self.lr_of[method] = float(value)
         self.figures = self.figures or str(Path(self.out_dir) / "figures")
         self.records = self.records or str(Path(self.out_dir) / "records.json")
+        if self.check is not None and not Path(self.check).is_file():
+            raise ValueError(f"check: no such records file {self.check!r}")
+        if self.check is not None and Path(self.check).resolve() == Path(self.records).resolve():
+            raise ValueError(f"records: a check writes its own records; --records must differ from {self.check!r}")
+        for claim in self.claims:
+            parse_claim(claim)
 
     def epochs_at(self, reuse: int) -> int:
         return min(self.epochs, reuse)
@@ -201,11 +214,33 @@ def report(cfg: ExperimentConfig) -> str:
     return "\n".join(sections) or "no finished runs yet"
 
 
+def check(cfg: ExperimentConfig) -> bool:
+    """These runs against --check's records and --claims, model by model; writes <out_dir>/check.md."""
+    records = json.loads(Path(cfg.records).read_text()) if Path(cfg.records).exists() else []
+    reference = json.loads(Path(cfg.check).read_text()) if cfg.check else []
+    parts, passed = [], True
+    for model in cfg.models:
+        mine = [r for r in records if r["model"] == model]
+        if cfg.check:
+            text, holds = check_report([r for r in reference if r["model"] == model], mine, cfg.claims,
+                                       cfg.stuck_below)
+        else:
+            text, holds = claims_table(cfg.claims, {"these runs": mine})
+        parts.append(f"# {model}\n\n{text}")
+        passed = passed and holds
+    Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
+    (Path(cfg.out_dir) / "check.md").write_text("\n\n".join(parts) + "\n")
+    print("\n" + "\n\n".join(parts) + f"\n\nwrote {Path(cfg.out_dir) / 'check.md'}")
+    return passed
+
+
 def main(argv=None):
     cfg = parse_config(ExperimentConfig, argv)
     if not cfg.report_only:
         run_grid(cfg)
     print(report(cfg))
+    if (cfg.check or cfg.claims) and not check(cfg):
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """experiments/run.py: the grid it launches and the train.py command of each cell."""
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -55,3 +56,24 @@ def test_selection_runs_every_method_at_each_learning_rate_and_picks_the_best_sc
     best, table = select.choose(records, cfg.methods, cfg.lr_grid)
     assert best == {"respo": 1e-3, "seq_clip": 1e-4}
     assert "| respo | 0.200" in table
+
+
+def test_a_rerun_is_checked_against_committed_records_model_by_model(tmp_path):
+    committed = Path(__file__).parents[1] / "experiments" / "results" / "records.json"
+    reference = json.loads(committed.read_text())
+    rerun = tmp_path / "records.json"
+    rerun.write_text(json.dumps(reference))  # a rerun that agrees exactly
+    argv = ["--models", "tiny-qwen3", "tiny-qwen3-moe", "--out-dir", str(tmp_path), "--records", str(rerun),
+            "--check", str(committed)]
+    assert experiments.check(parse_config(experiments.ExperimentConfig, argv))
+    assert "CHECK PASSED" in (tmp_path / "check.md").read_text()
+    # A claim the records cannot carry fails the check: a method never beats itself.
+    failing = parse_config(experiments.ExperimentConfig, argv + ["--claims", "early_auc@8:grpo:above:grpo"])
+    assert not experiments.check(failing)
+    assert "CHECK FAILED" in (tmp_path / "check.md").read_text()
+
+
+def test_a_check_never_writes_into_the_records_it_checks_against(tmp_path):
+    committed = str(Path(__file__).parents[1] / "experiments" / "results" / "records.json")
+    with pytest.raises(ValueError, match="^records:"):
+        experiments.ExperimentConfig(check=committed, records=committed)
