@@ -237,6 +237,9 @@ def test_reward_errors_are_reported_in_the_metrics(tmp_path, monkeypatch, capsys
     (dict(prompts_per_iteration=3, group_size=1, reuse=2, epochs=1), "reuse: 3 prompts do not split into 2"),
     (dict(group_size=0), "group_size: must be >= 1"),
     (dict(temperature=0.0), "temperature: must be > 0"),
+    (dict(lr=-0.1), r"^lr: must be > 0, got -0.1$"),
+    (dict(sft_lr=0.0), r"^sft_lr: must be > 0, got 0.0$"),
+    (dict(max_grad_norm=-1.0), r"^max_grad_norm: must be > 0, got -1.0$"),
     (dict(adv_scale="minmax"), "adv_scale: unknown scale"),
     (dict(alpha_pos=2.0), "alpha_pos: must lie in"),
 ])
