@@ -1,7 +1,8 @@
 """The single-device RLVR loop with explicit rollout reuse; `rl_iteration` is one RL step.
 
     for each iteration:
-        sample G completions for each of P prompts, recording log mu      (rollout.sample)
+        sample G completions for each of P prompts, recording log mu      (rollout.sample;
+            mu = the current weights, or with --lag k those of k iterations earlier)
         reward, group advantages                                           (kernel)
         reuse = epochs x mini-batches optimizer steps on this batch        (rl_step)
         log; every eval_every iterations evaluate held-out; every save_every checkpoint
