@@ -158,14 +158,23 @@ SETTING_KEYS = ("lr", "loss", "iterations", "prompts_per_batch", "group_size", "
 
 
 def load_records(path: str) -> list[dict]:
-    """The records of a runs.jsonl file, or of <path>/runs.jsonl when path is a folder."""
+    """The records of a runs.jsonl file (gzipped if it ends in .gz), or of a folder's
+    runs.jsonl.gz and runs.jsonl (large committed records are stored compressed; new runs
+    append to the plain file)."""
+    import gzip
     import json
     import os
 
+    paths = [path]
     if os.path.isdir(path):
-        path = os.path.join(path, "runs.jsonl")
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        paths = [p for p in (os.path.join(path, "runs.jsonl.gz"), os.path.join(path, "runs.jsonl")) if os.path.exists(p)]
+        if not paths:
+            raise FileNotFoundError(f"no runs.jsonl or runs.jsonl.gz in {path}")
+    records = []
+    for p in paths:
+        with (gzip.open(p, "rt") if p.endswith(".gz") else open(p)) as f:
+            records += [json.loads(line) for line in f if line.strip()]
+    return records
 
 
 def cell_settings(runs: dict) -> set:

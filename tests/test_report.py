@@ -137,3 +137,14 @@ def test_runs_at_one_reuse_but_different_lags_are_separate_cells():
     table = outcome_table(records, stuck_below=0.1)
     assert "| respo | 4 |" in table and "| respo | 4, lag 2 |" in table
     assert table.count("| 3 |") == 4  # every cell holds its own three seeds, none overwritten
+
+
+def test_records_are_read_from_a_gzipped_file_and_a_plain_one_in_the_same_folder(tmp_path):
+    import gzip
+
+    rows = [{"method": "respo", "reuse": 4, "seed": s} for s in range(3)]
+    with gzip.open(tmp_path / "runs.jsonl.gz", "wt") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in rows[:2]))
+    (tmp_path / "runs.jsonl").write_text(json.dumps(rows[2]) + "\n")
+    assert load_records(str(tmp_path)) == rows
+    assert load_records(str(tmp_path / "runs.jsonl.gz")) == rows[:2]

@@ -142,12 +142,8 @@ def run_jobs(jobs: list[Job], out: str, workers: int = 1, threads: int = 1, desc
     """Run what <out>/runs.jsonl does not hold yet; append each record the moment it is done."""
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "runs.jsonl")
-    done = {}
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                record = json.loads(line)
-                done[record["job_id"]] = record
+    held = [p for p in (path, path + ".gz") if os.path.exists(p)]
+    done = {record["job_id"]: record for record in load_records(out)} if held else {}
     todo = [job for job in jobs if job_id(job, skip_silent_steps) not in done]
 
     def keep(job, record):
