@@ -167,7 +167,8 @@ def load_records(path: str) -> list[dict]:
 
     paths = [path]
     if os.path.isdir(path):
-        paths = [p for p in (os.path.join(path, "runs.jsonl.gz"), os.path.join(path, "runs.jsonl")) if os.path.exists(p)]
+        paths = [os.path.join(path, name) for name in ("runs.jsonl.gz", "runs.jsonl")
+                 if os.path.exists(os.path.join(path, name))]
         if not paths:
             raise FileNotFoundError(f"no runs.jsonl or runs.jsonl.gz in {path}")
     records = []

@@ -293,7 +293,8 @@ def minibatch_order(n_groups: int, cfg: StepConfig, iteration: int, epoch: int) 
 
 
 def rl_iteration(model, tokenizer, task, optimizer, cfg: StepConfig, loss_cfg: LossConfig, iteration: int,
-                 step: int, logprobs=policy_logprobs, ranks=ONE_PROCESS, sampler=None) -> tuple[RolloutBatch, list[dict]]:
+                 step: int, logprobs=policy_logprobs, ranks=ONE_PROCESS,
+                 sampler=None) -> tuple[RolloutBatch, list[dict]]:
     """One RL step: a rollout batch, then cfg.reuse = epochs x mini-batches optimizer steps on it.
 
     The behaviour policy mu is `sampler` (a lagged copy of the weights) or else the model itself.
