@@ -78,8 +78,12 @@ def addition(rng: random.Random, digits: int) -> Problem:
 
 
 def reverse(rng: random.Random, digits: int) -> Problem:
-    """Write a digit string backwards: the answer is as long as the input (the long-answer task)."""
-    length = rng.randint(max(2, digits - 2), digits)
+    """Write a digit string of 2 to `digits` characters backwards: the answer is as long as the input.
+
+    Lengths are uniform, so one rollout batch holds correct answers from 3 tokens (EOS included)
+    to `digits` + 1: the long ones are where sampling errs most and where a weight drifts furthest.
+    """
+    length = rng.randint(2, digits)
     text = "".join(rng.choice("0123456789") for _ in range(length - 1)) + rng.choice("123456789")
     return Problem(f"reverse {text}", text[::-1])
 
@@ -87,7 +91,7 @@ def reverse(rng: random.Random, digits: int) -> Problem:
 PROCEDURAL: dict[str, tuple[Callable[[random.Random, int], Problem], int, int]] = {
     # name: (generator, default size, smallest size); size = digits per operand / string length
     "addition": (addition, 3, 1),
-    "reverse": (reverse, 8, 2),
+    "reverse": (reverse, 40, 2),
 }
 # Far beyond any prompt these tasks need; a longer one is a data error, not a problem to sample.
 MAX_PROMPT_CHARS = 32_768

@@ -62,13 +62,13 @@ class TrainConfig:
     """Optimizer steps per rollout batch (epochs x mini-batches); 1 = on-policy."""
     epochs: int = 2
     """Passes over each rollout batch; mini-batches (of whole groups) per pass = reuse / epochs."""
-    max_new_tokens: int = 16
+    max_new_tokens: int = 48
     """Generation budget; a completion without EOS within it is truncated (and usually wrong)."""
     temperature: float = 1.0
     """Sampling temperature; the training forward divides logits by the same value so w = 1 on a fresh batch."""
     adv_scale: str = "none"
     """Group advantage scaling: none (A = r - group mean) or std (also divide by the group std, as GRPO)."""
-    lr: float = 3e-4
+    lr: float = 1e-4
     """AdamW learning rate for RL (constant)."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
