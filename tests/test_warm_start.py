@@ -1,0 +1,55 @@
+"""The warm start's recipe: supervised training to convergence under a decaying learning rate.
+
+Its end point must not depend on where a short run happens to stop, so the learning rate
+anneals to zero, `sft` reports how much of its data the model reproduces, and the cache key
+holds every setting of the recipe (a changed recipe is trained again, never taken from the cache).
+"""
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from nano_respo import sft  # noqa: E402
+from nano_respo.models import load_model  # noqa: E402
+from nano_respo.rollout import sample  # noqa: E402
+from nano_respo.tasks import Problem, Task, make_task  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("model_cache")
+
+
+def test_the_learning_rate_anneals_from_its_peak_to_zero():
+    rates = [sft.cosine_lr(3e-3, step, 200) for step in range(200)]
+    assert rates[0] == 3e-3
+    assert all(later < earlier for earlier, later in zip(rates, rates[1:]))
+    assert rates[-1] < 1e-6
+
+
+def test_every_setting_of_the_recipe_is_in_the_cache_key():
+    task = make_task("reverse", size=8)
+    settings = dict(steps=1000, batch_size=64, lr=3e-3, seed=0, dtype="float32")
+    key = sft.warm_start_key("tiny-qwen3", task, **settings)
+    assert key["lr_schedule"] == sft.LR_SCHEDULE
+    changed = dict(steps=999, batch_size=32, lr=1e-3, seed=1, dtype="bfloat16")
+    for name, value in changed.items():
+        assert sft.warm_start_key("tiny-qwen3", task, **{**settings, name: value}) != key, name
+    assert sft.warm_start_key("tiny-qwen3-moe", task, **settings) != key
+    assert sft.warm_start_key("tiny-qwen3", make_task("reverse", size=9), **settings) != key
+
+
+def test_a_converged_warm_start_reproduces_its_answers_greedily():
+    """`exact` = 1 means every answer token has probability above 1/2: greedy decoding gives the answer."""
+    answer = "4721"
+    task = Task("constant", lambda rng: Problem(f"q{rng.randrange(1000)}", answer), [Problem("q5", answer)])
+    model, tokenizer = load_model("tiny-qwen3")
+    exact = sft.sft(model, tokenizer, task, steps=60, batch_size=16, lr=3e-3, seed=0)
+    assert exact == 1.0
+    texts = sample(model, tokenizer, ["q5", "q77"], max_new_tokens=8, greedy=True).texts
+    assert texts == [answer, answer]
+
+
+def test_an_unconverged_warm_start_says_so():
+    task = make_task("reverse", size=8)
+    model, tokenizer = load_model("tiny-qwen3")
+    assert sft.sft(model, tokenizer, task, steps=2, batch_size=8, lr=3e-3, seed=0) == 0.0
