@@ -49,7 +49,7 @@ class TrainConfig:
     task: str = "reverse"
     """addition, reverse (long answers), or a .jsonl file of {"prompt": ..., "answer": ...} lines."""
     task_size: int | None = None
-    """Task difficulty: digits per operand (addition) or string length (reverse); None = the task's default."""
+    """Task difficulty: most digits per operand (addition) or longest string (reverse); None = the task's default."""
     heldout_file: str | None = None
     """JSONL tasks: held-out problems from this file instead of a hashed tenth of --task."""
     iterations: int = 40
@@ -77,11 +77,11 @@ class TrainConfig:
     router_aux_coef: float = 0.0
     """MoE only: coefficient of the router load-balancing loss added to the policy loss (always logged)."""
     sft_steps: int | None = None
-    """Warm-start SFT steps before RL (cached); None = 200 for tiny-qwen3, 95 for tiny-qwen3-moe, 0 otherwise."""
+    """Warm-start SFT steps before RL (cached; lr annealed to 0 over them); None = 1000 for the tiny models, 0 otherwise."""
     sft_batch: int = 64
     """Warm-start batch size (demonstrations per step)."""
     sft_lr: float = 3e-3
-    """Warm-start AdamW learning rate."""
+    """Warm-start AdamW peak learning rate (cosine decay to 0)."""
     sft_seed: int = 0
     """Warm-start seed, fixed apart from --seed so that every RL seed starts from the same model."""
     eval_every: int = 10
