@@ -4,13 +4,20 @@ A random-init model never emits a correct answer, so every group has all-equal r
 and zero advantage: RL alone has no signal to start from. Teacher forcing on (prompt,
 answer) pairs gives it a policy that is right often enough for RL to begin.
 
-The phase is run to convergence, with a learning rate that decays to zero (cosine), not
-stopped early. A tiny model learns `reverse` in a sudden transition whose step moves with
-the seed and with float rounding (AVX2 against AVX-512 kernels): stopped in the middle of it,
-the same settings land anywhere from a model that answers nothing to one that answers
-almost everything. Past the transition and with the step size annealed, every seed and CPU
-ends at the same place: greedy answers right, samples at temperature 1 still wrong in a
-share that grows with the answer's length, which is the room RL has.
+The phase is run to convergence, not stopped early. A tiny model learns `reverse` in a
+sudden transition whose step moves with the seed and with float rounding (AVX2 against
+AVX-512 kernels): stopped in the middle of it, the same settings land anywhere from a model
+that answers nothing to one that answers almost everything. Three things make the end
+point the same for every seed and CPU:
+
+    curriculum:       a generated task's size grows from its smallest to its own over the
+                      first half of the steps (short strings are learned first, and each
+                      longer one extends what is learned), so the transition comes early;
+    cosine schedule:  the learning rate decays to 0, so the model settles where it is;
+    label smoothing:  the optimum keeps a fixed probability eps off every answer token, so
+                      converged means a known place: greedy decoding answers, while a sample
+                      at temperature 1 is right with probability about (1 - eps)^tokens,
+                      less often the longer the answer. That gap is the room RL has.
 
 The result depends only on its inputs, so it is saved under the cache
 directory and reused by every run with the same inputs: the same model, the same settings
@@ -27,6 +34,7 @@ import os
 import shutil
 
 import torch
+import torch.nn.functional as F
 from tqdm import tqdm
 
 from .models import cache_dir, load_model
@@ -51,8 +59,9 @@ def teacher_forced_batch(tokenizer, prompts: list[str], answers: list[str], devi
                         rewards=zeros, advantages=zeros)
 
 
-# The learning-rate schedule of the warm start; part of its cache key.
+# The learning-rate schedule and the curriculum of the warm start; both are in its cache key.
 LR_SCHEDULE = "cosine"
+CURRICULUM = "size from smallest to full over the first half"
 
 
 def cosine_lr(lr: float, step: int, steps: int) -> float:
@@ -60,13 +69,39 @@ def cosine_lr(lr: float, step: int, steps: int) -> float:
     return lr * 0.5 * (1 + math.cos(math.pi * step / steps))
 
 
+def curriculum_size(task: Task, step: int, steps: int) -> int | None:
+    """The task size of SFT step `step`: smallest to full over the first half; None for a file-backed task."""
+    if task.sizes is None:
+        return None
+    first, last = task.sizes[0], task.sizes[-1]
+    return min(last, first + round((last - first) * step / max(1, steps // 2)))
+
+
+def smoothed_answer_loss(model, batch: RolloutBatch, label_smoothing: float):
+    """(mean label-smoothed cross-entropy over answer tokens, log-prob [N, C] of each answer token).
+
+    With smoothing the loss needs every token's log-prob, so this takes the full logits [N, C, V].
+    """
+    width = batch.completion_mask.shape[1]
+    position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # [N, P + C], as the sampler counts
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
+                logits_to_keep=width + 1, use_cache=False)
+    logits = out.logits[:, :-1].float()  # [N, C, V]: position t predicts answer token t
+    targets = batch.input_ids[:, -width:]  # [N, C]
+    loss = F.cross_entropy(logits.transpose(1, 2), targets, label_smoothing=label_smoothing,
+                           reduction="none")  # [N, C]
+    logp = torch.log_softmax(logits, -1).gather(-1, targets[..., None]).squeeze(-1)  # [N, C]
+    return loss[batch.completion_mask].mean(), logp
+
+
 def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, seed: int,
-        logprobs=policy_logprobs) -> float:
-    """Minimise the mean token negative log-likelihood of the reference answers; returns `exact`.
+        label_smoothing: float = 0.0, logprobs=policy_logprobs) -> float:
+    """Minimise the (label-smoothed) token cross-entropy of the reference answers; returns `exact`.
 
     exact: the share of the last step's demonstrations whose every answer token (EOS included)
     has probability above 1/2, so that greedy decoding reproduces the whole answer.
-    logprobs: rollout.policy_logprobs or a drop-in with its signature (logprobs.chunked_policy_logprobs).
+    logprobs: without smoothing, rollout.policy_logprobs or a drop-in with its signature
+    (logprobs.chunked_policy_logprobs, for a large vocabulary).
     """
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
@@ -75,11 +110,15 @@ def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, se
     for step in bar:
         for group in optimizer.param_groups:
             group["lr"] = cosine_lr(lr, step, steps)
-        problems = task.train_batch(batch_size, seed=hash_seed("sft", seed, step))
+        problems = task.train_batch(batch_size, seed=hash_seed("sft", seed, step),
+                                    size=curriculum_size(task, step, steps))
         batch = teacher_forced_batch(tokenizer, [p.prompt for p in problems], [p.answer for p in problems],
                                      model.device)
-        logp, _, _ = logprobs(model, batch, temperature=1.0)  # [N, C]
-        loss = -logp[batch.completion_mask].mean()
+        if label_smoothing:
+            loss, logp = smoothed_answer_loss(model, batch, label_smoothing)
+        else:
+            logp, _, _ = logprobs(model, batch, temperature=1.0)  # [N, C]
+            loss = -logp[batch.completion_mask].mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -93,14 +132,15 @@ def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, se
 
 
 def warm_start_key(model_name: str, task: Task, steps: int, batch_size: int, lr: float, seed: int,
-                   dtype: str) -> dict:
+                   dtype: str, label_smoothing: float = 0.0) -> dict:
     """Everything a warm start's result depends on; its hash names the cache entry."""
     return {"model": model_name, "data": task.fingerprint(), "steps": steps, "batch_size": batch_size, "lr": lr,
-            "lr_schedule": LR_SCHEDULE, "seed": seed, "dtype": dtype}
+            "lr_schedule": LR_SCHEDULE, "curriculum": CURRICULUM if task.sizes else None,
+            "label_smoothing": label_smoothing, "seed": seed, "dtype": dtype}
 
 
 def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_size: int, lr: float, seed: int,
-               dtype: str, device: str, logprobs=policy_logprobs):
+               dtype: str, device: str, logprobs=policy_logprobs, label_smoothing: float = 0.0):
     """(model, tokenizer) after `steps` SFT steps, from the cache when this exact warm start exists.
 
     Prints how much of the last batch the model reproduces (see `sft`) and records it beside the model.
@@ -108,7 +148,7 @@ def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_si
     `task_key` (the settings that named the task) is recorded next to the model for the reader;
     the cache entry is chosen by warm_start_key, which sees the data itself.
     """
-    key = warm_start_key(model_name, task, steps, batch_size, lr, seed, dtype)
+    key = warm_start_key(model_name, task, steps, batch_size, lr, seed, dtype, label_smoothing)
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     path = cache_dir() / "sft" / f"{model_name.replace('/', '--')}-{task.name}-{digest}"
     if (path / "config.json").exists():
@@ -117,7 +157,7 @@ def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_si
     model, tokenizer = load_model(model_name, dtype, device)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        exact = sft(model, tokenizer, task, steps, batch_size, lr, seed, logprobs)
+        exact = sft(model, tokenizer, task, steps, batch_size, lr, seed, label_smoothing, logprobs)
     print(f"warm start: {exact:.0%} of the last batch's answers have every token above probability 1/2")
     tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
     model.save_pretrained(tmp)

@@ -82,6 +82,8 @@ class TrainConfig:
     """Warm-start batch size (demonstrations per step)."""
     sft_lr: float = 3e-3
     """Warm-start AdamW peak learning rate (cosine decay to 0)."""
+    sft_label_smoothing: float = 0.01
+    """Warm-start label smoothing eps: the converged model keeps about eps off each answer token, so samples err more on long answers."""
     sft_seed: int = 0
     """Warm-start seed, fixed apart from --seed so that every RL seed starts from the same model."""
     eval_every: int = 10
@@ -146,6 +148,8 @@ class TrainConfig:
             raise ValueError(f"dtype: choose float32, bfloat16 or float16, got {self.dtype!r}")
         if self.lr <= 0 or self.sft_lr <= 0 or self.max_grad_norm <= 0:
             raise ValueError("lr, sft_lr, max_grad_norm: must be > 0")
+        if not 0 <= self.sft_label_smoothing < 1:
+            raise ValueError(f"sft_label_smoothing: must lie in [0, 1), got {self.sft_label_smoothing}")
 
     @property
     def minibatches(self) -> int:
@@ -336,7 +340,7 @@ def initial_model(cfg: TrainConfig, task, device: str, logprobs):
         return load_model(cfg.model, cfg.dtype, device, cfg.gradient_checkpointing)
     task_key = {"task": cfg.task, "task_size": cfg.task_size}
     model, tokenizer = warm_start(cfg.model, task, task_key, sft_steps, cfg.sft_batch, cfg.sft_lr, cfg.sft_seed,
-                                  cfg.dtype, device, logprobs)
+                                  cfg.dtype, device, logprobs, cfg.sft_label_smoothing)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return model, tokenizer
