@@ -44,8 +44,9 @@ TINY_MODELS = {
 }
 
 
-# Warm-start SFT steps that take each tiny model through its sudden transition on `reverse`
-# (strings of 2-40 digits) and anneal it to convergence, with a margin for seeds that learn late.
+# Warm-start SFT steps (the most before annealing; see sft.py) that take each tiny model
+# through its sudden transition on `reverse` (strings of 2-40 digits), with a margin for
+# seeds that learn late.
 TINY_WARM_START_STEPS = {"tiny-qwen3": 1000, "tiny-qwen3-moe": 1000}
 
 

@@ -32,6 +32,7 @@ import json
 import math
 import os
 import shutil
+from collections import deque
 
 import torch
 import torch.nn.functional as F
@@ -59,9 +60,14 @@ def teacher_forced_batch(tokenizer, prompts: list[str], answers: list[str], devi
                         rewards=zeros, advantages=zeros)
 
 
-# The learning-rate schedule and the curriculum of the warm start; both are in its cache key.
-LR_SCHEDULE = "cosine"
-CURRICULUM = "size from smallest to full over the first half"
+# The schedule of the warm start (all of it is in its cache key): the task size grows over
+# the first quarter of `steps`; the learning rate stays constant until the model has converged
+# (a share CONVERGED_EXACT of the demonstrations reproduced, on average over CONVERGED_WINDOW
+# steps at the full size) or `steps` have passed, then decays to 0 over a quarter of `steps`.
+CURRICULUM = "size from smallest to full over steps // 4"
+LR_SCHEDULE = "constant until converged or steps, then cosine to 0 over steps // 4"
+CONVERGED_EXACT = 0.5
+CONVERGED_WINDOW = 20
 
 
 def cosine_lr(lr: float, step: int, steps: int) -> float:
@@ -70,11 +76,11 @@ def cosine_lr(lr: float, step: int, steps: int) -> float:
 
 
 def curriculum_size(task: Task, step: int, steps: int) -> int | None:
-    """The task size of SFT step `step`: smallest to full over the first half; None for a file-backed task."""
+    """The task size of SFT step `step`: smallest to full over `steps // 4`; None for a file-backed task."""
     if task.sizes is None:
         return None
     first, last = task.sizes[0], task.sizes[-1]
-    return min(last, first + round((last - first) * step / max(1, steps // 2)))
+    return min(last, first + round((last - first) * step / max(1, steps // 4)))
 
 
 def smoothed_answer_loss(model, batch: RolloutBatch, label_smoothing: float):
@@ -95,23 +101,31 @@ def smoothed_answer_loss(model, batch: RolloutBatch, label_smoothing: float):
 
 
 def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, seed: int,
-        label_smoothing: float = 0.0, logprobs=policy_logprobs) -> float:
-    """Minimise the (label-smoothed) token cross-entropy of the reference answers; returns `exact`.
+        label_smoothing: float = 0.0, logprobs=policy_logprobs) -> dict:
+    """Minimise the (label-smoothed) token cross-entropy of the reference answers, to convergence.
 
-    exact: the share of the last step's demonstrations whose every answer token (EOS included)
-    has probability above 1/2, so that greedy decoding reproduces the whole answer.
+    Returns {"exact", "converged_at", "steps"}: exact is the share of the last step's
+    demonstrations whose every answer token (EOS included) has probability above 1/2, so that
+    greedy decoding reproduces the whole answer; converged_at the step the annealing began
+    because the model had converged (None: it began at `steps` without); steps the steps taken.
     logprobs: without smoothing, rollout.policy_logprobs or a drop-in with its signature
     (logprobs.chunked_policy_logprobs, for a large vocabulary).
     """
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
-    exact = 0.0
-    bar = tqdm(range(steps), desc="warm start (sft)", dynamic_ncols=True)
-    for step in bar:
+    anneal = max(1, steps // 4)
+    recent = deque(maxlen=CONVERGED_WINDOW)  # exact at the full size, the last steps
+    anneal_from, converged_at, step, exact = None, None, 0, 0.0
+    bar = tqdm(desc="warm start (sft)", dynamic_ncols=True)
+    while anneal_from is None or step < anneal_from + anneal:
+        if anneal_from is None and len(recent) == CONVERGED_WINDOW and sum(recent) / len(recent) >= CONVERGED_EXACT:
+            anneal_from = converged_at = step
+        elif anneal_from is None and step >= steps:
+            anneal_from = step
         for group in optimizer.param_groups:
-            group["lr"] = cosine_lr(lr, step, steps)
-        problems = task.train_batch(batch_size, seed=hash_seed("sft", seed, step),
-                                    size=curriculum_size(task, step, steps))
+            group["lr"] = lr if anneal_from is None else cosine_lr(lr, step - anneal_from, anneal)
+        size = curriculum_size(task, step, steps)
+        problems = task.train_batch(batch_size, seed=hash_seed("sft", seed, step), size=size)
         batch = teacher_forced_batch(tokenizer, [p.prompt for p in problems], [p.answer for p in problems],
                                      model.device)
         if label_smoothing:
@@ -126,9 +140,14 @@ def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, se
         # A token is reproduced when its probability exceeds 1/2: then no other token can be the argmax.
         reproduced = (logp > math.log(0.5)) | ~batch.completion_mask  # [N, C]
         exact = reproduced.all(-1).float().mean().item()
-        bar.set_postfix(nll=f"{loss.item():.3f}", exact=f"{exact:.2f}")
+        if size is None or size == task.sizes[-1]:
+            recent.append(exact)
+        step += 1
+        bar.update()
+        bar.set_postfix(nll=f"{loss.item():.3f}", exact=f"{exact:.2f}", annealing=anneal_from is not None)
+    bar.close()
     model.eval()
-    return exact
+    return {"exact": exact, "converged_at": converged_at, "steps": step}
 
 
 def warm_start_key(model_name: str, task: Task, steps: int, batch_size: int, lr: float, seed: int,
@@ -157,12 +176,15 @@ def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_si
     model, tokenizer = load_model(model_name, dtype, device)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        exact = sft(model, tokenizer, task, steps, batch_size, lr, seed, label_smoothing, logprobs)
-    print(f"warm start: {exact:.0%} of the last batch's answers have every token above probability 1/2")
+        report = sft(model, tokenizer, task, steps, batch_size, lr, seed, label_smoothing, logprobs)
+    converged = (f"converged at step {report['converged_at']}" if report["converged_at"] is not None
+                 else f"not converged within {steps} steps")
+    print(f"warm start: {converged}, {report['steps']} steps; {report['exact']:.0%} of the last batch's answers "
+          f"have every token above probability 1/2")
     tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    (tmp / "warm_start.json").write_text(json.dumps({**key, "named_as": task_key, "exact": exact}, indent=1))
+    (tmp / "warm_start.json").write_text(json.dumps({**key, "named_as": task_key, **report}, indent=1))
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.replace(tmp, path)

@@ -41,10 +41,10 @@ def test_every_setting_of_the_recipe_is_in_the_cache_key():
     assert sft.warm_start_key("tiny-qwen3", make_task("reverse", size=9), **settings) != key
 
 
-def test_the_curriculum_grows_the_size_over_the_first_half_and_draws_only_that_size():
+def test_the_curriculum_grows_the_size_over_the_first_quarter_and_draws_only_that_size():
     task = make_task("reverse", size=40)
     sizes = [sft.curriculum_size(task, step, 1000) for step in range(1000)]
-    assert sizes[0] == 2 and sizes[500:] == [40] * 500
+    assert sizes[0] == 2 and sizes[250:] == [40] * 750
     assert all(later >= earlier for earlier, later in zip(sizes, sizes[1:]))
     for step in (0, 100, 250, 499):
         problems = task.train_batch(64, seed=step, size=sizes[step])
@@ -72,8 +72,9 @@ def test_a_converged_warm_start_reproduces_its_answers_greedily():
     answer = "4721"
     task = Task("constant", lambda rng: Problem(f"q{rng.randrange(1000)}", answer), [Problem("q5", answer)])
     model, tokenizer = load_model("tiny-qwen3")
-    exact = sft.sft(model, tokenizer, task, steps=60, batch_size=16, lr=3e-3, seed=0)
-    assert exact == 1.0
+    report = sft.sft(model, tokenizer, task, steps=60, batch_size=16, lr=3e-3, seed=0)
+    assert report["exact"] == 1.0 and report["converged_at"] is not None
+    assert report["steps"] == report["converged_at"] + 60 // 4  # converged, then annealed over steps // 4
     texts = sample(model, tokenizer, ["q5", "q77"], max_new_tokens=8, greedy=True).texts
     assert texts == [answer, answer]
 
@@ -81,4 +82,5 @@ def test_a_converged_warm_start_reproduces_its_answers_greedily():
 def test_an_unconverged_warm_start_says_so():
     task = make_task("reverse", size=8)
     model, tokenizer = load_model("tiny-qwen3")
-    assert sft.sft(model, tokenizer, task, steps=2, batch_size=8, lr=3e-3, seed=0) == 0.0
+    report = sft.sft(model, tokenizer, task, steps=2, batch_size=8, lr=3e-3, seed=0)
+    assert report == {"exact": 0.0, "converged_at": None, "steps": 3}  # 2 steps, then 1 of annealing
