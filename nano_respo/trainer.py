@@ -80,7 +80,7 @@ class TrainConfig:
     """Warm-start SFT steps before RL (cached; lr annealed to 0 over them); None = 1000 for the tiny models, 0 otherwise."""
     sft_batch: int = 64
     """Warm-start batch size (demonstrations per step)."""
-    sft_lr: float = 3e-3
+    sft_lr: float = 1e-3
     """Warm-start AdamW peak learning rate (cosine decay to 0)."""
     sft_label_smoothing: float = 0.01
     """Warm-start label smoothing eps: the converged model keeps about eps off each answer token, so samples err more on long answers."""
