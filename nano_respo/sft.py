@@ -11,9 +11,12 @@ that answers nothing to one that answers almost everything. Three things make th
 point the same for every seed and CPU:
 
     curriculum:       a generated task's size grows from its smallest to its own over the
-                      first half of the steps (short strings are learned first, and each
-                      longer one extends what is learned), so the transition comes early;
-    cosine schedule:  the learning rate decays to 0, so the model settles where it is;
+                      first quarter of the steps (short strings are learned first, and
+                      each longer one extends what is learned), so the transition comes early;
+    until converged:  the learning rate stays constant until the model reproduces its
+                      demonstrations (or the steps run out), then decays to 0 along a
+                      cosine over a fixed number of steps, so where the transition fell no
+                      longer decides where the model ends;
     label smoothing:  the optimum keeps a fixed probability eps off every answer token, so
                       converged means a known place: greedy decoding answers, while a sample
                       at temperature 1 is right with probability about (1 - eps)^tokens,
@@ -178,7 +181,8 @@ def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_si
         torch.manual_seed(seed)
         report = sft(model, tokenizer, task, steps, batch_size, lr, seed, label_smoothing, logprobs)
     converged = (f"converged at step {report['converged_at']}" if report["converged_at"] is not None
-                 else f"not converged within {steps} steps")
+                 else f"not converged within {steps} steps (where RL starts then depends on the seed and "
+                      f"the CPU: raise --sft-steps or lower --sft-lr)")
     print(f"warm start: {converged}, {report['steps']} steps; {report['exact']:.0%} of the last batch's answers "
           f"have every token above probability 1/2")
     tmp = path.with_name(path.name + f".tmp-{os.getpid()}")

@@ -10,9 +10,8 @@
 # # 04 · The LLM as data: starved responses on a tiny Qwen3
 #
 # The toy showed the mechanism; here it is on a language model. A 0.3M-parameter Qwen3
-# (`tiny-qwen3`, offline, character tokenizer) after its warm start reverses strings of 2 to
-# 40 digits ("reverse 48213" → "31284"): greedy decoding almost always right, samples at
-# temperature 1 wrong more often the longer the string. We sample one rollout batch,
+# (`tiny-qwen3`, offline, character tokenizer) after its warm start answers the long-answer
+# `reverse` task ("reverse 48213" → "31284") some of the time. We sample one rollout batch,
 # reuse it for 8 sequence-clip updates, and then *read* the responses: which correct answers
 # fell to a low weight $w$, what each method would give them, and which wrong answers the
 # policy now over-generates. Then the committed records of the full LLM runs, and what they
@@ -42,9 +41,8 @@ ROOT = Path(toy.__file__).resolve().parent.parent
 # %% [markdown]
 # ## 1. One rollout batch, reused
 #
-# The one cell that calls the trainer: the warm-started model (1000 supervised steps to
-# convergence, about 3 minutes on one CPU thread the first time, then cached under
-# `NANO_RESPO_CACHE` and shared with `python train.py`), one rollout
+# The one cell that calls the trainer: the warm-started model (200 supervised steps, about
+# 20 s on one CPU thread the first time, then cached under `NANO_RESPO_CACHE`), one rollout
 # batch of 32 prompts × 8 samples with the sampling log-probs $\log\mu$ stored, and 8
 # sequence-clip optimizer steps on it (2 epochs × 4 mini-batches), as `train.py --method
 # seq_clip --reuse 8 --epochs 2` does for each batch. The learning rate is 1e-3, about 3× the
@@ -173,8 +171,7 @@ plt.show()
 # ## 3. The committed runs
 #
 # `experiments/run.py` trained both tiny models (dense and MoE, 8 experts top-2) from the
-# same warm start with RL on `reverse`. These records were made on strings of 6 to 8 digits
-# (16 new tokens) after a 200-step warm start, not on the task above: 20 rollout batches of 32 × 8, lr 3e-4 for every
+# same warm start with RL on `reverse`: 20 rollout batches of 32 × 8, lr 3e-4 for every
 # method, reuse $R\in\{1,4,8\}$, seeds 0–2. Its per-run records are committed in
 # `experiments/results/records.json` and read back here; `RESULTS.md` gives the command.
 # At $R=1$ every method's gradient is the plain policy gradient, so one run (`respo`) stands
