@@ -7,8 +7,8 @@ answer) pairs gives it a policy that is right often enough for RL to begin.
 The phase is run to convergence, not stopped early. A tiny model learns `reverse` in a
 sudden transition whose step moves with the seed and with float rounding (AVX2 against
 AVX-512 kernels): stopped in the middle of it, the same settings land anywhere from a model
-that answers nothing to one that answers almost everything. Three things make the end
-point the same for every seed and CPU:
+that answers nothing to one that answers almost everything. Three things aim to make the
+end point the same for every seed and CPU (when the model converges; it says when not):
 
     curriculum:       a generated task's size grows from its smallest to its own over the
                       first quarter of the steps (short strings are learned first, and
