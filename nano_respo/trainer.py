@@ -84,6 +84,8 @@ class TrainConfig:
     """Warm-start AdamW peak learning rate (cosine decay to 0)."""
     sft_label_smoothing: float = 0.01
     """Warm-start label smoothing eps: the converged model keeps about eps off each answer token, so samples err more on long answers."""
+    sft_task_size: int | None = None
+    """Warm-start task size (shorter demonstrations than RL's task); None = --task-size. Generated tasks only."""
     sft_seed: int = 0
     """Warm-start seed, fixed apart from --seed so that every RL seed starts from the same model."""
     eval_every: int = 10
@@ -150,6 +152,8 @@ class TrainConfig:
             raise ValueError("lr, sft_lr, max_grad_norm: must be > 0")
         if not 0 <= self.sft_label_smoothing < 1:
             raise ValueError(f"sft_label_smoothing: must lie in [0, 1), got {self.sft_label_smoothing}")
+        if self.sft_task_size is not None and self.task.endswith(".jsonl"):
+            raise ValueError("sft_task_size: only generated tasks have a size; a .jsonl task warms up on its file")
 
     @property
     def minibatches(self) -> int:
@@ -338,8 +342,11 @@ def initial_model(cfg: TrainConfig, task, device: str, logprobs):
     sft_steps = cfg.sft_steps if cfg.sft_steps is not None else TINY_WARM_START_STEPS.get(cfg.model, 0)
     if sft_steps == 0:
         return load_model(cfg.model, cfg.dtype, device, cfg.gradient_checkpointing)
-    task_key = {"task": cfg.task, "task_size": cfg.task_size}
-    model, tokenizer = warm_start(cfg.model, task, task_key, sft_steps, cfg.sft_batch, cfg.sft_lr, cfg.sft_seed,
+    # A smaller size draws from the same training split (held-out prompts are excluded by hash).
+    sft_task = task if cfg.sft_task_size is None else make_task(cfg.task, cfg.sft_task_size, cfg.eval_problems,
+                                                                cfg.heldout_file, seed=0)
+    task_key = {"task": cfg.task, "task_size": cfg.sft_task_size or cfg.task_size}
+    model, tokenizer = warm_start(cfg.model, sft_task, task_key, sft_steps, cfg.sft_batch, cfg.sft_lr, cfg.sft_seed,
                                   cfg.dtype, device, logprobs, cfg.sft_label_smoothing)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
