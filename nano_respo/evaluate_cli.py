@@ -39,7 +39,7 @@ class EvalConfig:
     temperature: float | None = None
     """Sampling temperature; None = the checkpoint's (1.0 otherwise)."""
     max_new_tokens: int | None = None
-    """Generation budget; None = the checkpoint's (16 otherwise)."""
+    """Generation budget; None = the checkpoint's (48 otherwise)."""
     batch_size: int | None = None
     """Sequences per generate call; None = the checkpoint's rollout_batch (256 otherwise)."""
     dtype: str | None = None
@@ -53,7 +53,7 @@ class EvalConfig:
 
 
 DEFAULTS = {"task": "reverse", "task_size": None, "heldout_file": None, "eval_problems": 128,
-            "samples": 4, "temperature": 1.0, "max_new_tokens": 16}
+            "samples": 4, "temperature": 1.0, "max_new_tokens": 48}
 FROM_TRAINING = {"samples": "eval_samples"}  # EvalConfig name -> TrainConfig name where they differ
 # Settings that describe the training task: taken from the run only when that task is the one evaluated.
 OF_THE_TASK = ("task_size", "heldout_file")

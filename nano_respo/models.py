@@ -44,9 +44,10 @@ TINY_MODELS = {
 }
 
 
-# Warm-start SFT steps that leave each tiny model answering some but not most of the
-# held-out `reverse` problems (the MoE learns the task in fewer steps): room for RL to act.
-TINY_WARM_START_STEPS = {"tiny-qwen3": 200, "tiny-qwen3-moe": 95}
+# Warm-start SFT steps (the most before annealing; see sft.py) that take each tiny model
+# through its sudden transition on `reverse` (strings of 2-40 digits), with a margin for
+# seeds that learn late.
+TINY_WARM_START_STEPS = {"tiny-qwen3": 2000, "tiny-qwen3-moe": 2000}
 
 
 def cache_dir() -> Path:

@@ -1,9 +1,28 @@
-"""Warm start: a short supervised phase on task demonstrations, cached on disk.
+"""Warm start: supervised training on task demonstrations to convergence, cached on disk.
 
 A random-init model never emits a correct answer, so every group has all-equal rewards
-and zero advantage: RL alone has no signal to start from. A few hundred steps of
-teacher forcing on (prompt, answer) pairs give it a policy that is sometimes right, which
-is where RL begins. The result depends only on its inputs, so it is saved under the cache
+and zero advantage: RL alone has no signal to start from. Teacher forcing on (prompt,
+answer) pairs gives it a policy that is right often enough for RL to begin.
+
+The phase is run to convergence, not stopped early. A tiny model learns `reverse` in a
+sudden transition whose step moves with the seed and with float rounding (AVX2 against
+AVX-512 kernels): stopped in the middle of it, the same settings land anywhere from a model
+that answers nothing to one that answers almost everything. Three things aim to make the
+end point the same for every seed and CPU (when the model converges; it says when not):
+
+    curriculum:       a generated task's size grows from its smallest to its own over the
+                      first quarter of the steps (short strings are learned first, and
+                      each longer one extends what is learned), so the transition comes early;
+    until converged:  the learning rate stays constant until the model reproduces its
+                      demonstrations (or the steps run out), then decays to 0 along a
+                      cosine over a fixed number of steps, so where the transition fell no
+                      longer decides where the model ends;
+    label smoothing:  the optimum keeps a fixed probability eps off every answer token, so
+                      converged means a known place: greedy decoding answers, while a sample
+                      at temperature 1 is right with probability about (1 - eps)^tokens,
+                      less often the longer the answer. That gap is the room RL has.
+
+The result depends only on its inputs, so it is saved under the cache
 directory and reused by every run with the same inputs: the same model, the same settings
 and the same training data, recognised by the hash of its content (an edited answer in a
 data file is new data, wherever the file lives).
@@ -13,10 +32,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
+from collections import deque
 
 import torch
+import torch.nn.functional as F
 from tqdm import tqdm
 
 from .models import cache_dir, load_model, refuse_unknown_characters
@@ -41,44 +63,114 @@ def teacher_forced_batch(tokenizer, prompts: list[str], answers: list[str], devi
                         rewards=zeros, advantages=zeros)
 
 
-def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, seed: int, logprobs=policy_logprobs):
-    """Minimise the mean token negative log-likelihood of the reference answers.
+# The schedule of the warm start (all of it is in its cache key): the task size grows over
+# the first quarter of `steps`; the learning rate stays constant until the model has converged
+# (a share CONVERGED_EXACT of the demonstrations reproduced, on average over CONVERGED_WINDOW
+# steps at the full size) or `steps` have passed, then decays to 0 over a quarter of `steps`.
+CURRICULUM = "size from smallest to full over steps // 4"
+LR_SCHEDULE = "constant until converged or steps, then cosine to 0 over steps // 4"
+CONVERGED_EXACT = 0.5
+CONVERGED_WINDOW = 20
 
-    logprobs: rollout.policy_logprobs or a drop-in with its signature (logprobs.chunked_policy_logprobs).
+
+def cosine_lr(lr: float, step: int, steps: int) -> float:
+    """lr at `step` of `steps`: from lr down to 0 along half a cosine."""
+    return lr * 0.5 * (1 + math.cos(math.pi * step / steps))
+
+
+def curriculum_size(task: Task, step: int, steps: int) -> int | None:
+    """The task size of SFT step `step`: smallest to full over `steps // 4`; None for a file-backed task."""
+    if task.sizes is None:
+        return None
+    first, last = task.sizes[0], task.sizes[-1]
+    return min(last, first + round((last - first) * step / max(1, steps // 4)))
+
+
+def smoothed_answer_loss(model, batch: RolloutBatch, label_smoothing: float):
+    """(mean label-smoothed cross-entropy over answer tokens, log-prob [N, C] of each answer token).
+
+    With smoothing the loss needs every token's log-prob, so this takes the full logits [N, C, V].
+    """
+    width = batch.completion_mask.shape[1]
+    position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # [N, P + C], as the sampler counts
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
+                logits_to_keep=width + 1, use_cache=False)
+    logits = out.logits[:, :-1].float()  # [N, C, V]: position t predicts answer token t
+    targets = batch.input_ids[:, -width:]  # [N, C]
+    loss = F.cross_entropy(logits.transpose(1, 2), targets, label_smoothing=label_smoothing,
+                           reduction="none")  # [N, C]
+    logp = torch.log_softmax(logits, -1).gather(-1, targets[..., None]).squeeze(-1)  # [N, C]
+    return loss[batch.completion_mask].mean(), logp
+
+
+def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, seed: int,
+        label_smoothing: float = 0.0, logprobs=policy_logprobs) -> dict:
+    """Minimise the (label-smoothed) token cross-entropy of the reference answers, to convergence.
+
+    Returns {"exact", "converged_at", "steps"}: exact is the share of the last step's
+    demonstrations whose every answer token (EOS included) has probability above 1/2, so that
+    greedy decoding reproduces the whole answer; converged_at the step the annealing began
+    because the model had converged (None: it began at `steps` without); steps the steps taken.
+    logprobs: without smoothing, rollout.policy_logprobs or a drop-in with its signature
+    (logprobs.chunked_policy_logprobs, for a large vocabulary).
     """
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
-    bar = tqdm(range(steps), desc="warm start (sft)", dynamic_ncols=True)
-    for step in bar:
-        problems = task.train_batch(batch_size, seed=hash_seed("sft", seed, step))
+    anneal = max(1, steps // 4)
+    recent = deque(maxlen=CONVERGED_WINDOW)  # exact at the full size, the last steps
+    anneal_from, converged_at, step, exact = None, None, 0, 0.0
+    bar = tqdm(desc="warm start (sft)", dynamic_ncols=True)
+    while anneal_from is None or step < anneal_from + anneal:
+        if anneal_from is None and len(recent) == CONVERGED_WINDOW and sum(recent) / len(recent) >= CONVERGED_EXACT:
+            anneal_from = converged_at = step
+        elif anneal_from is None and step >= steps:
+            anneal_from = step
+        for group in optimizer.param_groups:
+            group["lr"] = lr if anneal_from is None else cosine_lr(lr, step - anneal_from, anneal)
+        size = curriculum_size(task, step, steps)
+        problems = task.train_batch(batch_size, seed=hash_seed("sft", seed, step), size=size)
         batch = teacher_forced_batch(tokenizer, [p.prompt for p in problems], [p.answer for p in problems],
                                      model.device)
-        logp, _, _ = logprobs(model, batch, temperature=1.0)  # [N, C]
-        loss = -logp[batch.completion_mask].mean()
+        if label_smoothing:
+            loss, logp = smoothed_answer_loss(model, batch, label_smoothing)
+        else:
+            logp, _, _ = logprobs(model, batch, temperature=1.0)  # [N, C]
+            loss = -logp[batch.completion_mask].mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        bar.set_postfix(nll=f"{loss.item():.3f}")
+        # A token is reproduced when its probability exceeds 1/2: then no other token can be the argmax.
+        reproduced = (logp > math.log(0.5)) | ~batch.completion_mask  # [N, C]
+        exact = reproduced.all(-1).float().mean().item()
+        if size is None or size == task.sizes[-1]:
+            recent.append(exact)
+        step += 1
+        bar.update()
+        bar.set_postfix(nll=f"{loss.item():.3f}", exact=f"{exact:.2f}", annealing=anneal_from is not None)
+    bar.close()
     model.eval()
-    return model
+    return {"exact": exact, "converged_at": converged_at, "steps": step}
 
 
 def warm_start_key(model_name: str, task: Task, steps: int, batch_size: int, lr: float, seed: int,
-                   dtype: str) -> dict:
+                   dtype: str, label_smoothing: float = 0.0) -> dict:
     """Everything a warm start's result depends on; its hash names the cache entry."""
     return {"model": model_name, "data": task.fingerprint(), "steps": steps, "batch_size": batch_size, "lr": lr,
-            "seed": seed, "dtype": dtype}
+            "lr_schedule": LR_SCHEDULE, "curriculum": CURRICULUM if task.sizes else None,
+            "label_smoothing": label_smoothing, "seed": seed, "dtype": dtype}
 
 
 def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_size: int, lr: float, seed: int,
-               dtype: str, device: str, logprobs=policy_logprobs):
+               dtype: str, device: str, logprobs=policy_logprobs, label_smoothing: float = 0.0):
     """(model, tokenizer) after `steps` SFT steps, from the cache when this exact warm start exists.
+
+    Prints how much of the last batch the model reproduces (see `sft`) and records it beside the model.
 
     `task_key` (the settings that named the task) is recorded next to the model for the reader;
     the cache entry is chosen by warm_start_key, which sees the data itself.
     """
-    key = warm_start_key(model_name, task, steps, batch_size, lr, seed, dtype)
+    key = warm_start_key(model_name, task, steps, batch_size, lr, seed, dtype, label_smoothing)
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     path = cache_dir() / "sft" / f"{model_name.replace('/', '--')}-{task.name}-{digest}"
     if (path / "config.json").exists():
@@ -88,11 +180,16 @@ def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_si
     refuse_unknown_characters(tokenizer, (task.train_pool or []) + task.heldout_problems)  # before minutes of SFT
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        sft(model, tokenizer, task, steps, batch_size, lr, seed, logprobs)
+        report = sft(model, tokenizer, task, steps, batch_size, lr, seed, label_smoothing, logprobs)
+    converged = (f"converged at step {report['converged_at']}" if report["converged_at"] is not None
+                 else f"not converged within {steps} steps (where RL starts then depends on the seed and "
+                      f"the CPU: raise --sft-steps or lower --sft-lr)")
+    print(f"warm start: {converged}, {report['steps']} steps; {report['exact']:.0%} of the last batch's answers "
+          f"have every token above probability 1/2")
     tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    (tmp / "warm_start.json").write_text(json.dumps({**key, "named_as": task_key}, indent=1))
+    (tmp / "warm_start.json").write_text(json.dumps({**key, "named_as": task_key, **report}, indent=1))
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.replace(tmp, path)

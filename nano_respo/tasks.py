@@ -78,8 +78,12 @@ def addition(rng: random.Random, digits: int) -> Problem:
 
 
 def reverse(rng: random.Random, digits: int) -> Problem:
-    """Write a digit string backwards: the answer is as long as the input (the long-answer task)."""
-    length = rng.randint(max(2, digits - 2), digits)
+    """Write a digit string of 2 to `digits` characters backwards: the answer is as long as the input.
+
+    Lengths are uniform, so one rollout batch holds correct answers from 3 tokens (EOS included)
+    to `digits` + 1: the long ones are where sampling errs most and where a weight drifts furthest.
+    """
+    length = rng.randint(2, digits)
     text = "".join(rng.choice("0123456789") for _ in range(length - 1)) + rng.choice("123456789")
     return Problem(f"reverse {text}", text[::-1])
 
@@ -87,7 +91,7 @@ def reverse(rng: random.Random, digits: int) -> Problem:
 PROCEDURAL: dict[str, tuple[Callable[[random.Random, int], Problem], int, int]] = {
     # name: (generator, default size, smallest size); size = digits per operand / string length
     "addition": (addition, 3, 1),
-    "reverse": (reverse, 8, 2),
+    "reverse": (reverse, 40, 2),
 }
 # Far beyond any prompt these tasks need; a longer one is a data error, not a problem to sample.
 MAX_PROMPT_CHARS = 32_768
@@ -105,11 +109,20 @@ class Task:
     reward: Callable[[str, str], float] = math_reward
     train_pool: list[Problem] | None = None
     """Every training problem, for tasks backed by a file; None for generated ones."""
+    sizes: range | None = None
+    """Generated tasks: the sizes `train_problem_of_size` accepts, smallest to the task's own; None for files."""
+    train_problem_of_size: Callable[[random.Random, int], Problem] | None = None
+    """Generated tasks: a training problem of at most the given size (the warm start's curriculum)."""
 
-    def train_batch(self, n: int, seed: int) -> list[Problem]:
-        """n training problems, a pure function of the seed (so a resumed run sees the same ones)."""
+    def train_batch(self, n: int, seed: int, size: int | None = None) -> list[Problem]:
+        """n training problems, a pure function of the seed (so a resumed run sees the same ones).
+
+        size: draw from the easier task of at most this size (generated tasks only); None = the task itself.
+        """
         rng = random.Random(seed)
-        return [self.train_problem(rng) for _ in range(n)]
+        if size is None:
+            return [self.train_problem(rng) for _ in range(n)]
+        return [self.train_problem_of_size(rng, size) for _ in range(n)]
 
     def fingerprint(self) -> str:
         """A hash of the problems training draws from: it changes exactly when their content does.
@@ -130,12 +143,12 @@ def procedural_task(name: str, size: int | None, n_heldout: int, seed: int) -> T
     if size < smallest:
         raise ValueError(f"task_size: {name} needs a size >= {smallest}, got {size}")
 
-    def draw(rng: random.Random, heldout: bool) -> Problem:
+    def draw(rng: random.Random, heldout: bool, up_to: int = size) -> Problem:
         for _ in range(10_000):
-            problem = make(rng, size)
+            problem = make(rng, up_to)
             if in_heldout(problem.prompt) == heldout:
                 return problem
-        raise ValueError(f"task_size: {size} is too small for disjoint train and held-out splits of {name}")
+        raise ValueError(f"task_size: {up_to} is too small for disjoint train and held-out splits of {name}")
 
     rng = random.Random(f"heldout-{name}-{seed}")
     heldout, seen = [], set()
@@ -146,7 +159,8 @@ def procedural_task(name: str, size: int | None, n_heldout: int, seed: int) -> T
             heldout.append(problem)
         if len(heldout) == n_heldout:
             break
-    return Task(name, lambda rng: draw(rng, heldout=False), heldout)
+    return Task(name, lambda rng: draw(rng, heldout=False), heldout, sizes=range(smallest, size + 1),
+                train_problem_of_size=lambda rng, up_to: draw(rng, heldout=False, up_to=up_to))
 
 
 def is_answer(value) -> bool:

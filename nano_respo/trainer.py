@@ -53,7 +53,7 @@ class StepConfig:
     """Optimizer steps per rollout batch (epochs x mini-batches); 1 = on-policy."""
     epochs: int = 2
     """Passes over each rollout batch; mini-batches (of whole groups) per pass = reuse / epochs."""
-    max_new_tokens: int = 16
+    max_new_tokens: int = 48
     """Generation budget; a completion without EOS within it is truncated (and usually wrong)."""
     temperature: float = 1.0
     """Sampling temperature; the training forward divides logits by the same value so w = 1 on a fresh batch."""
@@ -112,16 +112,20 @@ class TrainConfig(StepConfig):
     """RL iterations; each samples one rollout batch and takes `reuse` optimizer steps on it."""
     lag: int = 0
     """Rollout staleness: sample with the weights of `lag` iterations earlier, as asynchronous RL does (0 = current)."""
-    lr: float = 3e-4
+    lr: float = 1e-4
     """AdamW learning rate for RL (constant)."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
     sft_steps: int | None = None
-    """Warm-start SFT steps before RL (cached); None = 200 for tiny-qwen3, 95 for tiny-qwen3-moe, 0 otherwise."""
+    """Warm-start SFT steps before RL (cached; lr annealed to 0 over them); None = 2000 for the tiny models, 0 otherwise."""
     sft_batch: int = 64
     """Warm-start batch size (demonstrations per step)."""
-    sft_lr: float = 3e-3
-    """Warm-start AdamW learning rate."""
+    sft_lr: float = 1e-3
+    """Warm-start AdamW peak learning rate (cosine decay to 0)."""
+    sft_label_smoothing: float = 0.01
+    """Warm-start label smoothing eps: the converged model keeps about eps off each answer token, so samples err more on long answers."""
+    sft_task_size: int | None = None
+    """Warm-start task size (shorter demonstrations than RL's task); None = --task-size. Generated tasks only."""
     sft_seed: int = 0
     """Warm-start seed, fixed apart from --seed so that every RL seed starts from the same model."""
     eval_every: int = 10
@@ -178,6 +182,10 @@ class TrainConfig(StepConfig):
         for name in ("lr", "sft_lr"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}: must be > 0, got {getattr(self, name)}")
+        if not 0 <= self.sft_label_smoothing < 1:
+            raise ValueError(f"sft_label_smoothing: must lie in [0, 1), got {self.sft_label_smoothing}")
+        if self.sft_task_size is not None and self.task.endswith(".jsonl"):
+            raise ValueError("sft_task_size: only generated tasks have a size; a .jsonl task warms up on its file")
 
     @property
     def run_name(self) -> str:
@@ -422,9 +430,12 @@ def initial_model(cfg: TrainConfig, task, device: str, logprobs):
     sft_steps = cfg.sft_steps if cfg.sft_steps is not None else TINY_WARM_START_STEPS.get(cfg.model, 0)
     if sft_steps == 0:
         return load_model(cfg.model, cfg.dtype, device, cfg.gradient_checkpointing)
-    task_key = {"task": cfg.task, "task_size": cfg.task_size}
-    model, tokenizer = warm_start(cfg.model, task, task_key, sft_steps, cfg.sft_batch, cfg.sft_lr, cfg.sft_seed,
-                                  cfg.dtype, device, logprobs)
+    # A smaller size draws from the same training split (held-out prompts are excluded by hash).
+    sft_task = task if cfg.sft_task_size is None else make_task(cfg.task, cfg.sft_task_size, cfg.eval_problems,
+                                                                cfg.heldout_file, seed=0)
+    task_key = {"task": cfg.task, "task_size": cfg.sft_task_size or cfg.task_size}
+    model, tokenizer = warm_start(cfg.model, sft_task, task_key, sft_steps, cfg.sft_batch, cfg.sft_lr, cfg.sft_seed,
+                                  cfg.dtype, device, logprobs, cfg.sft_label_smoothing)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return model, tokenizer

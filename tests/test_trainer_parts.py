@@ -101,11 +101,15 @@ def test_procedural_splits_are_disjoint_and_deterministic(name):
     assert all(task.reward(p.answer, p.answer) == 1.0 for p in train[:50])
 
 
-def test_reverse_answers_are_long_and_correct():
+def test_reverse_answers_are_correct_and_take_every_length_from_2_to_the_size():
     task = make_task("reverse", size=10)
-    for problem in task.train_batch(50, seed=0):
+    problems = task.train_batch(500, seed=0)
+    for problem in problems:
         digits = problem.prompt.split()[-1]
-        assert problem.answer == digits[::-1] and 8 <= len(problem.answer) <= 10
+        assert problem.answer == digits[::-1] and problem.answer[0] != "0"
+    assert {len(p.answer) for p in problems} == set(range(2, 11))
+    default = sorted(len(p.answer) for p in make_task("reverse").heldout_problems)
+    assert default[0] <= 4 and default[-1] >= 36  # a few tokens to about 40 in one held-out set
 
 
 def test_jsonl_task_and_its_errors(tmp_path):

@@ -1,0 +1,104 @@
+"""The warm start's recipe: supervised training to convergence, easy problems first.
+
+Its end point must not depend on where a short run happens to stop: the task size grows
+over the first half (a curriculum), the learning rate anneals to zero, label smoothing gives
+the optimum a known place, `sft` reports how much of its data the model reproduces, and the
+cache key holds every setting of the recipe (a changed recipe is trained again).
+"""
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+from nano_respo import sft  # noqa: E402
+from nano_respo.models import load_model  # noqa: E402
+from nano_respo.rollout import sample  # noqa: E402
+from nano_respo.tasks import Problem, Task, make_task  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("model_cache")
+
+
+def test_the_learning_rate_anneals_from_its_peak_to_zero():
+    rates = [sft.cosine_lr(3e-3, step, 200) for step in range(200)]
+    assert rates[0] == 3e-3
+    assert all(later < earlier for earlier, later in zip(rates, rates[1:]))
+    assert rates[-1] < 1e-6
+
+
+def test_every_setting_of_the_recipe_is_in_the_cache_key():
+    task = make_task("reverse", size=8)
+    settings = dict(steps=1000, batch_size=64, lr=3e-3, seed=0, dtype="float32")
+    key = sft.warm_start_key("tiny-qwen3", task, **settings)
+    assert key["lr_schedule"] == sft.LR_SCHEDULE and key["curriculum"] == sft.CURRICULUM
+    changed = dict(steps=999, batch_size=32, lr=1e-3, seed=1, dtype="bfloat16", label_smoothing=0.02)
+    for name, value in changed.items():
+        assert sft.warm_start_key("tiny-qwen3", task, **{**settings, name: value}) != key, name
+    assert sft.warm_start_key("tiny-qwen3-moe", task, **settings) != key
+    assert sft.warm_start_key("tiny-qwen3", make_task("reverse", size=9), **settings) != key
+
+
+def test_the_curriculum_grows_the_size_over_the_first_quarter_and_draws_only_that_size():
+    task = make_task("reverse", size=40)
+    sizes = [sft.curriculum_size(task, step, 1000) for step in range(1000)]
+    assert sizes[0] == 2 and sizes[250:] == [40] * 750
+    assert all(later >= earlier for earlier, later in zip(sizes, sizes[1:]))
+    for step in (0, 100, 250, 499):
+        problems = task.train_batch(64, seed=step, size=sizes[step])
+        assert max(len(p.answer) for p in problems) <= sizes[step]
+    assert max(len(p.answer) for p in task.train_batch(200, seed=0, size=12)) == 12  # the easy part, all of it
+    assert task.train_batch(8, seed=3, size=None) == task.train_batch(8, seed=3)
+    assert sft.curriculum_size(make_task("reverse", size=2), 0, 10) == 2
+
+
+def test_label_smoothing_leaves_each_answer_token_near_1_minus_eps():
+    """The smoothed cross-entropy is minimal at p(answer token) = 1 - eps + eps / V: a fixed, known place."""
+    answer, eps = "4721", 0.1
+    task = Task("constant", lambda rng: Problem(f"q{rng.randrange(1000)}", answer), [Problem("q5", answer)])
+    model, tokenizer = load_model("tiny-qwen3")
+    sft.sft(model, tokenizer, task, steps=150, batch_size=16, lr=3e-3, seed=0, label_smoothing=eps)
+    batch = sft.teacher_forced_batch(tokenizer, ["q5"], [answer], "cpu")
+    with torch.no_grad():
+        _, logp = sft.smoothed_answer_loss(model, batch, eps)
+    optimum = 1 - eps + eps / model.config.vocab_size
+    assert torch.allclose(logp[batch.completion_mask].exp(), torch.tensor(optimum), atol=0.02)
+
+
+def test_a_converged_warm_start_reproduces_its_answers_greedily():
+    """`exact` = 1 means every answer token has probability above 1/2: greedy decoding gives the answer."""
+    answer = "4721"
+    task = Task("constant", lambda rng: Problem(f"q{rng.randrange(1000)}", answer), [Problem("q5", answer)])
+    model, tokenizer = load_model("tiny-qwen3")
+    report = sft.sft(model, tokenizer, task, steps=60, batch_size=16, lr=3e-3, seed=0)
+    assert report["exact"] == 1.0 and report["converged_at"] is not None
+    assert report["steps"] == report["converged_at"] + 60 // 4  # converged, then annealed over steps // 4
+    texts = sample(model, tokenizer, ["q5", "q77"], max_new_tokens=8, greedy=True).texts
+    assert texts == [answer, answer]
+
+
+def test_an_unconverged_warm_start_says_so():
+    task = make_task("reverse", size=8)
+    model, tokenizer = load_model("tiny-qwen3")
+    report = sft.sft(model, tokenizer, task, steps=2, batch_size=8, lr=3e-3, seed=0)
+    assert report == {"exact": 0.0, "converged_at": None, "steps": 3}  # 2 steps, then 1 of annealing
+
+
+def test_a_smaller_sft_task_size_warms_up_on_short_strings_of_the_same_training_split(monkeypatch):
+    """--sft-task-size: the demonstrations stop at that length while RL's task (and held-out) reach beyond."""
+    from nano_respo import trainer
+
+    seen = {}
+    monkeypatch.setattr(trainer, "warm_start",
+                        lambda name, task, task_key, *args: seen.update(task=task, key=task_key) or (None, None))
+    cfg = trainer.TrainConfig(task="reverse", task_size=40, sft_task_size=12, sft_steps=10)
+    rl_task = trainer.build_task(cfg)
+    trainer.initial_model(cfg, rl_task, "cpu", None)
+    demos = seen["task"].train_batch(500, seed=0, size=None)
+    assert max(len(p.answer) for p in demos) == 12 < max(len(p.answer) for p in rl_task.heldout_problems)
+    assert not {p.prompt for p in demos} & {p.prompt for p in rl_task.heldout_problems}
+    assert seen["key"]["task_size"] == 12 and seen["task"].fingerprint() != rl_task.fingerprint()
+    with pytest.raises(ValueError, match="sft_task_size"):
+        trainer.TrainConfig(task="data.jsonl", sft_task_size=12)
