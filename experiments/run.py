@@ -1,8 +1,8 @@
 """ReSPO against clipping under rollout reuse and staleness on the tiny Qwen3, dense and MoE.
 
     python experiments/run.py                                  # the whole grid, resumable
-    python experiments/run.py --models tiny-qwen3 --methods respo grpo --reuse 4 --seeds 0   # one cell
-    python experiments/run.py --reuse 4 --lags 0 2 --lrs respo=1e-3 seq_clip=3e-4   # staleness, own lrs
+    python experiments/run.py --models tiny-qwen3 --methods respo grpo --settings 8 --seeds 0   # one cell
+    python experiments/run.py --settings 4 8 4+lag2 --lrs respo=1e-3 seq_clip=3e-4   # reuse, staleness, own lrs
     python experiments/run.py --report-only                    # tables and figures of the runs so far
     python experiments/run.py ... --check experiments/results/records.json --claims early_auc@8:respo:above:seq_clip
                                                                # a rerun judged against committed records
@@ -35,7 +35,7 @@ from nano_respo.cli import parse_config  # noqa: E402
 from nano_respo.kernel import DIAGNOSTIC_KEYS  # noqa: E402
 from nano_respo.metrics import read_metrics  # noqa: E402
 from nano_respo.report import (check_report, claims_table, diagnostics_table, outcome_table,  # noqa: E402
-                               paired_table, parse_claim, plot_rewards)
+                               paired_table, parse_claim, parse_setting, plot_rewards)
 
 
 @dataclass
@@ -44,24 +44,26 @@ class ExperimentConfig:
 
     models: list[str] = field(default_factory=lambda: ["tiny-qwen3", "tiny-qwen3-moe"])
     """Models to train (train.py --model)."""
-    methods: list[str] = field(default_factory=lambda: ["respo", "grpo", "seq_clip", "gspo", "cispo", "vespo"])
+    methods: list[str] = field(default_factory=lambda: ["respo", "seq_clip", "grpo", "gspo", "vespo"])
     """Kernel methods (train.py --method); the first is the reference of the paired differences."""
-    reuse: list[int] = field(default_factory=lambda: [1, 4, 8])
-    """Optimizer steps per rollout batch (train.py --reuse)."""
-    lags: list[int] = field(default_factory=lambda: [0])
-    """Rollout staleness in iterations (train.py --lag); every reuse runs at every lag."""
+    settings: list[str] = field(default_factory=lambda: ["8", "4+lag2"])
+    """Off-policy settings: R = reuse (train.py --reuse R), R+lagK = reuse R on rollouts K iterations stale (--lag K)."""
     lrs: list[str] = field(default_factory=list)
     """Per-method learning rates as method=lr (train.py --lr); a method not named gets train.py's default."""
     epochs: int = 2
     """Passes over each rollout batch (train.py --epochs; at most reuse), mini-batches = reuse / epochs."""
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    seeds: list[int] = field(default_factory=lambda: list(range(8)))
     """Seeds; paired differences compare methods on the same seed."""
-    iterations: int = 40
+    iterations: int = 12
     """Rollout batches per run: the fixed budget every method gets."""
+    prompts_per_iteration: int = 16
+    """train.py --prompts-per-iteration: prompts per rollout batch (x 8 samples each)."""
     task: str = "reverse"
     """train.py --task (the long-answer task by default)."""
-    eval_every: int = 10
+    eval_every: int = 12
     """train.py --eval-every: held-out evaluation period in iterations (always at the start and end)."""
+    eval_problems: int = 64
+    """train.py --eval-problems: held-out problems per evaluation (4 samples each)."""
     workers: int = 2
     """Runs in parallel, one torch thread each."""
     out_dir: str = "runs/experiments"
@@ -84,11 +86,10 @@ class ExperimentConfig:
             raise ValueError(f"iterations: need at least 4 for an early (first-quarter) AUC, got {self.iterations}")
         if self.workers < 1:
             raise ValueError(f"workers: must be >= 1, got {self.workers}")
-        for reuse in self.reuse:
+        self.cells = [parse_setting(text) for text in self.settings]
+        for reuse, _ in self.cells:
             if reuse % self.epochs_at(reuse):
-                raise ValueError(f"reuse: {reuse} optimizer steps do not split into {self.epochs_at(reuse)} epochs")
-        if any(lag < 0 for lag in self.lags):
-            raise ValueError(f"lags: must be >= 0, got {self.lags}")
+                raise ValueError(f"settings: {reuse} optimizer steps do not split into {self.epochs_at(reuse)} epochs")
         self.lr_of = {}
         for item in self.lrs:
             method, _, value = item.partition("=")
@@ -122,7 +123,8 @@ def train_command(cfg: ExperimentConfig, model: str, method: str, reuse: int, la
     lr = ["--lr", str(cfg.lr_of[method])] if method in cfg.lr_of else []
     return [sys.executable, str(ROOT / "train.py"), "--model", model, "--task", cfg.task, "--method", method,
             "--reuse", str(reuse), "--epochs", str(cfg.epochs_at(reuse)), "--lag", str(lag), *lr, "--seed", str(seed),
-            "--iterations", str(cfg.iterations), "--eval-every", str(cfg.eval_every),
+            "--iterations", str(cfg.iterations), "--prompts-per-iteration", str(cfg.prompts_per_iteration),
+            "--eval-every", str(cfg.eval_every), "--eval-problems", str(cfg.eval_problems),
             "--out-dir", str(path.parent), "--name", path.name, "--no-plots", *(["--resume"] if resume else [])]
 
 
@@ -135,7 +137,7 @@ def grid(cfg: ExperimentConfig, model: str | None = None) -> list[tuple]:
     (up to learning rates), so only the first method runs there and stands for all.
     """
     return [(m, meth, r, lag, s) for m in ([model] if model else cfg.models) for s in cfg.seeds
-            for r in cfg.reuse for lag in cfg.lags for meth in cfg.methods
+            for r, lag in cfg.cells for meth in cfg.methods
             if r > 1 or lag > 0 or meth == cfg.methods[0]]
 
 
@@ -173,6 +175,7 @@ def record_of(path: Path, model: str, method: str, reuse: int, lag: int, seed: i
     curve = [by_iteration[i]["reward"] for i in sorted(by_iteration)]
     quarter, tail = max(1, len(curve) // 4), max(1, len(curve) // 10)
     off_policy = [r for r in train if (r["epoch"], r["minibatch"]) != (0, 0) or lag]
+    evals = [r for r in records if r["kind"] == "eval"]
 
     def mean_of(key, rows):
         values = [r[key] for r in rows if r.get(key) is not None]
@@ -182,7 +185,9 @@ def record_of(path: Path, model: str, method: str, reuse: int, lag: int, seed: i
               "lr": json.loads((path / "config.json").read_text())["lr"],
               "reward_curve": curve, "early_auc": sum(curve[:quarter]) / quarter, "full_auc": sum(curve) / len(curve),
               "final_reward": sum(curve[-tail:]) / tail,
-              "heldout_reward": [r for r in records if r["kind"] == "eval"][-1]["heldout_acc"],
+              # Sampled like the training reward: the warm start leaves greedy decoding right almost always.
+              "heldout_reward": evals[-1]["heldout_pass@1"], "heldout_start": evals[0]["heldout_pass@1"],
+              "heldout_greedy": evals[-1]["heldout_acc"],
               "zero_var_frac": mean_of("zero_var_frac", train), "response_length": mean_of("response_len", train),
               "final_entropy": train[-1].get("entropy", float("nan")), "grad_norm": mean_of("grad_norm", train),
               "tokens_per_s": mean_of("train_tokens_per_s", train)}

@@ -2,7 +2,7 @@
 
     python experiments/select_lr.py --methods respo seq_clip grpo gspo vespo --lr-grid 1e-4 3e-4 1e-3 --seeds 900 901
 
-Every (method, learning rate) runs on the selection seeds at every reuse and lag given,
+Every (method, learning rate) runs on the selection seeds at every setting given,
 through experiments/run.py (each learning rate's runs in <out-dir>/lr<lr>/, resumable: stop
 it any time and start it again). The criterion is the toy's, report.selection_score:
 (early AUC + final training reward + held-out accuracy) / 3, averaged over seeds and
@@ -36,14 +36,16 @@ class SelectConfig:
     """Methods whose learning rate is chosen."""
     lr_grid: list[float] = field(default_factory=lambda: [1e-4, 3e-4, 1e-3])
     """AdamW learning rates tried for every method."""
-    reuse: list[int] = field(default_factory=lambda: [8])
-    """Reuse settings the score averages over (train.py --reuse)."""
-    lags: list[int] = field(default_factory=lambda: [0])
-    """Lag settings the score averages over (train.py --lag)."""
+    settings: list[str] = field(default_factory=lambda: ["8"])
+    """Off-policy settings the score averages over: R or R+lagK, as experiments/run.py --settings."""
     seeds: list[int] = field(default_factory=lambda: [900, 901])
     """Selection seeds (keep them disjoint from the evaluation seeds)."""
-    iterations: int = 40
+    iterations: int = 12
     """Rollout batches per run."""
+    prompts_per_iteration: int = 16
+    """train.py --prompts-per-iteration: prompts per rollout batch."""
+    eval_problems: int = 64
+    """train.py --eval-problems: held-out problems per evaluation."""
     workers: int = 2
     """Runs in parallel, one torch thread each."""
     out_dir: str = "runs/experiments-selection"
@@ -52,8 +54,10 @@ class SelectConfig:
 
 def grid_at(cfg: SelectConfig, lr: float) -> ExperimentConfig:
     """experiments/run.py's grid with every method at this learning rate."""
-    return ExperimentConfig(models=cfg.models, methods=cfg.methods, reuse=cfg.reuse, lags=cfg.lags,
-                            seeds=cfg.seeds, iterations=cfg.iterations, workers=cfg.workers,
+    return ExperimentConfig(models=cfg.models, methods=cfg.methods, settings=cfg.settings,
+                            seeds=cfg.seeds, iterations=cfg.iterations, eval_every=cfg.iterations,
+                            prompts_per_iteration=cfg.prompts_per_iteration, eval_problems=cfg.eval_problems,
+                            workers=cfg.workers,
                             out_dir=str(Path(cfg.out_dir) / f"lr{lr:g}"), lrs=[f"{m}={lr}" for m in cfg.methods])
 
 

@@ -23,7 +23,8 @@ T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
         2.052, 2.048, 2.045, 2.042)
 OUTCOMES = (("early_auc", "early AUC"), ("full_auc", "full AUC"), ("final_reward", "final train"),
             ("heldout_reward", "held-out"))
-DIAGNOSTICS = (*TAIL_KEYS, "zero_var_frac", "response_length", "final_entropy", "grad_norm", "tokens_per_s")
+DIAGNOSTICS = (*TAIL_KEYS, "len_low_w_pos", "len_pos", "zero_var_frac", "response_length", "final_entropy",
+               "grad_norm", "tokens_per_s")
 
 
 def mean_ci(values) -> tuple[float, float]:
@@ -51,6 +52,16 @@ class Setting(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.reuse}" if not self.lag else f"{self.reuse}, lag {self.lag}"
+
+
+def parse_setting(text: str) -> Setting:
+    """'8' -> Setting(8, 0); '4+lag2' -> Setting(4, 2): how commands and claims name a setting."""
+    import re
+
+    match = re.fullmatch(r"(\d+)(?:\+lag(\d+))?", text.strip())
+    if not match or int(match.group(1)) < 1:
+        raise ValueError(f"settings: expected R or R+lagK with R >= 1 (e.g. 8, 4+lag2), got {text!r}")
+    return Setting(int(match.group(1)), int(match.group(2) or 0))
 
 
 def group_runs(records) -> dict:
@@ -146,6 +157,29 @@ def diagnostics_table(records) -> str:
     return "\n".join(lines)
 
 
+def stuck_table(record_sets: dict, stuck_below: float) -> str:
+    names = list(record_sets)
+    groups = {name: group_runs(records) for name, records in record_sets.items()}
+    cells = sorted({cell for g in groups.values() for cell in g}, key=lambda c: (c[1], c[0]))
+    lines = ["| method | R | " + " | ".join(f"stuck, {name}" for name in names) + " |", "|---|---|" + "---|" * len(names)]
+    for cell in cells:
+        counts = []
+        for name in names:
+            runs = groups[name].get(cell, {})
+            counts.append(f"{sum(is_stuck(r, stuck_below) for r in runs.values())}/{len(runs)}")
+        lines.append(f"| {cell[0]} | {cell[1]} | " + " | ".join(counts) + " |")
+    return "\n".join(lines)
+
+
+def across_report(record_sets: dict, reference: str, stuck_below: float) -> str:
+    parts = [f"# {reference} against each baseline, under {len(record_sets)} settings",
+             "Paired differences on the same seeds, mean ± 95% t-interval (pairs); bold: the interval excludes 0."]
+    for key, name in OUTCOMES:
+        parts += [f"## {name}", paired_across(record_sets, key, reference)]
+    parts += [f"## Stuck runs (final training reward < {stuck_below})", stuck_table(record_sets, stuck_below)]
+    return "\n\n".join(parts)
+
+
 # --- Reproduction check: agreement within intervals, not digits -----------------------
 # Floating-point rounding differs between CPUs (and CPU kernel sets), and these runs are
 # chaotic: one rounding difference can flip a seed from learning to stuck. So a rerun is
@@ -230,8 +264,7 @@ def parse_claim(text: str) -> tuple[str, Setting, str, str, str]:
         raise ValueError(f"claims: expected metric@R:method:above:other (or below) with metric one of "
                          f"{', '.join(keys)}, got {text!r}")
     metric, setting, method, side, other = match.groups()
-    reuse, _, lag = setting.partition("+lag")
-    return metric, Setting(int(reuse), int(lag or 0)), method, side, other
+    return metric, parse_setting(setting), method, side, other
 
 
 def claim_result(records, claim: str) -> tuple[bool, float, float, int]:

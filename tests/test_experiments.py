@@ -20,7 +20,7 @@ def config(*argv):
 
 
 def test_the_on_policy_cell_runs_once_and_every_stale_or_reused_cell_for_every_method():
-    cfg = config("--methods", "respo", "grpo", "--reuse", "1", "4", "--lags", "0", "2", "--seeds", "0")
+    cfg = config("--methods", "respo", "grpo", "--settings", "1", "1+lag2", "4", "4+lag2", "--seeds", "0")
     cells = set(experiments.grid(cfg))
     assert ("tiny-qwen3", "respo", 1, 0, 0) in cells and ("tiny-qwen3", "grpo", 1, 0, 0) not in cells
     assert {("tiny-qwen3", m, r, lag, 0) for m in ("respo", "grpo") for r, lag in ((1, 2), (4, 0), (4, 2))} <= cells
@@ -28,12 +28,18 @@ def test_the_on_policy_cell_runs_once_and_every_stale_or_reused_cell_for_every_m
 
 
 def test_each_cell_is_a_valid_train_py_command_with_its_lag_and_learning_rate():
-    cfg = config("--methods", "respo", "seq_clip", "--reuse", "8", "--lags", "2", "--lrs", "respo=0.001")
+    cfg = config("--methods", "respo", "seq_clip", "--settings", "8+lag2", "--lrs", "respo=0.001")
     for method, lr in (("respo", 0.001), ("seq_clip", TrainConfig().lr)):
         command = experiments.train_command(cfg, "tiny-qwen3", method, 8, 2, 3, resume=False)
         run = parse_config(TrainConfig, command[2:])
         assert (run.loss.method, run.reuse, run.lag, run.lr, run.seed) == (method, 8, 2, lr, 3)
         assert run.name == f"{method}-reuse8-lag2-seed3"
+
+
+@pytest.mark.parametrize("text", ["0", "4+lag", "lag2", "4 + lag2", "-1"])
+def test_a_malformed_setting_is_refused_naming_the_flag(text):
+    with pytest.raises(ValueError, match="^settings:"):
+        experiments.ExperimentConfig(settings=[text])
 
 
 def test_learning_rates_must_name_a_method_of_the_grid():
@@ -47,7 +53,7 @@ SELECT.loader.exec_module(select)
 
 
 def test_selection_runs_every_method_at_each_learning_rate_and_picks_the_best_score():
-    cfg = select.SelectConfig(methods=["respo", "seq_clip"], lr_grid=[1e-4, 1e-3], reuse=[8], seeds=[900])
+    cfg = select.SelectConfig(methods=["respo", "seq_clip"], lr_grid=[1e-4, 1e-3], settings=["8"], seeds=[900])
     command = experiments.train_command(select.grid_at(cfg, 1e-3), "tiny-qwen3", "seq_clip", 8, 0, 900, resume=False)
     assert parse_config(TrainConfig, command[2:]).lr == 1e-3
     outcome = {("respo", 1e-4): 0.2, ("respo", 1e-3): 0.6, ("seq_clip", 1e-4): 0.5, ("seq_clip", 1e-3): 0.1}
@@ -77,3 +83,28 @@ def test_a_check_never_writes_into_the_records_it_checks_against(tmp_path):
     committed = str(Path(__file__).parents[1] / "experiments" / "results" / "records.json")
     with pytest.raises(ValueError, match="^records:"):
         experiments.ExperimentConfig(check=committed, records=committed)
+
+
+ACROSS = importlib.util.spec_from_file_location("experiments_across", Path(__file__).parents[1] / "experiments" / "across.py")
+across = sys.modules["experiments_across"] = importlib.util.module_from_spec(ACROSS)
+ACROSS.loader.exec_module(across)
+
+
+def test_a_claim_is_carried_only_when_it_holds_on_every_cpu_setting(tmp_path):
+    def records(gap_by_seed):
+        return [{"model": "tiny-qwen3", "method": m, "reuse": 8, "lag": 0, "seed": s, "lr": 1e-4,
+                 "early_auc": 0.5 + (gap if m == "respo" else 0.0), "full_auc": 0.5, "final_reward": 0.5,
+                 "heldout_reward": 0.5} for s, gap in enumerate(gap_by_seed) for m in ("respo", "seq_clip")]
+
+    sets = {"default": records([0.1, 0.12, 0.09, 0.11]), "avx2": records([0.1, -0.05, 0.2, 0.0])}
+    table, everywhere = across.claims_on_every_set(["early_auc@8:respo:above:seq_clip"], sets)
+    assert not everywhere and "| NO |" in table and "fails" in table
+    table, everywhere = across.claims_on_every_set(["early_auc@8:respo:above:seq_clip"], {"default": sets["default"]})
+    assert everywhere
+    for label, data in sets.items():
+        (tmp_path / f"{label}.json").write_text(json.dumps(data))
+    argv = ["--records", *(f"{label}={tmp_path / label}.json" for label in sets), "--out", str(tmp_path / "across.md"),
+            "--claims", "early_auc@8:respo:above:seq_clip"]
+    with pytest.raises(SystemExit) as stop:
+        across.main(argv)
+    assert stop.value.code == 1 and "stuck" in (tmp_path / "across.md").read_text().lower()

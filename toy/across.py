@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 
 from nano_respo.cli import parse_config
-from nano_respo.report import OUTCOMES, group_runs, is_stuck, load_records, paired_across
+from nano_respo.report import across_report, load_records
 
 
 @dataclass
@@ -28,29 +28,6 @@ class AcrossConfig:
     """A run is stuck when its final training reward is below this."""
     out: str = "runs/across.md"
     """Where the markdown goes."""
-
-
-def stuck_table(record_sets: dict, stuck_below: float) -> str:
-    names = list(record_sets)
-    groups = {name: group_runs(records) for name, records in record_sets.items()}
-    cells = sorted({cell for g in groups.values() for cell in g}, key=lambda c: (c[1], c[0]))
-    lines = ["| method | R | " + " | ".join(f"stuck, {name}" for name in names) + " |", "|---|---|" + "---|" * len(names)]
-    for cell in cells:
-        counts = []
-        for name in names:
-            runs = groups[name].get(cell, {})
-            counts.append(f"{sum(is_stuck(r, stuck_below) for r in runs.values())}/{len(runs)}")
-        lines.append(f"| {cell[0]} | {cell[1]} | " + " | ".join(counts) + " |")
-    return "\n".join(lines)
-
-
-def across_report(record_sets: dict, reference: str, stuck_below: float) -> str:
-    parts = [f"# {reference} against each baseline, under {len(record_sets)} settings",
-             "Paired differences on the same seeds, mean ± 95% t-interval (pairs); bold: the interval excludes 0."]
-    for key, name in OUTCOMES:
-        parts += [f"## {name}", paired_across(record_sets, key, reference)]
-    parts += [f"## Stuck runs (final training reward < {stuck_below})", stuck_table(record_sets, stuck_below)]
-    return "\n\n".join(parts)
 
 
 def record_set(entry: str) -> tuple[str, list[dict]]:
