@@ -270,7 +270,7 @@ assert tuple(METHOD_TABLE) == METHODS
 # --- Aggregation (verl's loss_agg_mode names) ----------------------------------------
 
 def loss_denominator(mask: torch.Tensor, mode: str, norm_len: int | None = None) -> torch.Tensor:
-    """What `aggregate` divides by: tokens (token-mean) or non-empty responses (x norm_len for -norm). docs/math.md §1."""
+    """What `aggregate` divides by: tokens (token-mean) or non-empty responses (x norm_len). docs/math.md §1."""
     lengths = mask.sum(-1)  # [B]
     if mode == "token-mean":
         return lengths.sum()
