@@ -141,9 +141,8 @@ def score(reward_fn, texts: list[str], answers: list[str]):
 def policy_logprobs(model, batch: RolloutBatch, temperature: float, with_entropy: bool = False):
     """(log pi [B, C] of the batch's completion tokens, entropy [B, C] or None, MoE router aux loss or None).
 
-    The same tempered log-softmax the sampler recorded, at the same position ids. Router
-    logits are requested only here: the sampler does not need them. For large vocabularies
-    logprobs.chunked_policy_logprobs computes the same numbers without the [B, C, V] logits.
+    The same tempered log-softmax the sampler recorded, at the same position ids; router logits only here (the
+    sampler needs none). logprobs.chunked_policy_logprobs computes the same without the [B, C, V] logits.
     """
     width = batch.completion_mask.shape[1]
     position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # [B, P + C]

@@ -44,7 +44,6 @@ from .tasks import hash_seed, make_task
 @dataclass
 class StepConfig:
     """What one RL step reads: its rollout batch, advantages and reuse loop (flags of train.py)."""
-
     prompts_per_iteration: int = 32
     """Prompts per rollout batch (P); the batch holds P x group_size episodes."""
     group_size: int = 8
@@ -224,10 +223,9 @@ def rl_step(model, optimizer, batch: RolloutBatch, loss_cfg: LossConfig, tempera
             ranks=ONE_PROCESS) -> dict:
     """One optimizer step on one mini-batch, gradients accumulated over micro-batches.
 
-    A NaN/inf log-prob, loss or gradient skips the step: weights and optimizer state stay
-    untouched (under FSDP on every rank together). Each micro-batch's loss is scaled by its
-    share of the mini-batch's kernel.loss_denominator, so the scaled losses sum to the
-    mini-batch's loss; loss_cfg.norm_len must be set for that under seq-mean-token-sum-norm.
+    A NaN/inf log-prob, loss or gradient skips the step: weights and optimizer state stay untouched (under FSDP on
+    every rank together). Each micro-batch's loss is scaled by its share of the mini-batch's kernel.loss_denominator,
+    so the scaled losses sum to the mini-batch's loss; loss_cfg.norm_len must be set for that under -norm.
     """
     n = len(batch.advantages)
     full_mask = batch.completion_mask  # [B, C]
