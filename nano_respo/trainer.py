@@ -303,8 +303,7 @@ def rl_iteration(model, tokenizer, task, optimizer, cfg: StepConfig, loss_cfg: L
                  sampler=None) -> tuple[RolloutBatch, list[dict]]:
     """One RL step: a rollout batch, then cfg.reuse = epochs x mini-batches optimizer steps on it.
 
-    The behaviour policy mu is `sampler` (a lagged copy of the weights) or else the model itself.
-    Returns (the rollout batch, one record per optimizer step).
+    The behaviour policy mu is `sampler` (a lagged copy of the weights) or else the model; returns (batch, records).
     """
     # 1. Rollout: completions and, for ReSPO's weight w = pi / mu, log mu of each sampled token; rewards.
     samples, rewards, rollout_stats = collect_rollouts(sampler or model, tokenizer, task, cfg, iteration, ranks)
