@@ -44,11 +44,7 @@ SCALES = ("none", "std")
 
 @dataclass(frozen=True)
 class LossConfig:
-    """Every knob of every method; fields left None take the method's published default.
-
-    Frozen and checked once, when built: `dataclasses.replace(cfg, ...)` makes a changed copy.
-    """
-
+    """Every knob of every method; None takes the method's published default. Frozen, checked when built."""
     method: str = "respo"
     """Policy-loss coefficient: respo, or a baseline to compare with (docs/math.md §5)."""
     alpha_pos: float = 0.0
@@ -129,11 +125,7 @@ def masked_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 def sequence_log_weight(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor,
                         length_norm: bool = False) -> torch.Tensor:
-    """s = sum_t m_t (log pi - log mu): log of the true product weight w = pi(y|x) / mu(y|x).
-
-    length_norm divides by the response length (GSPO's geometric-mean ratio). An empty
-    response has s = 0 (w = 1). docs/math.md §1.
-    """
+    """s = sum_t m_t (log pi - log mu), the log of w = pi(y|x) / mu(y|x) (/ |y| if length_norm). docs/math.md §1."""
     mask = mask.bool()
     dtype = compute_dtype(logp)
     s = masked_sum(logp.detach().to(dtype) - old_logp.to(dtype), mask)  # [B]
@@ -145,10 +137,7 @@ def sequence_log_weight(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.
 # --- docs/math.md §3: the ReSPO kernel -------------------------------------------------
 
 def power_tilt(log_w: torch.Tensor, alpha: float, lam: float, log_w_max: float = 20.0) -> torch.Tensor:
-    """w**alpha * exp(-lam (w - 1)), in log space: finite for every finite log w.
-
-    log phi = alpha * s - lam * (exp(min(s, s_max)) - 1), capped at s_max before exp.
-    """
+    """w**alpha * exp(-lam (w - 1)), in log space and capped at log_w_max: finite for every finite log w."""
     log_phi = alpha * log_w - lam * torch.expm1(log_w.clamp(max=log_w_max))
     return torch.exp(log_phi.clamp(max=log_w_max))
 
@@ -281,11 +270,7 @@ assert tuple(METHOD_TABLE) == METHODS
 # --- Aggregation (verl's loss_agg_mode names) ----------------------------------------
 
 def loss_denominator(mask: torch.Tensor, mode: str, norm_len: int | None = None) -> torch.Tensor:
-    """What `aggregate` divides the summed terms by: tokens (token-mean) or non-empty responses.
-
-    Whoever splits a batch (micro-batches, data-parallel ranks) scales each part's loss by its
-    share of this number, so that the parts' losses sum to the loss of the whole batch.
-    """
+    """What `aggregate` divides by: tokens (token-mean) or non-empty responses (x norm_len). docs/math.md §1."""
     lengths = mask.sum(-1)  # [B]
     if mode == "token-mean":
         return lengths.sum()
@@ -298,13 +283,7 @@ def loss_denominator(mask: torch.Tensor, mode: str, norm_len: int | None = None)
 
 
 def aggregate(terms: torch.Tensor, mask: torch.Tensor, mode: str, norm_len: int | None = None) -> torch.Tensor:
-    """Reduce per-token terms [B, T] to a scalar. Empty responses do not count as sequences.
-
-    seq-mean-token-sum is the exact sequence gradient (grad log pi(y|x) = sum_t grad log pi_t);
-    seq-mean-token-sum-norm is that divided by one constant (Dr. GRPO), so the same direction;
-    as in verl 0.9, it is the sequence mean of token sums divided by that constant.
-    seq-mean-token-mean first divides each response's sum by its own length.
-    """
+    """Reduce per-token terms [B, T] to a scalar; empty responses count as no sequence. docs/math.md §1."""
     terms = torch.where(mask, terms, torch.zeros_like(terms))  # [B, T]
     if mode == "seq-mean-token-mean":
         total = (terms.sum(-1) / mask.sum(-1).clamp(min=1)).sum()
@@ -370,11 +349,7 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
 # --- docs/math.md §2 and §6: what to watch -------------------------------------------
 
 def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "none"):
-    """A_i = r_i - mean_group(r), optionally / (std_group + 1e-6); groups are contiguous.
-
-    Returns (advantages [N], stats) with stats counting zero-variance groups, which carry
-    no learning signal (every advantage in them is 0).
-    """
+    """(A [N], stats): A_i = r_i - mean of its (contiguous) group, / (std + 1e-6) if scale = std. docs/math.md §1."""
     if scale not in SCALES:
         raise ValueError(f"scale: unknown scale {scale!r}; choose one of {', '.join(SCALES)}")
     if group_size < 1 or rewards.dim() != 1 or rewards.numel() % group_size:
@@ -383,17 +358,11 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "none"
         raise ValueError("rewards: NaN or inf")
     grouped = rewards.float().view(-1, group_size)  # [G, group_size]
     adv = grouped - grouped.mean(-1, keepdim=True)
-    zero_var = (grouped == grouped[:, :1]).all(-1)  # [G]
+    zero_var = (grouped == grouped[:, :1]).all(-1)  # [G] all rewards equal: no learning signal
     if scale == "std" and group_size > 1:
         adv = adv / (grouped.std(-1, keepdim=True) + 1e-6)
     adv = torch.where(zero_var[:, None], torch.zeros_like(adv), adv)
     return adv.view(-1), {"zero_var_groups": int(zero_var.sum()), "zero_var_frac": zero_var.float().mean().item()}
-
-
-def masked_quantiles(x: torch.Tensor, keep: torch.Tensor, qs=(0.1, 0.5, 0.9)) -> list[torch.Tensor]:
-    if not keep.any():
-        return [x.new_tensor(float("nan"))] * len(qs)
-    return list(torch.quantile(x[keep], x.new_tensor(qs)))
 
 
 # The statistics `diagnostics` returns, in its order: every list of logged kernel statistics derives from these.
@@ -411,20 +380,16 @@ TAIL_KEYS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "phi_max_n
 def diagnostics(phi, logp, old_logp, advantages, mask, cfg) -> dict[str, float]:
     """docs/math.md §6 statistics of one batch, as python floats (one host sync)."""
     lengths = mask.sum(-1)  # [B]
-    nonempty = lengths > 0
-    pos, neg = (advantages > 0) & nonempty, (advantages < 0) & nonempty  # [B]
+    pos, neg = (advantages > 0) & (lengths > 0), (advantages < 0) & (lengths > 0)  # [B]
     phi_seq = masked_sum(phi, mask) / lengths.clamp(min=1)  # [B] mean coefficient of a response
     d = torch.where(mask, logp.detach().to(phi.dtype) - old_logp.to(phi.dtype), torch.zeros_like(phi))  # [B, T]
     true_log_w = d.sum(-1)  # [B] always the true product, whatever the method uses
     low_w = pos & (true_log_w < math.log(1 - cfg.diag_eps))  # [B] what a sequence clip starves
-    r = torch.exp(d.clamp(max=cfg.log_w_max))
-    tok_pos = pos[:, None] & mask
-    tok_neg = neg[:, None] & mask
-    tok_clipped = (tok_pos & (r > 1 + cfg.diag_eps)) | (tok_neg & (r < 1 - cfg.diag_eps))
-    w_true = torch.exp(true_log_w.clamp(max=cfg.log_w_max))
-    seq_clipped = (pos & (w_true > 1 + cfg.diag_eps)) | (neg & (w_true < 1 - cfg.diag_eps))
-    nan = phi.new_tensor(float("nan"))
-    n_tok = mask.sum().clamp(min=1)
+    r, w_true = torch.exp(d.clamp(max=cfg.log_w_max)), torch.exp(true_log_w.clamp(max=cfg.log_w_max))  # [B, T], [B]
+    tok_pos, tok_neg = pos[:, None] & mask, neg[:, None] & mask  # [B, T]
+    tok_clipped = (tok_pos & (r > 1 + cfg.diag_eps)) | (tok_neg & (r < 1 - cfg.diag_eps))  # [B, T]
+    seq_clipped = (pos & (w_true > 1 + cfg.diag_eps)) | (neg & (w_true < 1 - cfg.diag_eps))  # [B]
+    nan, n_tok = phi.new_tensor(float("nan")), mask.sum().clamp(min=1)
     stats = {
         "frac_pos": pos.float().mean(),
         "frac_neg": neg.float().mean(),
@@ -441,8 +406,8 @@ def diagnostics(phi, logp, old_logp, advantages, mask, cfg) -> dict[str, float]:
         "approx_kl": (torch.expm1(d.clamp(max=cfg.log_w_max)) - d)[mask].sum() / n_tok,  # k3 of KL(mu || pi)
     }
     for sign, keep in (("pos", pos), ("neg", neg)):
-        for q, value in zip((10, 50, 90), masked_quantiles(true_log_w, keep)):
-            stats[f"log_w_q{q}_{sign}"] = value
+        qs = torch.quantile(true_log_w[keep], true_log_w.new_tensor((0.1, 0.5, 0.9))) if keep.any() else [nan] * 3
+        stats.update({f"log_w_q{q}_{sign}": value for q, value in zip((10, 50, 90), qs)})
     assert tuple(stats) == DIAGNOSTIC_KEYS
     values = torch.stack([v.float().reshape(()) for v in stats.values()]).tolist()
     return dict(zip(DIAGNOSTIC_KEYS, values))

@@ -19,11 +19,9 @@ import torch
 import torch.nn.functional as F
 
 
-
 @dataclass
 class RolloutBatch:
     """Episodes of one rollout batch; row i of every tensor is episode i."""
-
     input_ids: torch.Tensor        # [N, P + C] left-padded prompt, then right-padded completion
     attention_mask: torch.Tensor   # [N, P + C]
     completion_mask: torch.Tensor  # [N, C] bool, response tokens up to and including EOS
@@ -34,20 +32,16 @@ class RolloutBatch:
     def select(self, index: torch.Tensor) -> "RolloutBatch":
         """The episodes at index, with completion columns that are padding everywhere dropped."""
         rows = {f.name: getattr(self, f.name)[index] for f in fields(self)}
-        width = int(rows["completion_mask"].sum(0).nonzero().max()) + 1 if rows["completion_mask"].any() else 1
-        drop = self.completion_mask.shape[1] - width
-        if drop:
-            for name in ("input_ids", "attention_mask"):
-                rows[name] = rows[name][:, :-drop]
-            for name in ("completion_mask", "old_logp"):
-                rows[name] = rows[name][:, :width]
+        used = rows["completion_mask"].any(0).nonzero()  # completion columns some selected episode uses
+        drop = self.completion_mask.shape[1] - (int(used.max()) + 1 if len(used) else 1)
+        for name in ("input_ids", "attention_mask", "completion_mask", "old_logp"):  # all end with the completion
+            rows[name] = rows[name][:, :rows[name].shape[1] - drop]
         return RolloutBatch(**rows)
 
 
 @dataclass
 class Samples:
     """What `sample` returns: prompts and completions in the rollout batch's layout."""
-
     input_ids: torch.Tensor          # [N, P + C]
     attention_mask: torch.Tensor     # [N, P + C]
     completion_mask: torch.Tensor    # [N, C] bool, up to and including the first EOS
@@ -65,13 +59,6 @@ def encode_prompts(tokenizer, prompts: list[str], device) -> dict[str, torch.Ten
     return {k: v.to(device) for k, v in encoded.items() if k in ("input_ids", "attention_mask")}
 
 
-def completion_mask_of(completion_ids: torch.Tensor, eos_ids: list[int]) -> torch.Tensor:
-    """True up to and including the first EOS of each row (all True when there is none)."""
-    is_eos = torch.isin(completion_ids, torch.tensor(eos_ids, device=completion_ids.device))  # [N, C]
-    ended_before = (is_eos.long().cumsum(-1) - is_eos.long()) > 0
-    return ~ended_before  # [N, C]
-
-
 def eos_ids_of(tokenizer, model) -> list[int]:
     """Every id that ends a response: the tokenizer's EOS and the checkpoint's (Qwen3 lists two)."""
     ids = model.generation_config.eos_token_id
@@ -82,32 +69,29 @@ def eos_ids_of(tokenizer, model) -> list[int]:
 @torch.no_grad()
 def decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int,
            temperature: float, greedy: bool, eos_ids: list[int], pad_id: int):
-    """Prefill, then one forward per token on the model's KV cache: (tokens [n, c], log mu [n, c], ended [n]).
-
-    Position ids count only real tokens, as in the training forward, so left padding shifts
-    nothing; the padding stays masked in every later step through the growing attention mask.
-    """
-    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # [n, P]
+    """Prefill, then one forward per token on the KV cache: (tokens, log mu, in_response [n, c], ended [n])."""
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # [n, P] real tokens only, as the training forward
     out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                 use_cache=True, logits_to_keep=1)
     position = position_ids[:, -1:]  # [n, 1]
     eos = torch.tensor(eos_ids, device=input_ids.device)
     finished = torch.zeros(len(input_ids), dtype=torch.bool, device=input_ids.device)  # [n]
-    tokens, logps = [], []
+    tokens, logps, in_response = [], [], []
     for _ in range(max_new_tokens):
         logp = torch.log_softmax(out.logits[:, -1].float() / temperature, -1)  # [n, V] log mu
         token = logp.argmax(-1) if greedy else torch.multinomial(logp.exp(), 1).squeeze(-1)  # [n]
         token = torch.where(finished, pad_id, token)
         tokens.append(token)
+        in_response.append(~finished)  # [n] up to and including the first EOS
         logps.append(logp.gather(-1, token[:, None]).squeeze(-1))  # [n]
         finished |= torch.isin(token, eos)
         if finished.all():
             break
-        attention_mask = F.pad(attention_mask, (0, 1), value=1)  # [n, P + t + 1]
+        attention_mask = F.pad(attention_mask, (0, 1), value=1)  # [n, P + t + 1] the left padding stays masked
         position = position + 1
         out = model(input_ids=token[:, None], attention_mask=attention_mask, position_ids=position,
                     cache=out.cache, use_cache=True)
-    return torch.stack(tokens, 1), torch.stack(logps, 1), finished
+    return torch.stack(tokens, 1), torch.stack(logps, 1), torch.stack(in_response, 1), finished
 
 
 @torch.no_grad()
@@ -125,18 +109,18 @@ def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperatur
                  for i in range(0, len(prompts), step)]
     finally:
         model.train(was_training)
-    # A part that stopped early had every row finished, so padding its tail changes no mask.
-    width = max(tokens.shape[1] for tokens, _, _ in parts)
+    # A part that stopped early had every row finished: its padded tail lies outside every response.
+    width = max(tokens.shape[1] for tokens, *_ in parts)
     completion_ids = torch.cat([F.pad(tokens, (0, width - tokens.shape[1]), value=tokenizer.pad_token_id)
-                                for tokens, _, _ in parts])  # [N, C]
-    old_logp = torch.cat([F.pad(logp, (0, width - logp.shape[1])) for _, logp, _ in parts])  # [N, C]
-    completion_mask = completion_mask_of(completion_ids, eos_ids)  # [N, C]
+                                for tokens, *_ in parts])  # [N, C]
+    old_logp = torch.cat([F.pad(logp, (0, width - logp.shape[1])) for _, logp, *_ in parts])  # [N, C]
+    completion_mask = torch.cat([F.pad(mask, (0, width - mask.shape[1])) for _, _, mask, _ in parts])  # [N, C]
     texts = tokenizer.batch_decode(torch.where(completion_mask, completion_ids, tokenizer.pad_token_id),
                                    skip_special_tokens=True)
     return Samples(input_ids=torch.cat([prompt["input_ids"], completion_ids], 1),  # [N, P + C]
                    attention_mask=torch.cat([prompt["attention_mask"], completion_mask.long()], 1),
                    completion_mask=completion_mask, old_logp=None if greedy else old_logp,
-                   truncated=~torch.cat([ended for _, _, ended in parts]), texts=texts)
+                   truncated=~torch.cat([ended for *_, ended in parts]), texts=texts)
 
 
 def score(reward_fn, texts: list[str], answers: list[str]):
@@ -157,9 +141,8 @@ def score(reward_fn, texts: list[str], answers: list[str]):
 def policy_logprobs(model, batch: RolloutBatch, temperature: float, with_entropy: bool = False):
     """(log pi [B, C] of the batch's completion tokens, entropy [B, C] or None, MoE router aux loss or None).
 
-    The same tempered log-softmax the sampler recorded, at the same position ids. Router
-    logits are requested only here: the sampler does not need them. For large vocabularies
-    logprobs.chunked_policy_logprobs computes the same numbers without the [B, C, V] logits.
+    The same tempered log-softmax the sampler recorded, at the same position ids; router logits only here (the
+    sampler needs none). logprobs.chunked_policy_logprobs computes the same without the [B, C, V] logits.
     """
     width = batch.completion_mask.shape[1]
     position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # [B, P + C]

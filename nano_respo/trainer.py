@@ -44,7 +44,6 @@ from .tasks import hash_seed, make_task
 @dataclass
 class StepConfig:
     """What one RL step reads: its rollout batch, advantages and reuse loop (flags of train.py)."""
-
     prompts_per_iteration: int = 32
     """Prompts per rollout batch (P); the batch holds P x group_size episodes."""
     group_size: int = 8
@@ -224,10 +223,9 @@ def rl_step(model, optimizer, batch: RolloutBatch, loss_cfg: LossConfig, tempera
             ranks=ONE_PROCESS) -> dict:
     """One optimizer step on one mini-batch, gradients accumulated over micro-batches.
 
-    A NaN/inf log-prob, loss or gradient skips the step: weights and optimizer state stay
-    untouched (under FSDP on every rank together). Each micro-batch's loss is scaled by its
-    share of the mini-batch's kernel.loss_denominator, so the scaled losses sum to the
-    mini-batch's loss; loss_cfg.norm_len must be set for that under seq-mean-token-sum-norm.
+    A NaN/inf log-prob, loss or gradient skips the step: weights and optimizer state stay untouched (under FSDP on
+    every rank together). Each micro-batch's loss is scaled by its share of the mini-batch's kernel.loss_denominator,
+    so the scaled losses sum to the mini-batch's loss; loss_cfg.norm_len must be set for that under -norm.
     """
     n = len(batch.advantages)
     full_mask = batch.completion_mask  # [B, C]
@@ -305,8 +303,7 @@ def rl_iteration(model, tokenizer, task, optimizer, cfg: StepConfig, loss_cfg: L
                  sampler=None) -> tuple[RolloutBatch, list[dict]]:
     """One RL step: a rollout batch, then cfg.reuse = epochs x mini-batches optimizer steps on it.
 
-    The behaviour policy mu is `sampler` (a lagged copy of the weights) or else the model itself.
-    Returns (the rollout batch, one record per optimizer step).
+    The behaviour policy mu is `sampler` (a lagged copy of the weights) or else the model; returns (batch, records).
     """
     # 1. Rollout: completions and, for ReSPO's weight w = pi / mu, log mu of each sampled token; rewards.
     samples, rewards, rollout_stats = collect_rollouts(sampler or model, tokenizer, task, cfg, iteration, ranks)

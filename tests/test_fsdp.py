@@ -134,7 +134,7 @@ def worker(rank, world, port, tmp):
             # Gathered once, the sampler runs with no collectives: rank 1 decodes 4 more steps than rank 0.
             model.eval()
             with torch.no_grad(), nd.gathered(model):
-                out, _, _ = greedy(model, batch, 3 + 4 * rank)
+                out, *_ = greedy(model, batch, 3 + 4 * rank)
                 logits = model(batch.input_ids[:2]).logits
             if rank == 0:
                 torch.save({"losses": losses, "params": full, "generated": out, "logits": logits},
@@ -196,7 +196,7 @@ def test_two_processes_train_like_one(fsdp_runs, family):
     model.eval()
     with torch.no_grad():
         torch.testing.assert_close(fsdp["logits"], model(batch.input_ids[:2]).logits, rtol=0, atol=1e-4)
-        tokens, _, _ = greedy(model, batch, 3)
+        tokens, *_ = greedy(model, batch, 3)
     assert torch.equal(fsdp["generated"], tokens)  # rank 0's 3 tokens; rank 1 decoded 7 meanwhile
 
 

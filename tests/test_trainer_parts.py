@@ -2,6 +2,7 @@
 
 import math
 import os
+import types
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from nano_respo.evaluation import pass_at_k  # noqa: E402
 from nano_respo.logprobs import linear_head, token_logprobs  # noqa: E402
 from nano_respo.models import build_char_tokenizer  # noqa: E402
-from nano_respo.rollout import completion_mask_of  # noqa: E402
+from nano_respo.rollout import decode  # noqa: E402
 from nano_respo.tasks import PROCEDURAL, answers_match, extract_answer, in_heldout, make_task  # noqa: E402
 
 
@@ -142,9 +143,32 @@ def test_char_tokenizer_round_trips_and_formats_chat():
     assert prompt.endswith("<|im_start|>a:") and ids.count(tokenizer.convert_tokens_to_ids("<|im_start|>")) == 2
 
 
-def test_completion_mask_stops_after_the_first_eos():
-    ids = torch.tensor([[5, 6, 2, 0, 2], [5, 5, 5, 5, 5], [2, 0, 0, 0, 0]])
-    assert completion_mask_of(ids, [2]).int().tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]]
+class ScriptedModel:
+    """A stand-in language model whose greedy choice for row i at decoding step t is script[i][t] (then the last)."""
+
+    def __init__(self, script: list[list[int]], vocab: int = 8):
+        self.script, self.vocab = script, vocab
+
+    def __call__(self, input_ids, attention_mask, position_ids, use_cache, cache=None, logits_to_keep=None):
+        step = 0 if cache is None else cache + 1  # the "cache" counts the forwards after the prefill
+        logits = torch.zeros(len(self.script), 1, self.vocab)
+        for row, tokens in enumerate(self.script):
+            logits[row, 0, tokens[min(step, len(tokens) - 1)]] = 10.0
+        return types.SimpleNamespace(logits=logits, cache=step)
+
+
+def test_a_response_ends_at_its_first_eos_and_decoding_stops_when_all_have():
+    prompt = torch.ones(3, 2, dtype=torch.long)
+    script = [[5, 6, 2, 7, 2], [5, 5, 5, 5, 5], [2, 3, 3, 3, 3]]  # EOS = 2
+    tokens, _, in_response, ended = decode(ScriptedModel(script), prompt, prompt, 5, 1.0, greedy=True, eos_ids=[2],
+                                           pad_id=0)
+    assert tokens.tolist() == [[5, 6, 2, 0, 0], [5, 5, 5, 5, 5], [2, 0, 0, 0, 0]]  # padding after the EOS
+    assert in_response.int().tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]]
+    assert ended.tolist() == [True, False, True]
+    tokens, _, in_response, ended = decode(ScriptedModel([[2] * 5, [4, 2, 4, 4, 4]]), prompt[:2], prompt[:2], 5, 1.0,
+                                           greedy=True, eos_ids=[2], pad_id=0)
+    assert tokens.tolist() == [[2, 0], [4, 2]] and in_response.tolist() == [[True, False], [True, True]]
+    assert ended.tolist() == [True, True]
 
 
 def test_a_broken_tiny_model_cache_is_rebuilt(tmp_path, monkeypatch):
@@ -208,8 +232,8 @@ def test_sampler_draws_the_exact_tempered_distribution_with_left_padding(family)
     input_ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts]).repeat_interleave(n, 0)  # [2n, P]
     attention_mask = (torch.arange(width) >= torch.tensor([width - len(p) for p in prompts])[:, None]).long()
     torch.manual_seed(1)
-    tokens, logps, _ = decode(model, input_ids, attention_mask.repeat_interleave(n, 0), steps, temperature,
-                           greedy=False, eos_ids=[1], pad_id=0)
+    tokens, logps, *_ = decode(model, input_ids, attention_mask.repeat_interleave(n, 0), steps, temperature,
+                               greedy=False, eos_ids=[1], pad_id=0)
     for row, prompt in enumerate(prompts):
         exact = exact_distribution(model, prompt, steps, temperature)
         drawn = tokens[row * n:(row + 1) * n].tolist()
