@@ -22,6 +22,7 @@ import random
 import re
 import zlib
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Callable
 
@@ -46,15 +47,19 @@ def extract_answer(completion: str) -> str | None:
 
 
 def answers_match(predicted: str | None, reference: str) -> bool:
-    """Equal as strings (commas dropped), or as numbers when both parse."""
+    """Equal as strings (commas dropped), or as exact numbers when both parse.
+
+    Exact (Fraction, not float): a float keeps about 16 digits, so two 40-digit answers that
+    differ in a late digit would compare equal and a wrong answer would earn the reward.
+    """
     if predicted is None:
         return False
     predicted, reference = predicted.replace(",", "").strip(), reference.replace(",", "").strip()
     if predicted == reference:
         return True
     try:
-        return float(predicted) == float(reference)
-    except ValueError:
+        return Fraction(predicted) == Fraction(reference)
+    except (ValueError, ZeroDivisionError):
         return False
 
 

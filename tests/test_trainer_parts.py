@@ -89,6 +89,15 @@ def test_extract_answer(text, expected):
 def test_answers_match_strings_and_numbers():
     assert answers_match("1,234", "1234") and answers_match("3.50", "3.5") and answers_match("007", "007")
     assert not answers_match("12", "21") and not answers_match(None, "1")
+    assert answers_match("1e3", "1000") and answers_match("0.50", ".5") and not answers_match("1/0", "1")
+
+
+def test_long_answers_differing_in_one_late_digit_do_not_match():
+    # 37 digits: as floats both round to the same double, so a float comparison would reward the wrong one.
+    right, wrong = "7559092458167286049411278158173304156", "7559092458167286049411258158173304156"
+    assert float(right) == float(wrong)
+    assert answers_match(right, right) and not answers_match(wrong, right)
+    assert not answers_match(right + "0", right) and not answers_match(right[:-1], right)
 
 
 @pytest.mark.parametrize("name", list(PROCEDURAL))
