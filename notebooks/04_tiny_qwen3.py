@@ -32,7 +32,7 @@ from IPython.display import Image, Markdown, display
 
 import toy
 from nano_respo.kernel import LossConfig, coefficients, sequence_log_weight
-from nano_respo.report import diagnostics_table, outcome_table, paired_table, plot_low_w, plot_rewards
+from nano_respo.report import diagnostics_table, outcome_table, paired_across, plot_low_w, plot_rewards
 
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})
@@ -170,16 +170,20 @@ plt.show()
 #
 # ## 3. The committed runs
 #
-# `experiments/run.py` trained both tiny models (dense and MoE, 8 experts top-2) from the
-# same warm start with RL on `reverse`: 20 rollout batches of 32 × 8, lr 3e-4 for every
-# method, reuse $R\in\{1,4,8\}$, seeds 0–2. Its per-run records are committed in
-# `experiments/results/records.json` and read back here; `RESULTS.md` gives the command.
-# At $R=1$ every method's gradient is the plain policy gradient, so one run (`respo`) stands
-# for all.
+# `experiments/run.py` trained both tiny models (dense, and MoE with 8 experts top-2) from
+# the same converged warm start with RL on `reverse`: 12 rollout batches of 16 prompts × 8
+# samples per run, five methods at the learning rate each scored best on two selection seeds,
+# eight evaluation seeds, under heavy reuse ($R=8$) and under reuse with stale rollouts
+# ($R=4$, sampled by the policy of two batches earlier: `--lag 2`). The whole evaluation ran
+# twice, on the machine's default (AVX-512) kernels and on its AVX2 kernels, because float
+# rounding decides which seeds learn; its per-run records are committed in
+# `experiments/results/default/records.json` and `experiments/results/avx2/records.json` and
+# read back here. `RESULTS.md` gives the commands.
 
 # %%
-records = json.load(open(ROOT / "experiments/results/records.json"))
-models = list(dict.fromkeys(r["model"] for r in records))
+records = {setting: json.load(open(ROOT / f"experiments/results/{setting}/records.json"))
+           for setting in ("default", "avx2")}
+models = list(dict.fromkeys(r["model"] for r in records["default"]))
 
 
 def show_png(plot, runs, **kwargs):
@@ -190,27 +194,34 @@ def show_png(plot, runs, **kwargs):
 
 
 for model_name in models:
-    runs = [r for r in records if r["model"] == model_name]
-    print(f"{model_name}: {len(runs)} runs, methods {', '.join(sorted({r['method'] for r in runs}))}")
-    show_png(plot_rewards, runs, title=model_name)
+    runs = [r for r in records["default"] if r["model"] == model_name]
+    print(f"{model_name}: {len(runs)} runs (default kernels), methods {', '.join(sorted({r['method'] for r in runs}))}")
+    show_png(plot_rewards, runs, title=f"{model_name}, default kernels")
 
 # %% [markdown]
-# Outcomes (mean ± 95% interval over 3 seeds), then ReSPO minus each baseline on the same
-# seeds: an interval that excludes 0 is a difference these seeds resolve.
+# Outcomes on the default kernels (mean ± 95% interval over 8 seeds; held-out is pass@1 on
+# 64 held-out problems, 4 samples each), then ReSPO minus each baseline on the same seeds,
+# side by side for the two kernel settings: a difference counts only where both columns are
+# bold on the same side.
 
 # %%
 for model_name in models:
-    runs = [r for r in records if r["model"] == model_name]
-    display(Markdown(f"### {model_name}\n\n" + outcome_table(runs, 0.1) + "\n\n" + paired_table(runs)))
+    of_model = {setting: [r for r in runs if r["model"] == model_name] for setting, runs in records.items()}
+    parts = [f"### {model_name}", outcome_table(of_model["default"], 0.1)]
+    for key, name in (("early_auc", "early AUC"), ("final_reward", "final training reward"),
+                      ("heldout_reward", "held-out pass@1")):
+        parts += [f"**{name}**, ReSPO minus baseline", paired_across(of_model, key)]
+    display(Markdown("\n\n".join(parts)))
 
 # %% [markdown]
 # Does the starvation appear during those runs? Averaged over the off-policy steps: the
 # share of positives with $w<0.8$, their share of the positives' coefficient mass, and the
-# mean $\phi$ one of them receives (dotted: 1, its on-policy weight).
+# mean $\phi$ one of them receives (dotted: 1, its on-policy weight); the table adds how long
+# the starved positives are against all positives.
 
 # %%
 for model_name in models:
-    runs = [r for r in records if r["model"] == model_name and r["reuse"] > 1]
+    runs = [r for r in records["default"] if r["model"] == model_name]
     display(Markdown(f"### {model_name}"))
     show_png(plot_low_w, runs)
     display(Markdown(diagnostics_table(runs)))
