@@ -4,7 +4,7 @@
     python experiments/run.py --models tiny-qwen3 --methods respo grpo --settings 8 --seeds 0   # one cell
     python experiments/run.py --settings 4 8 4+lag2 --lrs respo=1e-3 seq_clip=3e-4   # reuse, staleness, own lrs
     python experiments/run.py --report-only                    # tables and figures of the runs so far
-    python experiments/run.py ... --check experiments/results/records.json --claims early_auc@8:respo:above:seq_clip
+    python experiments/run.py ... --check experiments/results/default/records.json --claims early_auc@8:respo:above:seq_clip
                                                                # a rerun judged against committed records
 
 Every run is one `python train.py` with a fixed budget of rollout batches (--iterations),
@@ -69,9 +69,9 @@ class ExperimentConfig:
     out_dir: str = "runs/experiments"
     """Where the runs are written."""
     figures: str | None = None
-    """Where the learning-curve figures are written; None = <out_dir>/figures (experiments/figures: the committed ones)."""
+    """Where the learning-curve figures are written; None = <out_dir>/figures (the committed ones: experiments/figures/)."""
     records: str | None = None
-    """Where the per-run records are written; None = <out_dir>/records.json (RESULTS.md and notebook 04 read experiments/results/records.json)."""
+    """Where the per-run records go (the records of models not run here are kept); None = <out_dir>/records.json."""
     stuck_below: float = 0.1
     """A run whose final training reward is below this counts as stuck (reported beside the means)."""
     report_only: bool = False
@@ -196,6 +196,13 @@ def record_of(path: Path, model: str, method: str, reuse: int, lag: int, seed: i
     return record
 
 
+def write_records(path: Path, models: list[str], records: list[dict]) -> None:
+    """Replace these models' records in the file, keeping the others': one file can hold every model."""
+    kept = [r for r in json.loads(path.read_text()) if r["model"] not in models] if path.exists() else []
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(kept + records, indent=0))
+
+
 def report(cfg: ExperimentConfig) -> str:
     sections, everything = [], []
     for model in cfg.models:
@@ -214,8 +221,7 @@ def report(cfg: ExperimentConfig) -> str:
                      paired_table(records, reference=cfg.methods[0]), "",
                      diagnostics_table(records), ""]
     if everything:
-        Path(cfg.records).parent.mkdir(parents=True, exist_ok=True)
-        Path(cfg.records).write_text(json.dumps(everything, indent=0))
+        write_records(Path(cfg.records), cfg.models, everything)
     return "\n".join(sections) or "no finished runs yet"
 
 

@@ -42,6 +42,14 @@ def test_a_malformed_setting_is_refused_naming_the_flag(text):
         experiments.ExperimentConfig(settings=[text])
 
 
+def test_records_of_one_model_replace_that_models_records_and_keep_the_others(tmp_path):
+    path = tmp_path / "results" / "records.json"
+    experiments.write_records(path, ["tiny-qwen3"], [{"model": "tiny-qwen3", "seed": 0}])
+    experiments.write_records(path, ["tiny-qwen3-moe"], [{"model": "tiny-qwen3-moe", "seed": 0}])
+    experiments.write_records(path, ["tiny-qwen3"], [{"model": "tiny-qwen3", "seed": 1}])
+    assert sorted((r["model"], r["seed"]) for r in json.loads(path.read_text())) == [("tiny-qwen3", 1), ("tiny-qwen3-moe", 0)]
+
+
 def test_learning_rates_must_name_a_method_of_the_grid():
     with pytest.raises(ValueError, match="^lrs:"):
         experiments.ExperimentConfig(methods=["respo"], lrs=["grpo=0.01"])
