@@ -73,7 +73,7 @@ def test_selection_runs_every_method_at_each_learning_rate_and_picks_the_best_sc
 
 
 def test_a_rerun_is_checked_against_committed_records_model_by_model(tmp_path):
-    committed = Path(__file__).parents[1] / "experiments" / "results" / "records.json"
+    committed = Path(__file__).parents[1] / "experiments" / "results" / "default" / "records.json"
     reference = json.loads(committed.read_text())
     rerun = tmp_path / "records.json"
     rerun.write_text(json.dumps(reference))  # a rerun that agrees exactly
@@ -88,7 +88,7 @@ def test_a_rerun_is_checked_against_committed_records_model_by_model(tmp_path):
 
 
 def test_a_check_never_writes_into_the_records_it_checks_against(tmp_path):
-    committed = str(Path(__file__).parents[1] / "experiments" / "results" / "records.json")
+    committed = str(Path(__file__).parents[1] / "experiments" / "results" / "default" / "records.json")
     with pytest.raises(ValueError, match="^records:"):
         experiments.ExperimentConfig(check=committed, records=committed)
 
