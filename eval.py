@@ -10,8 +10,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 def main() -> None:
     from transformers.utils import logging as hf_logging
 
-    from nano_respo.cli import parse_config
-    from nano_respo.evaluate_cli import EvalConfig, main as evaluate
+    from nano_respo.run.cli import parse_config
+    from nano_respo.run.evaluate_cli import EvalConfig, main as evaluate
 
     hf_logging.disable_progress_bar()
     evaluate(parse_config(EvalConfig))

@@ -10,8 +10,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 def main() -> None:
     from transformers.utils import logging as hf_logging
 
-    from nano_respo.cli import parse_config
-    from nano_respo.trainer import TrainConfig, train
+    from nano_respo.run.cli import parse_config
+    from nano_respo.run.config import TrainConfig
+    from nano_respo.trainer import train
 
     hf_logging.disable_progress_bar()
     train(parse_config(TrainConfig))
@@ -22,6 +23,6 @@ if __name__ == "__main__":
         main()  # the imports too: a Ctrl-C while they load stops without a traceback
     except ValueError as error:
         raise SystemExit(f"error: {error}") from None
-    except KeyboardInterrupt as stop:  # trainer.Stopped names the signal and what --resume continues from
+    except KeyboardInterrupt as stop:  # session.Stopped names the signal and what --resume continues from
         print(str(stop) or "Ctrl-C: stopped before the run started", file=sys.stderr)
         raise SystemExit(getattr(stop, "exit_code", 130)) from None

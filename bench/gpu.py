@@ -29,7 +29,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 from nano_respo.kernel import LossConfig, policy_loss  # noqa: E402
-from nano_respo.logprobs import head_inputs, linear_head, token_logprobs  # noqa: E402
+from nano_respo.scale.logprobs import head_inputs, linear_head, token_logprobs  # noqa: E402
 from nano_respo.rollout import decode  # noqa: E402
 
 VOCAB = 151936

@@ -1,4 +1,4 @@
-"""Peak memory and time of nano_respo.logprobs.token_logprobs against the naive log-softmax.
+"""Peak memory and time of nano_respo.scale.logprobs.token_logprobs against the naive log-softmax.
 
     python bench/logprobs.py [--lengths 256 1024 2048] [--vocab 151936] [--hidden 1024] [--chunk-mb 16]
 
@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
-from nano_respo.logprobs import token_logprobs
+from nano_respo.scale.logprobs import token_logprobs
 
 
 def our_logprobs(hidden, weight, targets, chunk_mb, with_entropy):

@@ -33,7 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from nano_respo.models import load_model, resolve_model_path  # noqa: E402
 from nano_respo.rollout import encode_prompts  # noqa: E402
 from nano_respo.kernel import LossConfig  # noqa: E402
-from nano_respo.trainer import TrainConfig, minibatch_order, rl_iteration  # noqa: E402
+from nano_respo.kernel import minibatch_order, reuse_split  # noqa: E402
+from nano_respo.run.config import TrainConfig  # noqa: E402
+from nano_respo.tasks import hash_seed  # noqa: E402
+from nano_respo.trainer import rl_iteration  # noqa: E402
 from nano_respo.tasks import make_task  # noqa: E402
 
 
@@ -62,10 +65,12 @@ def our_step(model, optimizer, tokenizer, task, cfg, iteration):
     """One RL step exactly as trainer.train runs it; returns (seconds, the rollout batch, its mini-batches)."""
     start = time.perf_counter()
     model.train()
-    batch, _ = rl_iteration(model, tokenizer, task, optimizer, cfg, cfg.loss, iteration, 0)
+    batch, _, _ = rl_iteration(model, tokenizer, task, optimizer, cfg, iteration, 0)
     seconds = time.perf_counter() - start
-    minibatches = [batch.select(index) for epoch in range(cfg.epochs)
-                   for index in minibatch_order(len(batch.rewards) // cfg.group_size, cfg, iteration, epoch)]
+    epochs, per_epoch = reuse_split(cfg.reuse, cfg.epochs)
+    orders = [torch.Generator().manual_seed(hash_seed("order", cfg.seed, iteration, epoch)) for epoch in range(epochs)]
+    minibatches = [batch.select(index) for order in orders
+                   for index in minibatch_order(len(batch.rewards) // cfg.group_size, cfg.group_size, per_epoch, order)]
     return seconds, batch, minibatches
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout, no install
 
-from nano_respo.cli import parse_config  # noqa: E402
-from nano_respo.report import across_report, claim_result, fmt, parse_claim  # noqa: E402
+from nano_respo.run.cli import parse_config  # noqa: E402
+from nano_respo.lab.report import across_report, claim_result, fmt, parse_claim  # noqa: E402
 
 
 @dataclass

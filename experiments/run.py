@@ -15,7 +15,7 @@ at the final iteration) is skipped; an unfinished one is resumed from its checkp
 grid runs in chunks: stop it any time and start it again. Runs go to `--workers` parallel
 processes of one torch thread each. The tables (means with 95% CIs over seeds, paired
 ReSPO-minus-baseline differences on the same seeds, low-w diagnostics) come from
-nano_respo/report.py, the same code that reports the toy.
+nano_respo/lab/report.py, the same code that reports the toy.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout, no install
 
-from nano_respo.cli import parse_config  # noqa: E402
-from nano_respo.kernel import DIAGNOSTIC_KEYS  # noqa: E402
-from nano_respo.metrics import read_metrics  # noqa: E402
-from nano_respo.report import (check_report, claims_table, diagnostics_table, outcome_table,  # noqa: E402
+from nano_respo.run.cli import parse_config  # noqa: E402
+from nano_respo.kernel import DIAGNOSTIC_KEYS, reuse_split  # noqa: E402
+from nano_respo.run.metrics import read_metrics  # noqa: E402
+from nano_respo.lab.report import (check_report, claims_table, diagnostics_table, outcome_table,  # noqa: E402
                                paired_table, parse_claim, parse_setting, plot_rewards)
 
 
@@ -88,8 +88,7 @@ class ExperimentConfig:
             raise ValueError(f"workers: must be >= 1, got {self.workers}")
         self.cells = [parse_setting(text) for text in self.settings]
         for reuse, _ in self.cells:
-            if reuse % self.epochs_at(reuse):
-                raise ValueError(f"settings: {reuse} optimizer steps do not split into {self.epochs_at(reuse)} epochs")
+            reuse_split(reuse, self.epochs)
         self.lr_of = {}
         for item in self.lrs:
             method, _, value = item.partition("=")
@@ -106,7 +105,7 @@ class ExperimentConfig:
             parse_claim(claim)
 
     def epochs_at(self, reuse: int) -> int:
-        return min(self.epochs, reuse)
+        return reuse_split(reuse, self.epochs)[0]
 
 
 def run_dir(cfg: ExperimentConfig, model: str, method: str, reuse: int, lag: int, seed: int) -> Path:
@@ -168,7 +167,7 @@ def run_grid(cfg: ExperimentConfig) -> None:
 
 
 def record_of(path: Path, model: str, method: str, reuse: int, lag: int, seed: int) -> dict:
-    """One run in nano_respo/report.py's record format: curves, outcomes and off-policy diagnostics."""
+    """One run in nano_respo/lab/report.py's record format: curves, outcomes and off-policy diagnostics."""
     records = read_metrics(path)
     train = [r for r in records if r["kind"] == "train"]
     by_iteration = {r["iteration"]: r for r in train}

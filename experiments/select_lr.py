@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout, no install
 sys.path.insert(0, str(ROOT / "experiments"))
 
-from nano_respo.cli import parse_config  # noqa: E402
-from nano_respo.metrics import read_metrics  # noqa: E402
-from nano_respo.report import mean_scores  # noqa: E402
+from nano_respo.run.cli import parse_config  # noqa: E402
+from nano_respo.run.metrics import read_metrics  # noqa: E402
+from nano_respo.lab.report import mean_scores  # noqa: E402
 from run import ExperimentConfig, finished, grid, record_of, run_dir, run_grid  # noqa: E402
 
 

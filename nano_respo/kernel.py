@@ -34,10 +34,6 @@ from dataclasses import dataclass, fields
 
 import torch
 
-METHODS = (
-    "respo", "grpo", "dapo", "dual_clip", "seq_clip", "gspo",
-    "cispo", "sapo", "vespo", "topr", "is", "no_is",
-)
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 SCALES = ("none", "std")
 
@@ -151,50 +147,6 @@ def respo_coefficient(log_w: torch.Tensor, positive: torch.Tensor, alpha_pos: fl
                        power_tilt(log_w, alpha_neg, lambda_neg, log_w_max))
 
 
-# --- docs/math.md §4.3: the surrogate whose gradient is the ReSPO coefficient -----------
-
-def exp1(x: torch.Tensor) -> torch.Tensor:
-    """Exponential integral E1(x) = int_x^inf e^-u / u du for x > 0, differentiable.
-
-    Power series below 1, Lentz's continued fraction above (Numerical Recipes' expint, n = 1).
-    """
-    small = x <= 1.0
-    xs = torch.where(small, x, torch.ones_like(x))
-    series = -0.5772156649015329 - torch.log(xs)
-    term = torch.ones_like(xs)
-    for k in range(1, 30):
-        term = -term * xs / k
-        series = series - term / k
-    xl = torch.where(small, torch.full_like(x, 2.0), x)
-    b = xl + 1.0
-    c = torch.full_like(xl, 1e300 if x.dtype == torch.float64 else 1e30)
-    d = 1.0 / b
-    h = d
-    for i in range(1, 60):
-        an = -float(i * i)
-        b = b + 2.0
-        d = 1.0 / (an * d + b)
-        c = b + an / c
-        h = h * c * d
-    return torch.where(small, series, h * torch.exp(-xl))
-
-
-def respo_surrogate(log_w: torch.Tensor, alpha: float, lam: float) -> torch.Tensor:
-    """Phi(w) = int_1^w u**(alpha-1) exp(-lam (u-1)) du, in closed form; Phi(1) = 0.
-
-    d Phi(w) / d theta = phi(w) * grad log pi(y|x): A * Phi is the objective whose gradient
-    the detached ReSPO coefficient reproduces (with sequence-sum aggregation).
-    """
-    w = torch.exp(log_w)
-    if lam == 0.0:
-        return log_w if alpha == 0.0 else torch.expm1(alpha * log_w) / alpha
-    if alpha == 0.0:
-        return math.exp(lam) * (exp1(torch.full_like(w, lam)) - exp1(lam * w))
-    scale = math.exp(lam - alpha * math.log(lam) + math.lgamma(alpha))
-    a = torch.full_like(w, alpha)
-    return scale * (torch.special.gammainc(a, lam * w) - torch.special.gammainc(a, torch.full_like(w, lam)))
-
-
 # --- docs/math.md §5: the baselines, as coefficients of the same shape ------------------
 # Each takes (log-ratio, positive, cfg, eps) where the log-ratio is per token [B, T] or per
 # sequence [B] as METHOD_TABLE says, and returns the coefficient phi of the same shape.
@@ -264,7 +216,7 @@ METHOD_TABLE = {
     "is":        (SEQUENCE, is_coefficient,               (0.2, 0.2),   False),
     "no_is":     (SEQUENCE, no_is_coefficient,            (0.2, 0.2),   False),
 }
-assert tuple(METHOD_TABLE) == METHODS
+METHODS = tuple(METHOD_TABLE)
 
 
 # --- Aggregation (verl's loss_agg_mode names) ----------------------------------------
@@ -275,11 +227,7 @@ def loss_denominator(mask: torch.Tensor, mode: str, norm_len: int | None = None)
     if mode == "token-mean":
         return lengths.sum()
     n_seq = (lengths > 0).sum()
-    if mode == "seq-mean-token-sum-norm":
-        return n_seq * (norm_len or mask.shape[-1])
-    if mode in AGG_MODES:
-        return n_seq
-    raise ValueError(f"agg: unknown aggregation {mode!r}; choose one of {', '.join(AGG_MODES)}")
+    return n_seq * (norm_len or mask.shape[-1]) if mode == "seq-mean-token-sum-norm" else n_seq
 
 
 def aggregate(terms: torch.Tensor, mask: torch.Tensor, mode: str, norm_len: int | None = None) -> torch.Tensor:
@@ -328,7 +276,7 @@ def coefficients(logp, old_logp, advantages, mask, cfg):
 
 
 def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
-                mask: torch.Tensor, cfg: LossConfig):
+                mask: torch.Tensor, cfg: LossConfig, with_stats: bool = True):
     """loss = -agg(stopgrad(phi) * A * log pi_theta); returns (loss, stats).
 
     logp:       [B, T] per-token log-probs under the current policy (requires grad)
@@ -336,17 +284,18 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     advantages: [B]    one advantage per response
     mask:       [B, T] 1 on response tokens, 0 on padding
     cfg:        the method and its knobs, LossConfig() for ReSPO's defaults
-    stats:      dict of python floats, docs/math.md §6 (nan where a set is empty)
+    stats:      dict of python floats, docs/math.md §6 (nan where a set is empty); {} without with_stats,
+                which also skips their host sync (a caller that accumulates micro-batches logs once per step)
     """
     mask = check_inputs(logp, old_logp, advantages, mask)
     phi, _ = coefficients(logp, old_logp, advantages, mask, cfg)  # [B, T]
     dtype = compute_dtype(logp)
     terms = -(phi * advantages.to(dtype)[:, None]).detach() * logp.to(dtype)  # [B, T]
     loss = aggregate(terms, mask, cfg.agg, cfg.norm_len)
-    return loss, diagnostics(phi, logp, old_logp, advantages, mask, cfg)
+    return loss, diagnostics(phi, logp, old_logp, advantages, mask, cfg) if with_stats else {}
 
 
-# --- docs/math.md §2 and §6: what to watch -------------------------------------------
+# --- docs/math.md §1: groups, advantages and reuse -------------------------------------
 
 def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "none"):
     """(A [N], stats): A_i = r_i - mean of its (contiguous) group, / (std + 1e-6) if scale = std. docs/math.md §1."""
@@ -364,6 +313,25 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "none"
     adv = torch.where(zero_var[:, None], torch.zeros_like(adv), adv)
     return adv.view(-1), {"zero_var_groups": int(zero_var.sum()), "zero_var_frac": zero_var.float().mean().item()}
 
+
+def reuse_split(reuse: int, epochs: int | None = None, minibatches: int | None = None) -> tuple[int, int]:
+    """R optimizer steps on one rollout batch as (epochs, mini-batches per epoch); the count given is capped at R."""
+    if (epochs is None) == (minibatches is None):
+        raise ValueError("reuse: give the number of epochs or of mini-batches per epoch, not both")
+    given = min(reuse, epochs or minibatches)
+    if reuse < 1 or reuse % given:
+        raise ValueError(f"reuse: {reuse} optimizer steps do not split into "
+                         f"{given} {'epochs' if epochs else 'mini-batches'}")
+    return (given, reuse // given) if epochs else (reuse // given, given)
+
+
+def minibatch_order(n_groups: int, group_size: int, minibatches: int, generator: torch.Generator):
+    """One epoch: whole groups in a fresh random order, cut into mini-batches of episode rows (M x [rows])."""
+    groups = torch.randperm(n_groups, generator=generator).view(minibatches, -1)  # [M, groups per mini-batch]
+    return list((groups[:, :, None] * group_size + torch.arange(group_size)).flatten(1))
+
+
+# --- docs/math.md §6: what to watch ---------------------------------------------------
 
 # The statistics `diagnostics` returns, in its order: every list of logged kernel statistics derives from these.
 DIAGNOSTIC_KEYS = (

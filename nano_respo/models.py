@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import string
 from pathlib import Path
 
 import torch
 
-from .checkpoint import MANIFEST_FILE, STATE_FILE, newest_intact_checkpoint, verify_checkpoint
+from .run.checkpoint import MANIFEST_FILE, STATE_FILE, newest_intact_checkpoint, verify_checkpoint
 
 PAD, EOS = "<|endoftext|>", "<|im_end|>"
+WEIGHT_DTYPES = ("float32", "bfloat16", "float16")
+DEVICES = "auto, cpu, cuda or cuda:N"
 SPECIAL_TOKENS = [PAD, "<|im_start|>", EOS]
 CHARACTERS = string.digits + string.ascii_letters + string.punctuation + " \n"
 # The character tokenizer's "unknown" token is deliberately absent from its vocabulary: the
@@ -187,8 +190,16 @@ def load_model(name: str, dtype: str = "float32", device: str = "cpu", gradient_
     return model.to(device), tokenizer
 
 
+def check_device(name: str) -> str:
+    """The one check of a device name: auto, cpu, cuda or cuda:N (nothing is asked of CUDA here)."""
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", name):
+        raise ValueError(f"device: unknown device {name!r}; choose {DEVICES}")
+    return name
+
+
 def resolve_device(name: str) -> str:
     """cpu, cuda, cuda:N; auto = cuda when available."""
+    check_device(name)
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if name.startswith("cuda") and not torch.cuda.is_available():

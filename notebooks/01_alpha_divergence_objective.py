@@ -28,8 +28,9 @@ import matplotlib.pyplot as plt
 import torch
 
 from course import SequenceSpace, confirm
-from nano_respo.kernel import LossConfig, policy_loss, power_tilt, respo_coefficient, respo_surrogate
-from nano_respo.report import phi_curve  # phi read back from the gradient of kernel.policy_loss
+from nano_respo.kernel import LossConfig, policy_loss, power_tilt, respo_coefficient
+from nano_respo.lab.surrogate import respo_surrogate
+from nano_respo.lab.report import phi_curve  # phi read back from the gradient of kernel.policy_loss
 
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})

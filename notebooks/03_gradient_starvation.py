@@ -27,7 +27,7 @@ import torch
 import toy
 from nano_respo.kernel import LossConfig, coefficients, group_advantages, policy_loss, sequence_log_weight
 from toy.envs import DigitSum
-from nano_respo.report import mean_ci
+from nano_respo.lab.report import mean_ci
 
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})

@@ -19,7 +19,6 @@
 
 # %%
 import contextlib
-import dataclasses
 import io
 import json
 import math
@@ -32,7 +31,7 @@ from IPython.display import Image, Markdown, display
 
 import toy
 from nano_respo.kernel import LossConfig, coefficients, sequence_log_weight
-from nano_respo.report import diagnostics_table, outcome_table, paired_across, plot_low_w, plot_rewards
+from nano_respo.lab.report import diagnostics_table, outcome_table, paired_across, plot_low_w, plot_rewards
 
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})
@@ -52,18 +51,19 @@ ROOT = Path(toy.__file__).resolve().parent.parent
 
 # %%
 from nano_respo.rollout import policy_logprobs  # noqa: E402
-from nano_respo.trainer import TrainConfig, build_task, initial_model, rl_iteration  # noqa: E402
+from nano_respo.run.config import TrainConfig  # noqa: E402
+from nano_respo.run.session import build_task, initial_model  # noqa: E402
+from nano_respo.trainer import rl_iteration  # noqa: E402
 
 cfg = TrainConfig(model="tiny-qwen3", task="reverse", loss=LossConfig(method="seq_clip"), reuse=8, epochs=2,
                   lr=1e-3, seed=0)
-loss_cfg = dataclasses.replace(cfg.loss, norm_len=cfg.max_new_tokens)   # as train.py builds it
 task = build_task(cfg)
 with contextlib.redirect_stdout(io.StringIO()):            # the warm start prints its cache path
     model, tokenizer = initial_model(cfg, task, "cpu", policy_logprobs)
 torch.manual_seed(cfg.seed)
 optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
 # One iteration of train.py: sample (log mu stored per token), reward, advantages, 8 reuse steps.
-batch, records = rl_iteration(model, tokenizer, task, optimizer, cfg, loss_cfg, iteration=0, step=0)
+batch, records, _ = rl_iteration(model, tokenizer, task, optimizer, cfg, iteration=0, step=0)
 with torch.no_grad():
     logp, _, _ = policy_logprobs(model, batch, cfg.temperature)                    # [N, C] log pi after 8 steps
 width = batch.completion_mask.shape[1]
@@ -189,7 +189,7 @@ models = list(dict.fromkeys(r["model"] for r in records["default"]))
 
 
 def show_png(plot, runs, **kwargs):
-    """Draw with nano_respo.report and show the 256-colour PNG it writes (keeps the notebook small)."""
+    """Draw with nano_respo.lab.report and show the 256-colour PNG it writes (keeps the notebook small)."""
     png = io.BytesIO()
     plot(runs, png, **kwargs)
     display(Image(png.getvalue()))

@@ -10,10 +10,11 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from nano_respo import cli, kernel, trainer  # noqa: E402
-from nano_respo.cli import TRAIN_GROUPS, build_parser, parse_config  # noqa: E402
-from nano_respo.evaluate_cli import EvalConfig, run_eval  # noqa: E402
-from nano_respo.trainer import TrainConfig  # noqa: E402
+from nano_respo import kernel, trainer
+from nano_respo.run import cli  # noqa: E402
+from nano_respo.run.cli import TRAIN_GROUPS, build_parser, parse_config  # noqa: E402
+from nano_respo.run.evaluate_cli import EvalConfig, run_eval  # noqa: E402
+from nano_respo.run.config import TrainConfig  # noqa: E402
 from toy.run import RunConfig  # noqa: E402
 from toy.run import main as toy_main  # noqa: E402
 

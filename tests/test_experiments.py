@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nano_respo.cli import parse_config
-from nano_respo.trainer import TrainConfig
+from nano_respo.run.cli import parse_config
+from nano_respo.run.config import TrainConfig
 
 SPEC = importlib.util.spec_from_file_location("experiments_run", Path(__file__).parents[1] / "experiments" / "run.py")
 experiments = sys.modules["experiments_run"] = importlib.util.module_from_spec(SPEC)  # dataclasses look it up

@@ -19,8 +19,9 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(1)
 
-from nano_respo import checkpoint as checkpoint_module  # noqa: E402
-from nano_respo import metrics, models, sft, tasks  # noqa: E402
+from nano_respo.run import checkpoint as checkpoint_module  # noqa: E402
+from nano_respo import models, sft, tasks
+from nano_respo.run import metrics  # noqa: E402
 from nano_respo.tasks import Problem, make_task  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,7 +44,7 @@ def numbered_rows(n: int, start: int = 0) -> list[dict]:
 
 HOLDER = """
 import sys
-from nano_respo.runlock import run_lock
+from nano_respo.run.runlock import run_lock
 try:
     with run_lock(sys.argv[1]):
         print("locked", flush=True)
@@ -62,7 +63,7 @@ def start_holder(run_dir: Path) -> subprocess.Popen:
 
 
 def test_a_second_run_on_the_same_directory_is_refused_naming_it_and_the_holder(tmp_path):
-    from nano_respo.runlock import run_lock
+    from nano_respo.run.runlock import run_lock
 
     run_dir = tmp_path / "run"
     holder = start_holder(run_dir)
@@ -83,7 +84,7 @@ def test_a_second_run_on_the_same_directory_is_refused_naming_it_and_the_holder(
 
 
 def test_a_stale_lock_of_a_killed_run_is_taken_over_with_a_note(tmp_path, capsys):
-    from nano_respo.runlock import run_lock
+    from nano_respo.run.runlock import run_lock
 
     run_dir = tmp_path / "run"
     holder = start_holder(run_dir)
@@ -97,7 +98,7 @@ def test_a_stale_lock_of_a_killed_run_is_taken_over_with_a_note(tmp_path, capsys
 
 
 def test_the_lock_is_released_when_the_run_raises(tmp_path):
-    from nano_respo.runlock import run_lock
+    from nano_respo.run.runlock import run_lock
 
     with pytest.raises(RuntimeError):
         with run_lock(tmp_path):
@@ -348,9 +349,9 @@ def test_the_character_tokenizer_refuses_unknown_characters_instead_of_dropping_
 # ---- run arguments checked before anything loads ---------------------------------------------------
 
 def run_args(**overrides):
-    settings = dict(lr=3e-4, sft_lr=3e-3, max_grad_norm=1.0, weight_decay=0.0, group_size=8, device="auto",
-                    model="tiny-qwen3", keep_checkpoints=2)
-    return SimpleNamespace(**{**settings, **overrides})
+    from nano_respo.run.config import TrainConfig
+
+    return TrainConfig(**{"model": "tiny-qwen3", **overrides})  # every check runs as the config is built
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -360,12 +361,11 @@ def run_args(**overrides):
     (dict(group_size=1), "group_size: must be >= 2, got 1; a group of one has advantage 0"),
     (dict(device="gpu"), "device: unknown device 'gpu'; choose auto, cpu, cuda or cuda:N"),
     (dict(keep_checkpoints=0), "keep_checkpoints: must be >= 1, got 0"),
+    (dict(max_grad_norm=float("inf")), "max_grad_norm: must be > 0, got inf"),
 ])
 def test_bad_run_arguments_fail_with_one_line_naming_them(overrides, message):
-    from nano_respo.preflight import validate_run_args
-
     with pytest.raises(ValueError, match=message.replace("(", "\\(").replace(")", "\\)")):
-        validate_run_args(run_args(**overrides))
+        run_args(**overrides)
 
 
 def test_a_run_directory_without_checkpoints_as_model_fails_in_one_line(tmp_path):
@@ -375,27 +375,27 @@ def test_a_run_directory_without_checkpoints_as_model_fails_in_one_line(tmp_path
     (run_dir / "metrics.jsonl").write_text("")
     with pytest.raises(ValueError, match="is a run directory without an intact checkpoint yet"):
         models.resolve_model_path(str(run_dir))
-    from nano_respo.preflight import validate_run_args
-
     with pytest.raises(ValueError, match="model: .*run' is a run directory without an intact checkpoint yet"):
-        validate_run_args(run_args(model=str(run_dir)))
-    validate_run_args(run_args(device="cuda:1"))
+        run_args(model=str(run_dir))
+    run_args(device="cuda:1")  # a valid name: whether CUDA exists is asked only when the run starts
 
 
 # ---- the trainer's start-up: refusals before anything loads, one run per directory, SIGTERM ----
 
 def test_a_second_run_on_a_locked_run_directory_is_refused_before_loading(tmp_path):
-    from nano_respo.runlock import run_lock
-    from nano_respo.trainer import TrainConfig, train
+    from nano_respo.run.runlock import run_lock
+    from nano_respo.run.config import TrainConfig
+    from nano_respo.trainer import train
 
-    cfg = TrainConfig(out_dir=str(tmp_path), name="shared", model="no-such-model-is-loaded")
+    cfg = TrainConfig(out_dir=str(tmp_path), name="shared", model="no-such-org/no-such-model-is-loaded")
     with run_lock(tmp_path / "shared"):
         with pytest.raises(ValueError, match="in use by another run"):
             train(cfg)
 
 
 def test_group_size_one_is_refused_by_train_before_anything_loads(tmp_path):
-    from nano_respo.trainer import TrainConfig, train
+    from nano_respo.run.config import TrainConfig
+    from nano_respo.trainer import train
 
     with pytest.raises(ValueError, match="group_size"):
         train(TrainConfig(out_dir=str(tmp_path), group_size=1, prompts_per_iteration=8, model="no-such-model"))
@@ -404,7 +404,7 @@ def test_group_size_one_is_refused_by_train_before_anything_loads(tmp_path):
 def test_sigterm_asks_the_loop_to_stop_like_the_first_ctrl_c(capsys):
     import signal
 
-    from nano_respo.trainer import StopRequest
+    from nano_respo.run.session import StopRequest
 
     with StopRequest() as stop:
         stop.finish_iteration = True
@@ -420,23 +420,25 @@ def test_sigterm_asks_the_loop_to_stop_like_the_first_ctrl_c(capsys):
 
 def short_run(tmp_path, monkeypatch, **overrides):
     """A 2-iteration tiny run whose reward varies on a random-init model (training and eval.py alike)."""
-    from nano_respo import evaluate_cli, trainer
-    from nano_respo.cli import from_flat
+    from nano_respo import trainer
+    from nano_respo.run import evaluate_cli, session
+    from nano_respo.run.cli import from_flat
+    from nano_respo.run.config import TrainConfig
 
     def parity_task(*args, **kwargs):
         task = make_task(*args, **kwargs)
         task.reward = lambda text, answer: float(sum(map(ord, text)) % 2)
         return task
-    monkeypatch.setattr(trainer, "make_task", parity_task)
+    monkeypatch.setattr(session, "make_task", parity_task)
     monkeypatch.setattr(evaluate_cli, "make_task", parity_task)
     settings = dict(model="tiny-qwen3", task="addition", sft_steps=0, iterations=2, prompts_per_iteration=4,
                     group_size=4, reuse=2, epochs=1, max_new_tokens=6, eval_problems=16, eval_samples=2,
                     out_dir=str(tmp_path), plots=False, name="run")
-    return trainer.train(from_flat(trainer.TrainConfig, {**settings, **overrides}))
+    return trainer.train(from_flat(TrainConfig, {**settings, **overrides}))
 
 
 def test_eval_py_evaluates_a_bfloat16_run_in_bfloat16_and_reproduces_its_figures(tmp_path, monkeypatch):
-    from nano_respo.evaluate_cli import EvalConfig, run_eval
+    from nano_respo.run.evaluate_cli import EvalConfig, run_eval
 
     run_dir = short_run(tmp_path, monkeypatch, dtype="bfloat16")
     logged = [r for r in metrics.read_metrics(run_dir) if r["kind"] == "eval"][-1]
@@ -448,7 +450,7 @@ def test_eval_py_evaluates_a_bfloat16_run_in_bfloat16_and_reproduces_its_figures
 
 
 def test_eval_py_takes_a_runs_heldout_file_only_for_the_runs_own_task(tmp_path, monkeypatch):
-    from nano_respo.evaluate_cli import EvalConfig, run_eval
+    from nano_respo.run.evaluate_cli import EvalConfig, run_eval
 
     train_file = write_jsonl(tmp_path / "train.jsonl", numbered_rows(60))
     heldout = write_jsonl(tmp_path / "heldout.jsonl", numbered_rows(8, start=100))

@@ -24,12 +24,13 @@ import torch.multiprocessing as mp
 import transformers
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-from nano_respo import distributed as nd
-from nano_respo.checkpoint import latest_checkpoint
+from nano_respo.scale import distributed as nd
+from nano_respo.run.checkpoint import latest_checkpoint
 from nano_respo.kernel import LossConfig
 from nano_respo.models import build_char_tokenizer
 from nano_respo.rollout import RolloutBatch, decode
-from nano_respo.trainer import ONE_PROCESS, rl_step, save
+from nano_respo.run.session import save_checkpoint_of
+from nano_respo.trainer import ONE_PROCESS, StepConfig, rl_step
 
 WORLD = 2
 GROUP = 2
@@ -40,7 +41,11 @@ SHAPE = dict(vocab_size=48, hidden_size=32, num_hidden_layers=2, num_attention_h
              pad_token_id=0, eos_token_id=1, bos_token_id=None)
 # Clipping that bites (max_grad_norm), a learning rate that moves the weights in 4 steps; the loss
 # config as the trainer builds it (norm_len the generation budget, 7).
-STEP = dict(temperature=1.0, max_grad_norm=0.05)
+STEP = dict(temperature=1.0, max_grad_norm=0.05, prompts_per_iteration=1, group_size=2, reuse=1)
+
+
+def step_config(loss_cfg, micro_batch) -> StepConfig:
+    return StepConfig(loss=loss_cfg, micro_batch=micro_batch, **STEP)
 FAMILIES = {
     # dense, default aggregation: each shard divides by its own number of sequences
     "dense": (transformers.Qwen3Config, {}, LossConfig(method="respo", norm_len=7), None),
@@ -98,8 +103,8 @@ def train(model, optimizer, batch, family, steps: range, ranks=ONE_PROCESS):
     losses = []
     for step in steps:
         start = step % MINI_BATCHES * per_mini + ranks.rank * per_rank
-        stats = rl_step(model, optimizer, batch.select(torch.arange(start, start + per_rank)), loss_cfg,
-                        micro_batch=micro_batch, ranks=ranks, **STEP)
+        stats = rl_step(model, optimizer, batch.select(torch.arange(start, start + per_rank)),
+                        step_config(loss_cfg, micro_batch), ranks=ranks)
         assert not stats["skipped"] and stats["grad_norm"] > STEP["max_grad_norm"]  # clipping is exercised
         loss = torch.tensor(stats["loss"])
         if dist.is_initialized():
@@ -127,8 +132,8 @@ def worker(rank, world, port, tmp):
             nd.shard_model(model)
             optimizer = make_optimizer(model)
             losses = train(model, optimizer, batch, family, range(0, STEPS // 2), ranks)
-            save(Path(tmp) / f"{family}-run", model, build_char_tokenizer(), optimizer, STEPS // 2, STEPS // 2, {},
-                 ranks)
+            save_checkpoint_of(Path(tmp) / f"{family}-run", model, build_char_tokenizer(), optimizer, STEPS // 2,
+                               STEPS // 2, {}, ranks)
             losses += train(model, optimizer, batch, family, range(STEPS // 2, STEPS), ranks)
             full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
             # Gathered once, the sampler runs with no collectives: rank 1 decodes 4 more steps than rank 0.
@@ -146,9 +151,9 @@ def worker(rank, world, port, tmp):
             if rank == 0:
                 nan.remove()
             _, _, loss_cfg, micro_batch = FAMILIES[family]
-            skipped = rl_step(model, optimizer, local, loss_cfg, micro_batch=micro_batch, ranks=ranks, **STEP)
+            skipped = rl_step(model, optimizer, local, step_config(loss_cfg, micro_batch), ranks=ranks)
             nan.remove()
-            after = rl_step(model, optimizer, local, loss_cfg, micro_batch=micro_batch, ranks=ranks, **STEP)
+            after = rl_step(model, optimizer, local, step_config(loss_cfg, micro_batch), ranks=ranks)
             torch.save({"skipped": skipped, "after": after}, f"{tmp}/{family}-skip-rank{rank}.pt")
     finally:
         nd.shutdown_distributed()

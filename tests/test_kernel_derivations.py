@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from nano_respo.kernel import (AGG_MODES, METHODS, LossConfig, aggregate, policy_loss, power_tilt,
-                               respo_coefficient, respo_surrogate, sequence_log_weight)
+                               respo_coefficient, sequence_log_weight)
+from nano_respo.lab.surrogate import respo_surrogate
 
 
 @pytest.fixture(autouse=True)

@@ -10,14 +10,14 @@ import copy
 import pytest
 import torch
 
-from nano_respo.cli import from_flat
-from nano_respo.kernel import LossConfig
-from nano_respo.metrics import TIMING_KEYS, read_metrics
+from nano_respo.run.cli import from_flat
+from nano_respo.run.metrics import TIMING_KEYS, read_metrics
 from nano_respo.models import load_model
 from nano_respo.rollout import policy_logprobs
 from nano_respo.tasks import make_task
-from nano_respo import trainer as trainer_module
-from nano_respo.trainer import LaggedPolicy, StepConfig, TrainConfig, rl_iteration, train
+from nano_respo.run import session
+from nano_respo.run.config import TrainConfig
+from nano_respo.trainer import LaggedPolicy, StepConfig, rl_iteration, train
 
 torch.set_num_threads(1)
 pytestmark = pytest.mark.usefixtures("model_cache")
@@ -34,18 +34,17 @@ def test_lagged_rollouts_record_the_lagged_policys_log_probs():
     task = make_task("addition", None, 8, None, seed=0)
     task.reward = parity_reward
     cfg = StepConfig(prompts_per_iteration=4, group_size=4, reuse=1, epochs=1, max_new_tokens=6)
-    loss_cfg = LossConfig(norm_len=cfg.max_new_tokens)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     lagged = LaggedPolicy(model, lag=1)
 
     assert lagged.lag_now == -1
-    rl_iteration(model, tokenizer, task, optimizer, cfg, loss_cfg, 0, 0, sampler=lagged.sampler_for(model))
+    rl_iteration(model, tokenizer, task, optimizer, cfg, 0, 0, sampler=lagged.sampler_for(model))
     assert lagged.lag_now == 0  # nothing older than the start exists yet
     weights_before = copy.deepcopy(lagged.kept[0])  # the weights that sampled iteration 0 ...
     learner_now = copy.deepcopy(model)  # ... and the learner that steps on iteration 1's batch
     sampler = lagged.sampler_for(model)
     assert lagged.lag_now == 1
-    batch, records = rl_iteration(model, tokenizer, task, optimizer, cfg, loss_cfg, 1, 1, sampler=sampler)
+    batch, records, _ = rl_iteration(model, tokenizer, task, optimizer, cfg, 1, 1, sampler=sampler)
 
     mask = batch.completion_mask
     lagged_model = copy.deepcopy(model)
@@ -82,7 +81,7 @@ def test_a_lagged_run_resumes_to_the_same_records(tmp_path, monkeypatch):
         task = make_task(*args, **kwargs)
         task.reward = parity_reward
         return task
-    monkeypatch.setattr(trainer_module, "make_task", make_parity_task)
+    monkeypatch.setattr(session, "make_task", make_parity_task)
     straight = train(run_config(tmp_path, name="straight"))
     train(run_config(tmp_path, name="resumed", iterations=2))
     resumed = train(run_config(tmp_path, name="resumed", resume=True))

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from nano_respo.metrics import plot_run, write_plots
+from nano_respo.run.metrics import plot_run, write_plots
 
 
 def fake_run(tmp_path, low_w_share: float) -> Path:

@@ -1,10 +1,10 @@
-"""The reproduction check of nano_respo/report.py: agreement within intervals, and stated claims."""
+"""The reproduction check of nano_respo/lab/report.py: agreement within intervals, and stated claims."""
 
 import json
 
 import pytest
 
-from nano_respo.report import (Setting, agreement_rows, outcome_table, check_report, claim_result, load_records, paired_across,
+from nano_respo.lab.report import (Setting, agreement_rows, outcome_table, check_report, claim_result, load_records, paired_across,
                                parse_claim)
 from toy.run import RunConfig, main
 

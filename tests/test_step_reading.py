@@ -26,7 +26,7 @@ def test_the_step_reaches_sampler_kernel_and_update_but_no_fsdp_code():
                    "nano_respo.kernel.group_advantages", "nano_respo.trainer.rl_step",
                    "nano_respo.kernel.respo_coefficient"):
         assert needed in names
-    assert not any(name.startswith("nano_respo.distributed") for name in names)
+    assert not any(name.startswith("nano_respo.scale.distributed") for name in names)
     walker = Walker(ROOT, "respo")
     walker.run(["trainer.rl_iteration"])
     assert len({module for module, _ in walker.reached}) <= 4  # files a reader opens

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from nano_respo.metrics import TIMING_KEYS, read_metrics
+from nano_respo.run.metrics import TIMING_KEYS, read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -28,13 +28,14 @@ pytestmark = pytest.mark.usefixtures("model_cache")
 HELD_TRAIN = r'''
 import json, runpy, signal, sys, time
 import torch
-from nano_respo import checkpoint, metrics, tasks, trainer
+from nano_respo import tasks
+from nano_respo.run import checkpoint, metrics, session
 
 def parity_task(*args, **kwargs):
     task = tasks.make_task(*args, **kwargs)
     task.reward = lambda text, answer: float(sum(map(ord, text)) % 2)
     return task
-trainer.make_task = parity_task
+session.make_task = parity_task
 
 kind, at = sys.argv.pop(1).split(":")
 at = int(at)
@@ -78,9 +79,9 @@ def write_text(path, text):  # checkpoint renamed into place, `latest` not switc
     real_write_text(path, text)
 
 if kind == "first-eval":
-    trainer.evaluate_heldout = first_call(trainer.evaluate_heldout)
+    session.evaluate_heldout = first_call(session.evaluate_heldout)
 elif kind == "initial-model":
-    trainer.initial_model = first_call(trainer.initial_model)
+    session.initial_model = first_call(session.initial_model)
 elif kind in ("record", "record-twice", "half-record"):
     metrics.MetricsLog.write = write
 elif kind == "save-state":

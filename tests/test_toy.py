@@ -7,12 +7,12 @@ import math
 import pytest
 import torch
 
-from nano_respo.cli import parse_config
-from nano_respo.kernel import power_tilt
+from nano_respo.run.cli import parse_config
+from nano_respo.kernel import power_tilt, reuse_split
 from toy.envs import DigitSum, Episodes, FactorisedBandit, make_env
-from nano_respo.report import mean_ci, paired_table, phi_curve
+from nano_respo.lab.report import mean_ci, paired_table, phi_curve
 from toy.run import RunConfig, run_jobs
-from toy.train import Job, steps_plan, train
+from toy.train import Job, train
 
 torch.set_num_threads(1)
 
@@ -92,11 +92,16 @@ def test_make_env_rejects_unknown_names():
         make_env("chess")
 
 
-def test_steps_plan_splits_reuse_into_minibatches_and_epochs():
-    assert steps_plan(1, 4) == (1, 1)
-    assert steps_plan(16, 4) == (4, 4)
-    with pytest.raises(ValueError, match="reuse"):
-        steps_plan(6, 4)
+def test_reuse_split_gives_epochs_and_minibatches_with_the_given_count_capped_at_reuse():
+    assert reuse_split(1, minibatches=4) == (1, 1)
+    assert reuse_split(16, minibatches=4) == (4, 4)
+    assert reuse_split(8, epochs=2) == (2, 4)
+    assert reuse_split(1, epochs=2) == (1, 1)  # on-policy needs no --epochs 1
+    for bad in (dict(minibatches=4), dict(epochs=4)):
+        with pytest.raises(ValueError, match="reuse"):
+            reuse_split(6, **bad)
+    with pytest.raises(ValueError, match="not both"):
+        reuse_split(4, epochs=2, minibatches=2)
 
 
 @pytest.mark.parametrize("env,method,reuse,lr", [("seq", "respo", 4, 0.01), ("seq", "seq_clip", 4, 0.01),

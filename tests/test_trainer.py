@@ -13,19 +13,21 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(1)
 
-from nano_respo import checkpoint as checkpoint_module  # noqa: E402
-from nano_respo import evaluate_cli  # noqa: E402
+from nano_respo.run import checkpoint as checkpoint_module  # noqa: E402
+from nano_respo.run import evaluate_cli  # noqa: E402
 from nano_respo import trainer as trainer_module  # noqa: E402
-from nano_respo.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint  # noqa: E402
-from nano_respo.cli import build_parser, from_flat, parse_config  # noqa: E402
-from nano_respo.evaluate_cli import EvalConfig, run_eval  # noqa: E402
+from nano_respo.run import session as session_module  # noqa: E402
+from nano_respo.run.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint  # noqa: E402
+from nano_respo.run.cli import build_parser, from_flat, parse_config  # noqa: E402
+from nano_respo.run.evaluate_cli import EvalConfig, run_eval  # noqa: E402
 from nano_respo.kernel import LossConfig  # noqa: E402
-from nano_respo.metrics import TIMING_KEYS, read_metrics  # noqa: E402
+from nano_respo.run.metrics import TIMING_KEYS, read_metrics  # noqa: E402
 from nano_respo.models import load_model  # noqa: E402
 from nano_respo.rollout import RolloutBatch, policy_logprobs, sample, score  # noqa: E402
-from nano_respo.logprobs import chunked_policy_logprobs  # noqa: E402
+from nano_respo.scale.logprobs import chunked_policy_logprobs  # noqa: E402
 from nano_respo.tasks import Problem, make_task  # noqa: E402
-from nano_respo.trainer import TrainConfig, rl_step, train  # noqa: E402
+from nano_respo.run.config import TrainConfig  # noqa: E402
+from nano_respo.trainer import rl_step, train  # noqa: E402
 
 
 # Tiny models and warm starts go to a private cache per module (tests/conftest.py), never the user's.
@@ -44,7 +46,7 @@ def varied_reward(monkeypatch):
         task = make_task(*args, **kwargs)
         task.reward = parity_reward
         return task
-    monkeypatch.setattr(trainer_module, "make_task", make_parity_task)
+    monkeypatch.setattr(session_module, "make_task", make_parity_task)
     monkeypatch.setattr(evaluate_cli, "make_task", make_parity_task)
 
 
@@ -62,10 +64,7 @@ def batch_of(samples, rewards, advantages) -> RolloutBatch:
 
 
 def step(model, optimizer, batch, cfg: TrainConfig) -> dict:
-    """rl_step as the trainer calls it, with the trainer's loss config (norm_len the generation budget)."""
-    loss_cfg = dataclasses.replace(cfg.loss, norm_len=cfg.max_new_tokens)
-    return rl_step(model, optimizer, batch, loss_cfg, cfg.temperature, cfg.max_grad_norm, cfg.micro_batch,
-                   cfg.router_aux_coef)
+    return rl_step(model, optimizer, batch, cfg)
 
 
 def train_records(run_dir):
@@ -221,7 +220,7 @@ def test_reward_errors_are_reported_in_the_metrics(tmp_path, monkeypatch, capsys
         task = make_task(*args, **kwargs)
         task.reward = lambda text, answer: 1 / 0
         return task
-    monkeypatch.setattr(trainer_module, "make_task", make_broken_task)
+    monkeypatch.setattr(session_module, "make_task", make_broken_task)
     run_dir = train(tiny_config(tmp_path, iterations=1))
     steps = [r for r in read_metrics(run_dir) if r["kind"] == "train"]
     assert steps[0]["reward_errors"] == 16 and steps[0]["reward"] == 0.0

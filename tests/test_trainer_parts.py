@@ -10,7 +10,7 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from nano_respo.evaluation import pass_at_k  # noqa: E402
-from nano_respo.logprobs import linear_head, token_logprobs  # noqa: E402
+from nano_respo.scale.logprobs import linear_head, token_logprobs  # noqa: E402
 from nano_respo.models import build_char_tokenizer  # noqa: E402
 from nano_respo.rollout import decode  # noqa: E402
 from nano_respo.tasks import PROCEDURAL, answers_match, extract_answer, in_heldout, make_task  # noqa: E402

@@ -88,17 +88,18 @@ def test_an_unconverged_warm_start_says_so():
 
 def test_a_smaller_sft_task_size_warms_up_on_short_strings_of_the_same_training_split(monkeypatch):
     """--sft-task-size: the demonstrations stop at that length while RL's task (and held-out) reach beyond."""
-    from nano_respo import trainer
+    from nano_respo.run import session
+    from nano_respo.run.config import TrainConfig
 
     seen = {}
-    monkeypatch.setattr(trainer, "warm_start",
+    monkeypatch.setattr(session, "warm_start",
                         lambda name, task, task_key, *args: seen.update(task=task, key=task_key) or (None, None))
-    cfg = trainer.TrainConfig(task="reverse", task_size=40, sft_task_size=12, sft_steps=10)
-    rl_task = trainer.build_task(cfg)
-    trainer.initial_model(cfg, rl_task, "cpu", None)
+    cfg = TrainConfig(task="reverse", task_size=40, sft_task_size=12, sft_steps=10)
+    rl_task = session.build_task(cfg)
+    session.initial_model(cfg, rl_task, "cpu", None)
     demos = seen["task"].train_batch(500, seed=0, size=None)
     assert max(len(p.answer) for p in demos) == 12 < max(len(p.answer) for p in rl_task.heldout_problems)
     assert not {p.prompt for p in demos} & {p.prompt for p in rl_task.heldout_problems}
     assert seen["key"]["task_size"] == 12 and seen["task"].fingerprint() != rl_task.fingerprint()
     with pytest.raises(ValueError, match="sft_task_size"):
-        trainer.TrainConfig(task="data.jsonl", sft_task_size=12)
+        TrainConfig(task="data.jsonl", sft_task_size=12)

@@ -4,7 +4,7 @@
 
 Runs are chaotic: one rounding difference can flip a seed from learning to stuck, so the
 same seeds give different records on different CPU kernels. A claim is stated only where
-every setting's paired interval excludes 0 on the same side (nano_respo.report.paired_across).
+every setting's paired interval excludes 0 on the same side (nano_respo.lab.report.paired_across).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from nano_respo.cli import parse_config
-from nano_respo.report import across_report, load_records
+from nano_respo.run.cli import parse_config
+from nano_respo.lab.report import across_report, load_records
 
 
 @dataclass

@@ -22,12 +22,12 @@ from multiprocessing import get_context
 
 from tqdm import tqdm
 
-from nano_respo.cli import parse_config
-from nano_respo.kernel import METHODS, SCALES, LossConfig
+from nano_respo.run.cli import parse_config
+from nano_respo.kernel import METHODS, SCALES, LossConfig, reuse_split
 from toy.envs import ENVS
-from nano_respo.report import (check_report, claims_table, diagnostics_table, load_records, outcome_table, paired_table,
+from nano_respo.lab.report import (check_report, claims_table, diagnostics_table, load_records, outcome_table, paired_table,
                                parse_claim, plot_low_w, plot_phi, plot_rewards)
-from toy.train import Job, RunSettings, steps_plan
+from toy.train import Job, RunSettings
 
 RESPO_KNOBS = ("alpha_pos", "lambda_pos", "alpha_neg", "lambda_neg")
 EXAMPLES = """\
@@ -87,7 +87,7 @@ class RunConfig(RunSettings):
         for reuse in self.reuse:
             if reuse < 1:
                 raise ValueError(f"reuse: every R must be >= 1, got {reuse}")
-            steps_plan(reuse, self.minibatches)
+            reuse_split(reuse, minibatches=self.minibatches)
         if self.prompts_per_batch % self.minibatches:
             raise ValueError(f"prompts_per_batch: {self.prompts_per_batch} must be a multiple of minibatches={self.minibatches}")
         if self.adv_scale not in SCALES:

@@ -18,9 +18,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from nano_respo.cli import parse_config
+from nano_respo.run.cli import parse_config
 from nano_respo.kernel import LossConfig
-from nano_respo.report import mean_ci, mean_scores
+from nano_respo.lab.report import mean_ci, mean_scores
 from toy.run import RESPO_KNOBS, RunConfig, run_jobs
 
 

@@ -20,9 +20,9 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass
 
-from nano_respo.cli import parse_config
+from nano_respo.run.cli import parse_config
 from nano_respo.kernel import LossConfig
-from nano_respo.report import fmt, is_stuck, load_records, mean_ci, save
+from nano_respo.lab.report import fmt, is_stuck, load_records, mean_ci, save
 
 PANELS = (("reward_curve", "training reward"), ("zero_var_curve", "share of signal-free groups"),
           ("length_curve", "response length"), ("entropy_curve", "entropy of sampled tokens"),

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from nano_respo.kernel import DIAGNOSTIC_KEYS, LossConfig, group_advantages, policy_loss
+from nano_respo.kernel import DIAGNOSTIC_KEYS, LossConfig, group_advantages, minibatch_order, policy_loss, reuse_split
 from toy.envs import make_env
 
 # Kernel statistics (docs/math.md §6) also kept per rollout batch (mean over its R steps), to
@@ -57,13 +57,6 @@ class Job(RunSettings):
         return f"{self.env}|{self.method}|R{self.reuse}|s{self.seed}|lr{self.lr:g}|{extra}"
 
 
-def steps_plan(reuse: int, minibatches: int) -> tuple[int, int]:
-    """R optimizer steps as (mini-batches per epoch, epochs): min(R, minibatches) x the rest."""
-    per_epoch = min(reuse, minibatches)
-    if reuse % per_epoch:
-        raise ValueError(f"reuse: {reuse} must be a multiple of min(reuse, minibatches={minibatches})")
-    return per_epoch, reuse // per_epoch
-
 
 def nanmean(values) -> float:
     kept = [v for v in values if not math.isnan(v)]
@@ -91,7 +84,7 @@ def train(job: Job, progress=None, policy=None, skip_silent_steps: bool = False)
     policy = env.make_policy(job.hidden) if policy is None else policy
     optimizer = torch.optim.Adam(policy.parameters(), lr=job.lr)
     cfg = LossConfig(method=job.method, **job.loss)
-    per_epoch, epochs = steps_plan(job.reuse, job.minibatches)
+    epochs, per_epoch = reuse_split(job.reuse, minibatches=job.minibatches)
 
     rewards, zero_var, lengths, entropies, grad_norms, tokens_per_s, update_norms = [], [], [], [], [], [], []
     kernel = {name: [] for name in DIAGNOSTIC_KEYS}  # each averaged over the run's steps where defined
@@ -110,10 +103,7 @@ def train(job: Job, progress=None, policy=None, skip_silent_steps: bool = False)
         n_groups = len(prompts) // job.group_size
         before = torch.nn.utils.parameters_to_vector(policy.parameters()).detach().clone()
         for _ in range(epochs):
-            # Mini-batches are whole groups, reshuffled each epoch.
-            order = torch.randperm(n_groups, generator=generator).view(per_epoch, -1)  # [M, groups]
-            for groups in order:
-                rows = (groups[:, None] * job.group_size + torch.arange(job.group_size)).reshape(-1)  # [b]
+            for rows in minibatch_order(n_groups, job.group_size, per_epoch, generator):  # [b] whole groups
                 batch = episodes[rows]
                 logp = env.log_probs(policy, batch)  # [b, T]
                 loss, stats = policy_loss(logp, batch.old_logp, advantages[rows], batch.mask, cfg)

@@ -35,8 +35,8 @@ from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model
                                                      set_optimizer_state_dict, set_state_dict)
 from torch.distributed.fsdp import FSDPModule, fully_shard
 
-from .checkpoint import SHARDS, is_sharded
-from .tasks import hash_seed
+from ..run.checkpoint import SHARDS, is_sharded
+from ..tasks import hash_seed
 
 
 def launched_by_torchrun() -> bool:

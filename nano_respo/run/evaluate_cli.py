@@ -9,9 +9,9 @@ from pathlib import Path
 import torch
 
 from .checkpoint import STATE_FILE, checkpoint_dtype, load_trainer_state
-from .evaluation import evaluate
-from .models import load_model, resolve_device, resolve_model_path
-from .tasks import make_task
+from ..evaluation import evaluate
+from ..models import load_model, resolve_device, resolve_model_path
+from ..tasks import make_task
 
 
 @dataclass

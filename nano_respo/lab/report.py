@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import torch
 
-from .kernel import METHOD_TABLE, TAIL_KEYS, LossConfig, policy_loss
+from ..kernel import METHOD_TABLE, TAIL_KEYS, LossConfig, policy_loss
 
 # Two-sided 95% Student-t quantiles t_{0.975, df}, df = 1..30 (beyond: the normal 1.96).
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,

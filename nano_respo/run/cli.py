@@ -15,14 +15,12 @@ import argparse
 import ast
 import dataclasses
 import inspect
-import re
 import textwrap
 import types
 import typing
 
-from .kernel import AGG_MODES, METHOD_TABLE, SCALES
-
-WEIGHT_DTYPES = ("float32", "bfloat16", "float16")
+from ..kernel import AGG_MODES, METHOD_TABLE, SCALES
+from ..models import WEIGHT_DTYPES, check_device
 
 # Allowed values by field name, for every config this module parses.
 CHOICES = {
@@ -116,10 +114,11 @@ def _flag_type(hint):
 
 
 def device_name(value: str) -> str:
-    """argparse type of --device: auto, cpu, cuda or cuda:N."""
-    if value in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", value):
-        return value
-    raise argparse.ArgumentTypeError(f"invalid choice: {value!r} (choose from auto, cpu, cuda, cuda:N)")
+    """argparse type of --device, checked by models.check_device."""
+    try:
+        return check_device(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid choice: {value!r} (choose from auto, cpu, cuda, cuda:N)") from None
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):

@@ -1,0 +1,119 @@
+"""train.py's config: every flag of a training run, each with its one-line docstring, checked when built.
+
+StepConfig (nano_respo/trainer.py) holds what one RL step reads, LossConfig (kernel.py) the
+policy loss; TrainConfig adds the model, the task, the warm start and the run around them.
+Every value is checked here, so a bad flag fails in one line before anything loads.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..models import TINY_MODELS, WEIGHT_DTYPES, check_device, resolve_model_path
+from ..trainer import StepConfig
+
+
+@dataclass
+class TrainConfig(StepConfig):
+    """Train a Qwen3 (tiny offline default, or any hub id / local dir) with RLVR and rollout reuse."""
+
+    model: str = "tiny-qwen3"
+    """tiny-qwen3, tiny-qwen3-moe (offline, random init), a hub id (Qwen/Qwen3-0.6B) or a local/run directory."""
+    task: str = "reverse"
+    """addition, reverse (long answers), or a .jsonl file of {"prompt": ..., "answer": ...} lines."""
+    task_size: int | None = None
+    """Task difficulty: digits per operand (addition) or string length (reverse); None = the task's default."""
+    heldout_file: str | None = None
+    """JSONL tasks: held-out problems from this file instead of a hashed tenth of --task."""
+    iterations: int = 40
+    """RL iterations; each samples one rollout batch and takes `reuse` optimizer steps on it."""
+    lag: int = 0
+    """Rollout staleness: sample with the weights of `lag` iterations earlier, as asynchronous RL does (0 = current)."""
+    lr: float = 1e-4
+    """AdamW learning rate for RL (constant)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    sft_steps: int | None = None
+    """Warm-start SFT budget (cached): constant lr until converged or this many steps, then cosine to 0 over a quarter of it; None = 2000 for the tiny models, 0 otherwise."""
+    sft_batch: int = 64
+    """Warm-start batch size (demonstrations per step)."""
+    sft_lr: float = 1e-3
+    """Warm-start AdamW peak learning rate (cosine decay to 0)."""
+    sft_label_smoothing: float = 0.01
+    """Warm-start label smoothing eps: the converged model keeps about eps off each answer token, so samples err more on long answers."""
+    sft_task_size: int | None = None
+    """Warm-start task size (shorter demonstrations than RL's task); None = --task-size. Generated tasks only."""
+    sft_seed: int = 0
+    """Warm-start seed, fixed apart from --seed so that every RL seed starts from the same model."""
+    eval_every: int = 10
+    """Evaluate on the held-out split every this many iterations (and at the start and the end)."""
+    eval_problems: int = 128
+    """Held-out problems evaluated."""
+    eval_samples: int = 4
+    """Tempered samples per held-out problem for pass@1 / pass@k (k = eval_samples)."""
+    save_every: int = 20
+    """Checkpoint every this many iterations (and at the end and on Ctrl-C)."""
+    resume: bool = False
+    """Continue runs/<name> from its latest checkpoint (same flags; --iterations may grow)."""
+    name: str | None = None
+    """Run name: outputs go to <out_dir>/<name>/; None = <task>-<model>-<method>-reuse<reuse>[-lag<lag>]-seed<seed>."""
+    out_dir: str = "runs"
+    """Directory that holds the runs."""
+    keep_checkpoints: int = 2
+    """Checkpoints kept on disk (each a full model and optimizer state): the newest N; older ones are deleted."""
+    threads: int = 1
+    """torch CPU threads (more threads on a loaded small machine can be many times slower)."""
+    device: str = "auto"
+    """Device: auto (cuda when available, else cpu), cpu, cuda or cuda:N."""
+    dtype: str = "float32"
+    """Weight dtype: float32 (with --autocast on GPU), or bfloat16 / float16 (half the memory; loses tiny updates)."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (large models)."""
+    autocast: bool = False
+    """CUDA only: run forwards and sampling under bfloat16 autocast; weights and AdamW stay in --dtype."""
+    logprob_chunk_mb: float | None = None
+    """Large vocabularies: log-probs by the chunked routine holding this many MB of float32 logits (16 suits a CPU, 256 a GPU); None = a plain log-softmax."""
+    plots: bool = True
+    """Write plots.png at the end."""
+    fsdp: bool = False
+    """Shard the model with FSDP2 over torchrun's processes: torchrun --nproc_per_node N train.py --fsdp."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not self.model.strip():
+            raise ValueError("model: empty model name")
+        if self.lag < 0:
+            raise ValueError(f"lag: must be >= 0, got {self.lag}")
+        if self.lag and self.fsdp:
+            raise ValueError("lag: a lagged sampler is not supported under --fsdp")
+        for name in ("iterations", "sft_batch", "eval_every", "eval_problems", "eval_samples", "save_every",
+                     "threads", "keep_checkpoints"):  # keep_checkpoints: --resume needs one
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        if self.logprob_chunk_mb is not None and self.logprob_chunk_mb < 1:
+            raise ValueError(f"logprob_chunk_mb: must be >= 1, got {self.logprob_chunk_mb}")
+        if self.sft_steps is not None and self.sft_steps < 0:
+            raise ValueError(f"sft_steps: must be >= 0, got {self.sft_steps}")
+        if self.dtype not in WEIGHT_DTYPES:
+            raise ValueError(f"dtype: choose one of {', '.join(WEIGHT_DTYPES)}, got {self.dtype!r}")
+        for name in ("lr", "sft_lr"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
+                raise ValueError(f"{name}: must be > 0, got {getattr(self, name)}")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError(f"weight_decay: must be >= 0, got {self.weight_decay}")
+        if not 0 <= self.sft_label_smoothing < 1:
+            raise ValueError(f"sft_label_smoothing: must lie in [0, 1), got {self.sft_label_smoothing}")
+        if self.sft_task_size is not None and self.task.endswith(".jsonl"):
+            raise ValueError("sft_task_size: only generated tasks have a size; a .jsonl task warms up on its file")
+        check_device(self.device)
+        if self.model not in TINY_MODELS:  # a local directory is checked now (a few small files, nothing loaded)
+            resolve_model_path(self.model)
+
+    @property
+    def run_name(self) -> str:
+        task = self.task.rsplit("/", 1)[-1].removesuffix(".jsonl")
+        model = Path(self.model.rstrip("/")).name
+        lag = f"-lag{self.lag}" if self.lag else ""
+        return self.name or f"{task}-{model}-{self.loss.method}-reuse{self.reuse}{lag}-seed{self.seed}"

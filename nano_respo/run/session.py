@@ -1,0 +1,284 @@
+"""What keeps a training run alive around trainer.train's loop: one call, `open_run`, opens it.
+
+    open_run(cfg)   the task built and its files checked, the run directory locked (one process owns it),
+                    Ctrl-C and SIGTERM caught, the model warm-started or resumed with its optimizer,
+                    RNG and lagged weights, the start evaluated and printed
+    run.log / run.evaluate / run.save          what the loop calls; saves are atomic
+    leaving the with-block                     the end printed, plots.png written
+
+Under torchrun --fsdp every rank opens the same run and shards the model (scale.distributed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from ..evaluation import evaluate
+from ..models import TINY_WARM_START_STEPS, load_model, refuse_unknown_characters, resolve_device
+from ..rollout import policy_logprobs
+from ..sft import warm_start
+from ..tasks import make_task
+from ..trainer import ONE_PROCESS, LaggedPolicy
+from .checkpoint import (is_sharded, latest_checkpoint, load_trainer_state, newest_intact_checkpoint,
+                         remove_temporary_checkpoints, save_checkpoint, set_rng_state)
+from .cli import flat
+from .config import TrainConfig
+from .metrics import MetricsLog, write_plots
+from .runlock import run_lock
+
+# Config fields a --resume may change without changing what the run computes; a run
+# directory may be moved or renamed, so its location is one of them.
+RESUMABLE = {"iterations", "resume", "threads", "plots", "save_every", "keep_checkpoints", "device", "fsdp",
+             "out_dir", "name"}
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop signal that could not wait for the end of an iteration; train.py prints its one
+    line and exits with 128 + the signal's number, as a shell does for a killed process."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
+class StopRequest:
+    """Ctrl-C (SIGINT) and SIGTERM (what schedulers and `docker stop` send), from start-up to exit.
+
+    Inside the RL loop (`finish_iteration` set) the first one finishes the current iteration,
+    saves a checkpoint and stops. Anywhere else (loading, the warm start, the first
+    evaluation), and a second one in the loop, raise Stopped at once: saves are atomic, so
+    stopping mid-way damages nothing, and the message says what --resume continues from.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, run_dir: Path | None = None):
+        self.run_dir = run_dir
+        self.finish_iteration = False
+        self.requested = False
+        self.stopping = False
+        self.previous = {sig: signal.getsignal(sig) for sig in self.SIGNALS}
+
+    def __enter__(self):
+        try:
+            for sig in self.SIGNALS:
+                signal.signal(sig, self.handle)
+        except ValueError:  # not the main thread: the signals keep their default meaning
+            pass
+        return self
+
+    def handle(self, signum, frame):
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        if self.stopping:  # already unwinding: let the clean-up (the run lock) finish
+            return
+        if self.finish_iteration and not self.requested:
+            self.requested = True
+            again = "Ctrl-C again" if signum == signal.SIGINT else f"{name} again"
+            tqdm.write(f"{name}: finishing this iteration, then saving a checkpoint ({again} to stop at once)")
+            return
+        self.stopping = True
+        raise Stopped(f"{name}{' again' if self.requested else ''}: stopped at once; {self.resume_hint()}", signum)
+
+    def resume_hint(self) -> str:
+        if self.run_dir is None:
+            return "nothing was saved"
+        checkpoint = latest_checkpoint(self.run_dir)
+        if checkpoint is not None:
+            return f"`--resume` continues from {checkpoint.name}"
+        if (self.run_dir / "metrics.jsonl").exists():
+            return "no checkpoint yet, so `--resume` starts the run over"
+        return "nothing was written yet, so the same command starts the run"
+
+    def __exit__(self, *exc):
+        try:
+            for sig, previous in self.previous.items():
+                signal.signal(sig, previous)
+        except ValueError:
+            pass
+
+
+def build_task(cfg: TrainConfig):
+    return make_task(cfg.task, cfg.task_size, cfg.eval_problems, cfg.heldout_file, seed=0)
+
+
+def initial_model(cfg: TrainConfig, task, device: str, logprobs=policy_logprobs):
+    """(model, tokenizer) where RL starts: the cached warm start of the tiny models, else the model as loaded."""
+    sft_steps = cfg.sft_steps if cfg.sft_steps is not None else TINY_WARM_START_STEPS.get(cfg.model, 0)
+    if sft_steps == 0:
+        return load_model(cfg.model, cfg.dtype, device, cfg.gradient_checkpointing)
+    # A smaller size draws from the same training split (held-out prompts are excluded by hash).
+    sft_task = task if cfg.sft_task_size is None else make_task(cfg.task, cfg.sft_task_size, cfg.eval_problems,
+                                                                cfg.heldout_file, seed=0)
+    task_key = {"task": cfg.task, "task_size": cfg.sft_task_size or cfg.task_size}
+    model, tokenizer = warm_start(cfg.model, sft_task, task_key, sft_steps, cfg.sft_batch, cfg.sft_lr, cfg.sft_seed,
+                                  cfg.dtype, device, logprobs, cfg.sft_label_smoothing)
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model, tokenizer
+
+
+def evaluate_heldout(model, tokenizer, task, cfg: TrainConfig, amp, ranks=ONE_PROCESS) -> dict:
+    """Held-out accuracy, pass@1, pass@k (every rank evaluates under FSDP: sampling runs gathered)."""
+    with amp, ranks.gathered(model):
+        return evaluate(model, tokenizer, task, cfg.max_new_tokens, cfg.temperature, cfg.eval_samples,
+                        batch_size=cfg.rollout_batch or 256)
+
+
+def heldout_line(result: dict) -> str:
+    return f"held-out pass@1 {result['heldout_pass@1']:.3f} (greedy accuracy {result['heldout_acc']:.3f})"
+
+
+@dataclass
+class Run:
+    """An open run: what train()'s loop reads (model, optimizer, task, how to sample) and advances (step)."""
+    cfg: TrainConfig
+    dir: Path
+    task: object
+    model: torch.nn.Module
+    tokenizer: object
+    optimizer: torch.optim.Optimizer
+    stop: StopRequest
+    metrics: MetricsLog
+    config: dict
+    iteration: int
+    step: int
+    amp: contextlib.AbstractContextManager
+    logprobs: object
+    ranks: object
+    lagged: LaggedPolicy | None
+    last_eval: dict | None = None
+    reward: float = float("nan")
+
+    def iterations(self):
+        """The iterations still to run, under a progress bar; stops after the one a stop request came in."""
+        bar = tqdm(range(self.iteration, self.cfg.iterations), initial=self.iteration, total=self.cfg.iterations,
+                   desc="rl", dynamic_ncols=True)
+        self.stop.finish_iteration = True
+        for iteration in bar:
+            yield iteration
+            bar.set_postfix(reward=f"{self.reward:.2f}", heldout=f"{self.last_eval['heldout_pass@1']:.2f}")
+            if self.stop.requested:
+                break
+        self.stop.finish_iteration = False
+        bar.close()
+
+    def log(self, iteration: int, records: list[dict], seconds: float) -> None:
+        for record in records:
+            self.metrics.write({**record, "policy_lag": self.lagged.lag_now} if self.lagged else record)
+        self.reward = records[-1]["reward"]
+        self.metrics.write({"kind": "time", "iteration": iteration, "step": self.step, "iteration_s": seconds})
+
+    def evaluate(self, done: int) -> None:
+        self.last_eval = evaluate_heldout(self.model, self.tokenizer, self.task, self.cfg, self.amp, self.ranks)
+        self.metrics.write({"kind": "eval", "iteration": done, "step": self.step, **self.last_eval})
+
+    def save(self, done: int) -> Path:
+        self.iteration = done
+        return save_checkpoint_of(self.dir, self.model, self.tokenizer, self.optimizer, done, self.step, self.config,
+                                  self.ranks, self.cfg.keep_checkpoints, self.lagged)
+
+    def finish(self) -> None:
+        self.metrics.close()
+        print(f"end {heldout_line(self.last_eval)} after {self.iteration} iterations, {self.step} optimizer steps")
+        if self.cfg.plots and self.ranks.rank == 0:
+            print(f"plots: {write_plots(self.dir)}")
+        print(f"metrics: {self.dir / 'metrics.jsonl'}\ncheckpoint: {latest_checkpoint(self.dir)}")
+        if self.stop.requested:
+            print(f"stopped on request after iteration {self.iteration} of {self.cfg.iterations}; --resume continues")
+
+
+def save_checkpoint_of(run_dir: Path, model, tokenizer, optimizer, iteration: int, step: int, config: dict, ranks,
+                       keep: int = 2, lagged: LaggedPolicy | None = None) -> Path:
+    """An atomic checkpoint of the run's state; under FSDP the full weights, and every rank's shards."""
+    if ranks is ONE_PROCESS:
+        extra = {"lagged_weights": list(lagged.kept)} if lagged else {}
+        return save_checkpoint(run_dir, model, tokenizer, iteration, step, config, optimizer.state_dict(),
+                               keep=keep, extra=extra)
+    from ..scale.distributed import checkpoint_state
+
+    model_state, optimizer_state, write_shards = checkpoint_state(model, optimizer)
+    return save_checkpoint(run_dir, model, tokenizer, iteration, step, config, optimizer_state,
+                           model_state=model_state, payload=write_shards, ranks=ranks, keep=keep)
+
+
+@contextlib.contextmanager
+def open_run(cfg: TrainConfig):
+    """The run of cfg, opened (or resumed) and locked for the with-block; bad arguments were refused by cfg."""
+    task = build_task(cfg)  # data files checked before the run directory is touched
+    run_dir = Path(cfg.out_dir) / cfg.run_name
+    if cfg.resume and not run_dir.is_dir():
+        raise ValueError(f"resume: no checkpoint in {run_dir}, and no run was started there; drop --resume to start it")
+    with StopRequest(run_dir) as stop, contextlib.nullcontext() if cfg.fsdp else run_lock(run_dir):
+        if not cfg.fsdp:
+            remove_temporary_checkpoints(run_dir)
+        run = start(cfg, run_dir, task, stop)
+        yield run
+        run.finish()
+
+
+def start(cfg: TrainConfig, run_dir: Path, task, stop: StopRequest) -> Run:
+    """Model, optimizer and counters from a fresh start or the newest intact checkpoint; the start evaluated."""
+    torch.set_num_threads(cfg.threads)
+    if cfg.fsdp:  # torchrun --nproc_per_node N train.py --fsdp: this process's device
+        from ..scale import distributed
+        device = str(distributed.check_split(cfg.prompts_per_iteration, cfg.minibatches))
+    else:
+        device = resolve_device(cfg.device)
+    if cfg.autocast and not device.startswith("cuda"):
+        raise ValueError(f"autocast: bfloat16 autocast is for CUDA devices, not {device!r}")
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if cfg.autocast else contextlib.nullcontext()
+    logprobs = policy_logprobs
+    if cfg.logprob_chunk_mb is not None:  # large vocabularies only: the chunked routine of scale/
+        from ..scale.logprobs import chunked_policy_logprobs
+        logprobs = functools.partial(chunked_policy_logprobs, chunk_mb=cfg.logprob_chunk_mb)
+    config = flat(cfg)
+    checkpoint, skipped = newest_intact_checkpoint(run_dir) if cfg.resume else (None, [])
+    for note in skipped:
+        print(f"resume: {note}")
+    if cfg.resume and checkpoint is None:
+        # Stopped before its first save: nothing to continue from, so the run starts over.
+        print(f"resume: {run_dir} has no intact checkpoint yet; starting the run over from iteration 0")
+        (run_dir / "metrics.jsonl").unlink(missing_ok=True)
+    if not cfg.resume and (run_dir / "metrics.jsonl").exists():
+        raise ValueError(f"name: {run_dir} already holds a run; pass --resume or another --name")
+    torch.manual_seed(cfg.seed)
+    state = None
+    if checkpoint is None:
+        model, tokenizer = initial_model(cfg, task, device, logprobs)
+        iteration, step = 0, 0
+    else:
+        state = load_trainer_state(checkpoint)
+        changed = sorted(k for k in config if k not in RESUMABLE and state["config"].get(k) != config[k])
+        if changed:
+            raise ValueError(f"resume: flags differ from the checkpoint's run: {', '.join(changed)}")
+        model, tokenizer = load_model(str(checkpoint), cfg.dtype, device, cfg.gradient_checkpointing)
+        iteration, step = state["iteration"], state["step"]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    if state is not None:
+        optimizer.load_state_dict(state["optimizer"])
+        set_rng_state(state["rng"])
+    lagged = LaggedPolicy(model, cfg.lag, state and state.get("lagged_weights")) if cfg.lag else None
+    refuse_unknown_characters(tokenizer, (task.train_pool or []) + task.heldout_problems)
+    ranks = ONE_PROCESS
+    if cfg.fsdp:  # join the process group and shard; the loop runs on every rank
+        model, optimizer, ranks = distributed.shard(model, optimizer, checkpoint, cfg.seed, iteration)
+    elif checkpoint is not None and is_sharded(checkpoint):  # an FSDP run's checkpoint, resumed in one process
+        from ..scale.distributed import load_sharded
+        load_sharded(checkpoint, model, optimizer)
+    log = MetricsLog(run_dir, keep_until_iteration=iteration if checkpoint else None, write=ranks.rank == 0)
+    if ranks.rank == 0:
+        (run_dir / "config.json").write_text(json.dumps(config, indent=1))
+    run = Run(cfg, run_dir, task, model, tokenizer, optimizer, stop, log, config, iteration, step, amp, logprobs,
+              ranks, lagged, log.last_eval() if checkpoint is not None else None)
+    if run.last_eval is None:
+        run.evaluate(iteration)
+    print(f"run: {run_dir}  start {heldout_line(run.last_eval)}")
+    return run
