@@ -1,0 +1,300 @@
+"""Every measured number the prose states, computed from the committed records: one place per figure.
+
+    python experiments/figures.py            # each figure: name, value, what it is
+    python experiments/figures.py --check    # the prose's tagged figures equal these (exit 1 if one does not)
+
+README.md, RESULTS.md, toy/RESULTS.md and docs/ write a measured number as
+
+    <!-- fig:NAME -->VALUE<!-- /fig -->
+
+Rendered, the comments vanish and VALUE reads as text; checked (tests/test_figures.py runs the
+check), VALUE must equal what FIGURES[NAME] computes from the committed records. So a number in
+prose cannot drift from its records, and one quantity has one name, and one value, wherever it
+is cited. The notebooks print the same figures from code (`value(NAME)`).
+
+"Both settings" below means the two CPU settings every record set was run under (the default
+kernels and ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2): a difference counts only
+when its paired 95% interval excludes 0 on the same side in both.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout, no install
+
+from nano_respo.lab.report import OUTCOMES, group_runs, is_stuck, mean_ci  # noqa: E402
+from nano_respo.run.cli import parse_config  # noqa: E402
+from toy.across import record_set  # noqa: E402
+
+SETTINGS = ("default", "avx2")
+BASELINES = ("seq_clip", "grpo", "gspo", "vespo")
+PROSE = ("README.md", "RESULTS.md", "toy/RESULTS.md", "docs/training.md")
+TAG = re.compile(r"<!-- fig:(\w+) -->(.*?)<!-- /fig -->", re.S)
+STUCK_BELOW = 0.1
+
+
+@functools.cache
+def llm(cell: str) -> dict[str, list[dict]]:
+    """The tiny-Qwen3 records per CPU setting: 'selected' (each method's selected lr) or 'stress' (all at 3e-4)."""
+    name = {"selected": "records.json", "stress": "lr3e-4.json"}[cell]
+    return {s: json.loads((ROOT / "experiments/results" / s / name).read_text()) for s in SETTINGS}
+
+
+@functools.cache
+def toy(lr: str) -> dict[str, list[dict]]:
+    """The toy's fresh evaluation per setting: 'protocol' (ReSPO at lr 0.03) or 'equal' (ReSPO at 0.01, the baselines' step)."""
+    extra = {"protocol": "", "equal": "+toy/results/eval-fresh-{s}-respo-lr0.01"}[lr]
+    return {s: record_set(f"{s}=" + str(ROOT / f"toy/results/eval-fresh-{s}") +
+                          extra.format(s=s).replace("+toy", "+" + str(ROOT / "toy")))[1] for s in SETTINGS}
+
+
+def by_model(records: list[dict]) -> dict[str, list[dict]]:
+    models = defaultdict(list)
+    for r in records:
+        models[r.get("model", "toy")].append(r)
+    return models
+
+
+def cell_means(sets: dict, key: str, methods=None) -> list[float]:
+    """Seed means of `key` for every (setting, model, method, cell) present, nan cells left out."""
+    means = []
+    for records in sets.values():
+        for model_records in by_model(records).values():
+            for (method, _), runs in group_runs(model_records).items():
+                if methods is None or method in methods:
+                    mean, _ = mean_ci([r.get(key, float("nan")) for r in runs.values()])
+                    if not math.isnan(mean):
+                        means.append(mean)
+    return means
+
+
+def paired(sets: dict, key: str, baseline: str, reference: str = "respo"):
+    """{(model, cell): [(mean, half) per setting]} of reference minus baseline on shared seeds."""
+    out = defaultdict(list)
+    for records in sets.values():
+        for model, model_records in by_model(records).items():
+            groups = group_runs(model_records)
+            for (method, cell), theirs in groups.items():
+                ours = groups.get((reference, cell), {})
+                seeds = sorted(set(ours) & set(theirs))
+                if method == baseline and seeds:
+                    out[(model, cell)].append(mean_ci([ours[s][key] - theirs[s][key] for s in seeds]))
+    return out
+
+
+def carried(sets: dict, keys=tuple(k for k, _ in OUTCOMES), baselines=BASELINES):
+    """Every (baseline, key, model, cell) whose interval excludes 0 on the same side in both settings."""
+    found = []
+    for baseline in baselines:
+        for key in keys:
+            for where, results in paired(sets, key, baseline).items():
+                sides = {math.copysign(1, m) if abs(m) > h else 0 for m, h in results}
+                if len(results) == len(sets) and len(sides) == 1 and 0 not in sides:
+                    found.append((baseline, key, *where, [m for m, _ in results]))
+    return found
+
+
+def span(values, digits: int, unit: str = "", signed: bool = False) -> str:
+    lo, hi = min(values), max(values)
+    form = f"{{:{'+' if signed else ''}.{digits}f}}"
+    a, b = form.format(lo), form.format(hi)
+    if a == b:
+        return a + unit
+    return f"{a} to {b}{unit}" if signed else f"{a}-{b}{unit}"
+
+
+def percent_span(values, digits: int = 1) -> str:
+    return span([100 * v for v in values], digits, "%")
+
+
+def stuck(sets: dict, method: str) -> str:
+    counts = []
+    for records in sets.values():
+        runs = [r for r in records if r["method"] == method]
+        counts.append(f"{sum(is_stuck(r, STUCK_BELOW) for r in runs)}/{len(runs)}")
+    return " and ".join(counts)
+
+
+def first_batch_identical(sets: dict) -> str:
+    """Seed groups (setting, model, cell, seed) whose first rollout batch's reward is the same for every method."""
+    groups = defaultdict(set)
+    for s, records in sets.items():
+        for r in records:
+            groups[(s, r["model"], r["reuse"], r["lag"], r["seed"])].add(r["reward_curve"][0])
+    return f"{sum(len(v) == 1 for v in groups.values())} of {len(groups)}"
+
+
+def tests_per_setting(sets: dict) -> int:
+    """Paired tests one setting's tables make: every baseline x outcome x (model, cell)."""
+    records = next(iter(sets.values()))
+    cells = {(r["model"], r["reuse"], r["lag"]) for r in records}
+    methods = {r["method"] for r in records} - {"respo"}
+    return len(cells) * len(methods) * len(OUTCOMES)
+
+
+def pairs(sets: dict) -> int:
+    records = next(iter(sets.values()))
+    return min(len(runs) for runs in group_runs([r for r in records if r["model"] == "tiny-qwen3"]).values())
+
+
+@dataclass(frozen=True)
+class Figure:
+    what: str
+    compute: object
+
+    def value(self) -> str:
+        return str(self.compute())
+
+
+FIGURES = {
+    # The tiny Qwen3 on `reverse` (RESULTS.md's earlier study).
+    "llm_low_w_share_selected": Figure(
+        "share of positives below w = 0.8 at the selected lrs: range of seed means over every method, cell, model "
+        "and setting", lambda: percent_span(cell_means(llm("selected"), "low_w_pos_frac"))),
+    "llm_low_w_share_stress": Figure(
+        "the same share in the stress cell (every method at lr 3e-4, R = 8)",
+        lambda: percent_span(cell_means(llm("stress"), "low_w_pos_frac"))),
+    "llm_len_low_w_stress": Figure(
+        "mean length (tokens) of the positives below w = 0.8 in the stress cell: range of seed means",
+        lambda: span(cell_means(llm("stress"), "len_low_w_pos"), 1)),
+    "llm_len_pos_stress": Figure(
+        "mean length of all positives in the stress cell: range of seed means",
+        lambda: span(cell_means(llm("stress"), "len_pos"), 1)),
+    "llm_phi_low_w_stress_seq_clip": Figure(
+        "coefficient the sequence clip gives a positive below w = 0.8 in the stress cell (range over settings)",
+        lambda: span(cell_means(llm("stress"), "phi_low_w_pos", {"seq_clip"}), 2)),
+    "llm_phi_low_w_stress_respo": Figure(
+        "coefficient ReSPO gives a positive below w = 0.8 in the stress cell (range over settings)",
+        lambda: span(cell_means(llm("stress"), "phi_low_w_pos", {"respo"}), 2)),
+    "llm_phi_low_w_stress_grpo_gspo": Figure(
+        "the same for GRPO and GSPO (per-token or length-normalised ratios, so a low sequence w is rarely clipped)",
+        lambda: span(cell_means(llm("stress"), "phi_low_w_pos", {"grpo", "gspo"}), 2)),
+    "llm_stuck_stress_seq_clip": Figure(
+        "stuck runs (final reward < 0.1) of the sequence clip in the stress cell, default and AVX2",
+        lambda: stuck(llm("stress"), "seq_clip")),
+    "llm_stress_full_auc_gain": Figure(
+        "whole-curve reward, ReSPO minus each baseline it beats on both settings in the stress cell",
+        lambda: span([m for *_, means in carried(llm("stress"), ("full_auc",)) for m in means], 2, signed=True)),
+    "llm_stress_full_auc_beaten": Figure(
+        "the baselines whose whole-curve reward ReSPO beats on both settings in the stress cell",
+        lambda: ", ".join(sorted({c[0] for c in carried(llm("stress"), ("full_auc",))}))),
+    "llm_stress_gspo_carried": Figure(
+        "differences between ReSPO and GSPO in the stress cell that hold on both settings (any outcome)",
+        lambda: len(carried(llm("stress"), baselines=("gspo",)))),
+    "llm_stress_final_beaten": Figure(
+        "the baselines whose final training reward ReSPO beats on both settings in the stress cell",
+        lambda: ", ".join(sorted({c[0] for c in carried(llm("stress"), ("final_reward",))}))),
+    "llm_stress_heldout_beaten": Figure(
+        "the baselines whose held-out pass@1 ReSPO beats on both settings in the stress cell",
+        lambda: ", ".join(sorted({c[0] for c in carried(llm("stress"), ("heldout_reward",))}))),
+    "llm_heldout_start": Figure(
+        "held-out pass@1 of the warm start where RL begins (range over every run of both settings)",
+        lambda: span([r["heldout_start"] for rs in llm("selected").values() for r in rs], 2)),
+    "llm_approx_kl_selected": Figure(
+        "approx_kl (KL(mu || pi) per token) at the selected lrs, mean over a run's off-policy steps: range of "
+        "seed means", lambda: span(cell_means(llm("selected"), "approx_kl"), 3)),
+    "llm_zero_var_selected": Figure(
+        "share of groups whose rewards are all equal (no signal) at the selected lrs: range of seed means",
+        lambda: percent_span(cell_means(llm("selected"), "zero_var_frac"), 0)),
+    "llm_selected_gains": Figure(
+        "every difference at the selected lrs that holds on both settings (any outcome, cell, model): range",
+        lambda: span([m for *_, means in carried(llm("selected")) for m in means], 3, signed=True)),
+    "llm_selected_gain_baselines": Figure(
+        "the baselines those differences are against",
+        lambda: ", ".join(sorted({c[0] for c in carried(llm("selected"))}))),
+    "llm_selected_carried_seq_clip_vespo": Figure(
+        "differences against the sequence clip or VESPO at the selected lrs that hold on both settings",
+        lambda: len(carried(llm("selected"), baselines=("seq_clip", "vespo")))),
+    "llm_first_batch_identical": Figure(
+        "seed groups whose first batch's reward is identical for every method (early AUC includes that batch)",
+        lambda: first_batch_identical(llm("selected"))),
+    "llm_pairs": Figure("paired seeds per cell", lambda: pairs(llm("selected"))),
+    "llm_min_sign_flip_p": Figure(
+        "the smallest two-sided p an exact sign-flip test can give on that many pairs (2 / 2^pairs)",
+        lambda: f"{2 / 2 ** pairs(llm('selected')):.4f}"),
+    "llm_tests_per_setting": Figure(
+        "paired tests the selected-lr tables of one setting make (baselines x outcomes x model-cells)",
+        lambda: tests_per_setting(llm("selected"))),
+    "llm_holm_first_threshold": Figure(
+        "Holm's first threshold at 0.05 over that many tests: 0.05 / tests",
+        lambda: f"{0.05 / tests_per_setting(llm('selected')):.5f}"),
+    # The toy sequence bandit (toy/RESULTS.md).
+    "toy_low_w_share_respo": Figure(
+        "share of ReSPO's positives below w = 0.8 on the toy under reuse (range of seed means over R and settings)",
+        lambda: percent_span([m for m in cell_means(toy("protocol"), "low_w_pos_frac", {"respo"})], 0)),
+    "toy_phi_low_w_respo": Figure(
+        "coefficient ReSPO gives one of them (range of seed means)",
+        lambda: span(cell_means(toy("protocol"), "phi_low_w_pos", {"respo"}), 2)),
+    "toy_phi_low_w_seq_clip": Figure(
+        "coefficient the sequence clip gives one (range of seed means)",
+        lambda: span(cell_means(toy("protocol"), "phi_low_w_pos", {"seq_clip"}), 2)),
+    "toy_early_gain_r8_protocol": Figure(
+        "early AUC, ReSPO (lr 0.03) minus each baseline (at its own lr) at R = 8, where both settings carry it",
+        lambda: span([m for b, _, _, cell, means in carried(toy("protocol"), ("early_auc",),
+                                                            ("seq_clip", "grpo", "gspo", "cispo", "vespo"))
+                      if cell.reuse == 8 for m in means], 2, signed=True)),
+    "toy_early_level_r4_equal": Figure(
+        "baselines ReSPO does NOT beat in early AUC at R = 4 when it runs at their step (lr 0.01)",
+        lambda: ", ".join(b for b in ("seq_clip", "grpo", "gspo", "cispo", "vespo")
+                          if not any(c[0] == b and c[3].reuse == 4
+                                     for c in carried(toy("equal"), ("early_auc",), (b,))))),
+    "toy_early_beaten_r8_equal": Figure(
+        "baselines ReSPO beats in early AUC at R = 8, 16 and 32 alike when it runs at their step (lr 0.01)",
+        lambda: ", ".join(b for b in ("seq_clip", "grpo", "gspo", "cispo", "vespo")
+                          if {c[3].reuse for c in carried(toy("equal"), ("early_auc",), (b,))} >= {8, 16, 32})),
+    "toy_end_vs_grpo_gspo_equal": Figure(
+        "end-of-run differences (final or held-out reward) between ReSPO at lr 0.01 and GRPO or GSPO that hold on "
+        "both settings", lambda: len(carried(toy("equal"), ("final_reward", "heldout_reward"), ("grpo", "gspo")))),
+}
+
+
+def value(name: str) -> str:
+    return FIGURES[name].value()
+
+
+def check(paths=PROSE) -> list[str]:
+    """The tagged figures of the prose that differ from the records, or name no figure: one line each."""
+    problems = []
+    for path in paths:
+        text = (ROOT / path).read_text()
+        for match in TAG.finditer(text):
+            name, written = match.groups()
+            line = text.count("\n", 0, match.start()) + 1
+            if name not in FIGURES:
+                problems.append(f"{path}:{line}: fig:{name} is no figure of experiments/figures.py")
+            elif written != value(name):
+                problems.append(f"{path}:{line}: fig:{name} reads {written!r}, the records give {value(name)!r}")
+    return problems
+
+
+@dataclass
+class FiguresConfig:
+    """The measured figures of the prose, from the committed records."""
+
+    check: bool = False
+    """Check every <!-- fig:NAME -->value<!-- /fig --> of README.md, RESULTS.md, toy/RESULTS.md, docs/ (exit 1 on a mismatch)."""
+
+
+def main(argv=None) -> int:
+    cfg = parse_config(FiguresConfig, argv, prog="python experiments/figures.py")
+    if not cfg.check:
+        for name, figure in FIGURES.items():
+            print(f"{name:38} {figure.value():24} {figure.what}")
+        return 0
+    problems = check()
+    tagged = sum(len(TAG.findall((ROOT / p).read_text())) for p in PROSE)
+    print("\n".join(problems) or f"{tagged} tagged figures in {', '.join(PROSE)} match the committed records")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

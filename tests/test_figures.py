@@ -1,0 +1,33 @@
+"""The measured numbers of the prose are the committed records' (experiments/figures.py)."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("figures", ROOT / "experiments" / "figures.py")
+figures = importlib.util.module_from_spec(spec)
+sys.modules["figures"] = figures  # its dataclasses look their module up
+spec.loader.exec_module(figures)
+
+
+def test_every_tagged_figure_in_the_prose_equals_what_the_records_give():
+    assert figures.check() == []
+
+
+def test_a_figure_that_drifted_from_its_records_or_names_nothing_is_reported(tmp_path, monkeypatch):
+    name = "llm_low_w_share_selected"
+    page = tmp_path / "page.md"
+    page.write_text(f"a <!-- fig:{name} -->{figures.value(name)}<!-- /fig --> b\n"
+                    f"c <!-- fig:{name} -->0.2-1.6%<!-- /fig --> d\n<!-- fig:no_such -->1<!-- /fig -->\n")
+    monkeypatch.setattr(figures, "ROOT", tmp_path)
+    problems = figures.check(["page.md"])
+    assert len(problems) == 2
+    assert "page.md:2: fig:llm_low_w_share_selected reads '0.2-1.6%'" in problems[0]
+    assert "no_such is no figure" in problems[1]
+
+
+def test_the_prose_tags_its_numbers():
+    """Each page that states measured results cites at least a few figures by name."""
+    for page, least in (("README.md", 10), ("RESULTS.md", 20)):
+        assert len(figures.TAG.findall((ROOT / page).read_text())) >= least, page
