@@ -72,9 +72,10 @@ def train_records(run_dir):
 
 
 @pytest.mark.parametrize("model", ["tiny-qwen3", "tiny-qwen3-moe"])
-def test_two_iteration_smoke_run_logs_checkpoints_and_reproduces_with_eval(tmp_path, varied_reward, model):
+def test_two_iteration_smoke_run_logs_checkpoints_and_reproduces_with_eval(tmp_path, varied_reward, model, capsys):
     cfg = tiny_config(tmp_path, model=model, plots=model == "tiny-qwen3")
     run_dir = train(cfg)
+    out = capsys.readouterr().out
     records = read_metrics(run_dir)
     steps = [r for r in records if r["kind"] == "train"]
     assert len(steps) == cfg.iterations * cfg.reuse
@@ -88,8 +89,12 @@ def test_two_iteration_smoke_run_logs_checkpoints_and_reproduces_with_eval(tmp_p
     else:
         assert "router_aux_loss" not in steps[0]
         assert (run_dir / "plots.png").stat().st_size > 0
-    final_eval = [r for r in records if r["kind"] == "eval"][-1]
+    evals = [r for r in records if r["kind"] == "eval"]
+    first_eval, final_eval = evals[0], evals[-1]
     assert final_eval["iteration"] == cfg.iterations
+    # The start and end lines print the same figures, the headline pass@1 first.
+    for when, result in (("start", first_eval), ("end", final_eval)):
+        assert f"{when} held-out pass@1 {result['heldout_pass@1']:.3f} (greedy accuracy {result['heldout_acc']:.3f})" in out
     # eval.py on the run directory reproduces the logged figures exactly.
     result = run_eval(EvalConfig(model=str(run_dir)))
     for key in ("heldout_acc", "heldout_pass@1", "heldout_pass@2"):
@@ -338,3 +343,12 @@ def test_resume_of_a_run_stopped_before_its_first_save_starts_it_over(tmp_path, 
     (stopped / "latest").unlink()
     resumed = train(tiny_config(tmp_path, iterations=2, name="stopped", resume=True))
     assert train_records(resumed) == train_records(straight)
+
+
+def test_default_run_names_tell_the_model_and_the_lag_apart():
+    """After the default run, `--model tiny-qwen3-moe` or `--lag 2` starts a run of its own, not a collision."""
+    names = {TrainConfig(**flags).run_name for flags in ({}, {"model": "tiny-qwen3-moe"}, {"lag": 2},
+                                                          {"model": "tiny-qwen3-moe", "lag": 2})}
+    assert len(names) == 4
+    assert TrainConfig().run_name == "reverse-tiny-qwen3-respo-reuse4-seed0"
+    assert TrainConfig(model="org/Some-Model", name="mine").run_name == "mine"
