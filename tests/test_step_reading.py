@@ -26,7 +26,7 @@ def test_the_step_reaches_sampler_kernel_and_update_but_no_fsdp_code():
                    "nano_respo.kernel.group_advantages", "nano_respo.trainer.rl_step",
                    "nano_respo.kernel.respo_coefficient"):
         assert needed in names
-    assert not any(name.startswith("nano_respo.scale.distributed") for name in names)
+    assert not any(name.startswith(("nano_respo.scale", "nano_respo.lab", "nano_respo.run")) for name in names)
     walker = Walker(ROOT, "respo")
     walker.run(["trainer.rl_iteration"])
     assert len({module for module, _ in walker.reached}) <= 4  # files a reader opens
@@ -43,3 +43,11 @@ def test_importing_the_trainer_leaves_fsdp_unimported():
     code = "import sys, nano_respo.trainer; print('torch.distributed.fsdp' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "False"
+
+
+def test_a_single_device_run_imports_no_scale_out_or_lab_code():
+    """train.py's whole single-device path (config, session, trainer) leaves scale/ and lab/ unimported."""
+    code = ("import sys, nano_respo.run.config, nano_respo.run.session, nano_respo.trainer; "
+            "print(sorted(m for m in sys.modules if m.startswith(('nano_respo.scale', 'nano_respo.lab'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
