@@ -130,16 +130,17 @@ print(f"largest |sum of A| over one group: {adv.view(-1, 8).sum(1).abs().max():.
       f"sum of A over positives {adv[positive].sum():+.2f}, over negatives {adv[negative].sum():+.2f}")
 
 
-def drift_run(method, steps=16, lr=0.01, optimizer="adam", advantages=None, episodes=None, loss=None):
+def drift_run(method, steps=16, lr=0.01, optimizer="adam", advantages=None, episodes=None, loss=None, base=None):
     """Copy the warm policy, take `steps` full-batch updates on `episodes` (default: the batch above).
 
-    optimizer: "adam" or "sgd"; advantages: default the batch's; loss: LossConfig overrides (§9).
+    optimizer: "adam" or "sgd"; advantages: default the batch's; loss: LossConfig overrides (§9);
+    base: the policy to copy (default: the warm policy).
     Returns the token log-probs seen
     before each step [steps, B, T] and the L2 length of each step [steps].
     """
     episodes = batch if episodes is None else episodes
     advantages = adv if advantages is None else advantages
-    pol = copy.deepcopy(policy)
+    pol = copy.deepcopy(policy if base is None else base)
     make = torch.optim.Adam if optimizer == "adam" else torch.optim.SGD
     opt = make(pol.parameters(), lr=lr)
     cfg = LossConfig(method=method, **(loss or {}))
@@ -371,7 +372,7 @@ for k, (ax, ylabel) in enumerate(zip(axes, ("mean log π(y) − log μ(y) of the
 axes[0].axhline(math.log(0.8), color="k", ls=":", lw=1)
 axes[0].axhline(0.0, color="0.5", lw=0.8)
 axes[0].legend(fontsize=7)
-fig.suptitle("5 batches: mean (line) and range (band)", fontsize=9)
+fig.suptitle(f"{len(band_batches)} batches: mean (line) and range (band)", fontsize=9)
 fig.tight_layout()
 plt.show()
 last = {name: torch.stack(c[0])[:, -1] for name, c in curves.items()}
@@ -664,10 +665,30 @@ for name, method, loss in (("seq clip", "seq_clip", {}), ("ReSPO lambda_+ = 0", 
           + " ".join(f"{v:.2f}" for v in phi))
 
 # %% [markdown]
+# Drifted-away positives, where the floor acts: §6's batch sampled two batches behind the
+# learner has positives at $w$ far below 1 before any step. Follow the five lowest through 16
+# steps from the learner's weights (lr 0.01), and print the largest $w$ among them:
+
+# %%
+lagged = env.sample(kept[-3], prompts, torch.Generator().manual_seed(6))                # §6's L = 2 batch
+lagged_adv, _ = group_advantages(env.reward(lagged), 8)
+start_lw = sequence_log_weight(env.log_probs(learner, lagged).detach(), lagged.old_logp, lagged.mask)
+drifted = torch.where(lagged_adv > 0, start_lw, torch.full_like(start_lw, math.inf)).argsort()[:5]
+print(f"the five lowest-w positives start at w = {start_lw[drifted].exp().min():.3f} to {start_lw[drifted].exp().max():.3f}; "
+      "largest w among them after 4, 8, 15 steps:")
+for name, method, loss in (("seq clip", "seq_clip", {}), ("ReSPO lambda_+ = 0.1", "respo", {}),
+                           ("ReSPO lambda_+ = 1", "respo", {"lambda_pos": 1.0})):
+    run, _ = drift_run(method, advantages=lagged_adv, episodes=lagged, loss=loss, base=learner)
+    lw = log_weights(run, lagged)[:, drifted]                                           # [steps, 5]
+    print(f"  {name:<21} " + " ".join(f"{lw[s].max().exp():>5.2f}" for s in (4, 8, 15)))
+
+# %% [markdown]
 # Two ways the positive branch hurts, both in the printouts. A positive far below $w=1$ gets up
 # to $e^{\lambda_+}$, more than the on-policy gradient would give it: with a large $\lambda_+$
 # that is a real up-weighting of what $\mu$ once sampled, a change of target, not a variance
-# cut. And a lone correct response, which the first step already makes over-generated, is
+# cut. The drifted-away positives above do not stop at $w=1$: they rise past it under every
+# method (the other positives' updates carry them too), and further under ReSPO than under the
+# clip, which zeroes them once they pass $1+\epsilon$. And a lone correct response, which the first step already makes over-generated, is
 # pushed on and on: the clip gives it 0 above its band (its $w$ then moves only through the
 # other responses' updates), ReSPO keeps a nonzero coefficient while $w$ is moderate and the
 # response's $w$ keeps climbing: furthest at $\lambda_+=0$ (coefficient 1 at every $w$, no
@@ -769,7 +790,7 @@ checks.check_starved_prediction(my_starved, log_weights(one_step)[1], positive)
 # 3. A batch where every response to every prompt is wrong: what gradient does any kernel give,
 #    and how can the weights still move?
 #    <details><summary>Answer</summary>Every advantage is 0, so every method's gradient is exactly
-#    0; Adam still steps on its momentum, by about as much as on a batch with signal (§7). In the
+#    0; Adam still steps on its momentum, by a good fraction of a step with signal (§7). In the
 #    toy, skipping those steps or a smaller learning rate removed the stuck runs.</details>
 # 4. The sampler stores $\log\mu$ at $T=1$ and the trainer computes $\log\pi$ with logits divided
 #    by $T=0.7$. What is $w$ before the first update, and which responses get $w>1$?
