@@ -265,9 +265,12 @@ print(f"after 4 updates: token log-ratios of positives have std {token_ratio.std
 # not needed for it. SGD at learning rate 1 follows the same gradient with a far shorter step,
 # and starves none or almost none. SGD given Adam's step length starves as many or more, and
 # lowers the positives' mean $\log w$ although every coefficient on them was positive. So on
-# this toy the first step's starvation is the *length* of the step: Adam moves every weight by
-# about lr, which here is many times the gradient's own scale, and a step that long leaves the
-# region where "pushing positives up raises every positive's $\log\pi$" holds to first order.
+# this toy the first step's starvation comes with the *length* of the step, not with the
+# negatives: Adam moves every weight by about lr, which here is many times the gradient's own
+# scale, and a step that long leaves the region where "pushing positives up raises every
+# positive's $\log\pi$" holds to first order. (At that length Adam's direction, $\pm$lr on
+# every weight, does better than SGD's: it raises the positives' mean $\log w$ where SGD's
+# lowers it.)
 # The zero-sum identity says the same from the other side: the negatives' total weight is the
 # positives', so "there are more negatives" cannot by itself be why positives fall.
 #
@@ -475,6 +478,7 @@ for logp, lw in zip(clip_run[1:], log_w[1:]):
         high_share[m].append((size[high].sum() / size.sum()).item())
 fig, ax = plt.subplots(figsize=(7, 2.6))
 bars = ax.bar(x, [sum(v) / len(v) for v in high_share.values()], 0.6, color=[colours[m] for m in methods])
+ax.margins(y=0.15)                                                            # room for the labels
 ax.bar_label(bars, labels=[f"{sum(v) / len(v):.1%}" for v in high_share.values()], fontsize=7, padding=1)
 ax.axhline(sum(high_count) / len(high_count), color="k", ls=":", lw=1, label="their share of the responses")
 ax.set_xticks(x.tolist(), methods)
