@@ -186,10 +186,10 @@ print("sequence clip: positives with w < 0.8 before each step: "
 # Adam's.
 
 # %%
-def sgd_rate_matching_adam(advantages):
-    """SGD learning rate whose first step on `batch` is as long (L2) as Adam's at lr 0.01."""
-    _, adam_moved = drift_run("seq_clip", steps=1, advantages=advantages)
-    _, unit_moved = drift_run("seq_clip", steps=1, optimizer="sgd", lr=1.0, advantages=advantages)
+def sgd_rate_matching_adam(advantages, episodes=None):
+    """SGD learning rate whose first step on `episodes` (default `batch`) is as long (L2) as Adam's at lr 0.01."""
+    _, adam_moved = drift_run("seq_clip", steps=1, advantages=advantages, episodes=episodes)
+    _, unit_moved = drift_run("seq_clip", steps=1, optimizer="sgd", lr=1.0, advantages=advantages, episodes=episodes)
     return (adam_moved[0] / unit_moved[0]).item()
 
 
@@ -228,14 +228,17 @@ def draw_batch(seed):
 other_batches = {seed: draw_batch(seed) for seed in control_seeds}
 print("positives with w < 0.8 after one step, batches " + ", ".join(map(str, control_seeds)) + ":")
 for name, optimizer, only in (("Adam, whole batch", "adam", False), ("Adam, positives only", "adam", True),
-                              ("SGD lr 1, whole batch", "sgd", False), ("SGD lr 1, positives only", "sgd", True)):
+                              ("SGD lr 1, whole batch", "sgd", False), ("SGD lr 1, positives only", "sgd", True),
+                              ("SGD, Adam's step length, whole batch", "sgd*", False),
+                              ("SGD, Adam's step length, positives only", "sgd*", True)):
     counts = []
     for episodes, a in other_batches.values():
         pos = a > 0
-        run, _ = drift_run("seq_clip", steps=2, lr=0.01 if optimizer == "adam" else 1.0, optimizer=optimizer,
-                           advantages=a * pos if only else a, episodes=episodes)
-        counts.append(f"{starved(log_weights(run, episodes)[1], pos)}/{int(pos.sum())}")
-    print(f"  {name:<25} " + "  ".join(counts))
+        a = a * pos if only else a
+        lr = 0.01 if optimizer == "adam" else 1.0 if optimizer == "sgd" else sgd_rate_matching_adam(a, episodes)
+        run, _ = drift_run("seq_clip", steps=2, lr=lr, optimizer=optimizer.rstrip("*"), advantages=a, episodes=episodes)
+        counts.append(f"{starved(log_weights(run, episodes)[1], pos):>2}/{int(pos.sum())}")
+    print(f"  {name:<40} " + "  ".join(counts))
 
 # %%
 step = 4
