@@ -13,6 +13,9 @@
 # (1) how a correct response ends up with a low weight $w$ although every update pushed
 # positives up, (2) what each method then gives it, (3) what that costs in learning, and
 # (4) the other half of the problem: over-generated wrong responses taking the update.
+# Then what surrounds it in practice: (6) staleness (`--lag`), (7) stuck runs and the
+# optimizer, (8) the temperature pitfall, (9) when the positive branch hurts, (10) which
+# negative branch collapsed under heavy reuse; (11) two exercises and (12) quick questions.
 # The environment is the digit-sum bandit of `toy/`; every update is `kernel.policy_loss`.
 
 # %%
@@ -25,9 +28,12 @@ import matplotlib.pyplot as plt
 import torch
 
 import toy
-from nano_respo.kernel import LossConfig, coefficients, group_advantages, policy_loss, sequence_log_weight
+import checks
+from nano_respo.kernel import LossConfig, coefficients, group_advantages, policy_loss, power_tilt, sequence_log_weight
+from nano_respo.lab.report import is_stuck, load_records, mean_ci
 from toy.envs import DigitSum
-from nano_respo.lab.report import mean_ci
+from toy.stuck import coasting_share
+from toy.train import Job, train
 
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})
@@ -61,8 +67,12 @@ for prompt, tokens, mask, r in zip(shown.prompts, shown.tokens, shown.mask, env.
 # the first step the policy $\pi_\theta$ is no longer $\mu$, and the weights drift.
 
 # %%
-def reuse_loop(env, policy, method, lr, reuse, iterations, seed, prompts_per_batch=16, group_size=8, minibatches=4):
-    """Train `policy` in place; returns the mean training reward of each rollout batch."""
+def reuse_loop(env, policy, method, lr, reuse, iterations, seed, prompts_per_batch=16, group_size=8, minibatches=4,
+               after_batch=None):
+    """Train `policy` in place; returns the mean training reward of each rollout batch.
+
+    after_batch: called with the policy after each batch's R steps (§6 keeps copies to lag the sampler).
+    """
     cfg = LossConfig(method=method)
     optimizer = torch.optim.Adam(policy.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
@@ -86,6 +96,8 @@ def reuse_loop(env, policy, method, lr, reuse, iterations, seed, prompts_per_bat
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
                 optimizer.step()
+        if after_batch is not None:
+            after_batch(policy)
     return rewards
 
 
@@ -102,7 +114,9 @@ print("reward of the 15 warm-up batches:", " ".join(f"{r:.2f}" for r in warm))
 #
 # Draw one batch from the warm policy (32 prompts × 8 responses) and take 16 full-batch
 # sequence-clip steps on it ($R=16$, learning rate 0.01), recording every response's $\log w$
-# before each step.
+# before each step. First a fact about the advantages: $A_i=r_i-\bar r_g$ is centred in its
+# group, so $\sum_{i\in g}A_i=0$ in every group $g$: the negatives' total $|A|$ equals the
+# positives' total, however many more negatives there are.
 
 # %%
 gen = torch.Generator().manual_seed(6)
@@ -112,30 +126,119 @@ adv, _ = group_advantages(env.reward(batch), 8)
 positive, negative = adv > 0, adv < 0
 lengths = batch.mask.sum(-1)
 print(f"batch reward {env.reward(batch).mean():.2f}: {int(positive.sum())} positives, {int(negative.sum())} negatives")
+print(f"largest |sum of A| over one group: {adv.view(-1, 8).sum(1).abs().max():.1e}; "
+      f"sum of A over positives {adv[positive].sum():+.2f}, over negatives {adv[negative].sum():+.2f}")
 
 
-def drift_run(method, steps=16, lr=0.01):
-    """Copy the warm policy, take `steps` full-batch updates on `batch`; per-step token log-probs [steps, B, T]."""
-    pol = copy.deepcopy(policy)
-    opt = torch.optim.Adam(pol.parameters(), lr=lr)
-    cfg = LossConfig(method=method)
-    seen = []
+def drift_run(method, steps=16, lr=0.01, optimizer="adam", advantages=None, episodes=None, loss=None, base=None):
+    """Copy the warm policy, take `steps` full-batch updates on `episodes` (default: the batch above).
+
+    optimizer: "adam" or "sgd"; advantages: default the batch's; loss: LossConfig overrides (§9);
+    base: the policy to copy (default: the warm policy).
+    Returns the token log-probs seen
+    before each step [steps, B, T] and the L2 length of each step [steps].
+    """
+    episodes = batch if episodes is None else episodes
+    advantages = adv if advantages is None else advantages
+    pol = copy.deepcopy(policy if base is None else base)
+    make = torch.optim.Adam if optimizer == "adam" else torch.optim.SGD
+    opt = make(pol.parameters(), lr=lr)
+    cfg = LossConfig(method=method, **(loss or {}))
+    seen, moved = [], []
     for _ in range(steps):
-        logp = env.log_probs(pol, batch)                                      # [B, T]
+        logp = env.log_probs(pol, episodes)                                   # [B, T]
         seen.append(logp.detach())
-        loss, _ = policy_loss(logp, batch.old_logp, adv, batch.mask, cfg)
+        loss, _ = policy_loss(logp, episodes.old_logp, advantages, episodes.mask, cfg)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(pol.parameters(), 1.0)
+        before = torch.nn.utils.parameters_to_vector(pol.parameters()).detach().clone()
         opt.step()
-    return torch.stack(seen)                                                  # [steps, B, T]
+        moved.append((torch.nn.utils.parameters_to_vector(pol.parameters()) - before).norm().item())
+    return torch.stack(seen), torch.tensor(moved)                             # [steps, B, T], [steps]
 
 
-clip_run = drift_run("seq_clip")
-log_w = torch.stack([sequence_log_weight(lp, batch.old_logp, batch.mask) for lp in clip_run])   # [steps, B]
-for step in (0, 1, 2, 4, 8, 15):
-    low = positive & (log_w[step] < math.log(0.8))
-    print(f"after {step:>2} updates: positives with w < 0.8: {int(low.sum()):>2} of {int(positive.sum())}")
+def log_weights(run, episodes=None):
+    """[steps, B] sequence log w of every response before each step of a drift_run."""
+    episodes = batch if episodes is None else episodes
+    return torch.stack([sequence_log_weight(lp, episodes.old_logp, episodes.mask) for lp in run])
+
+
+def starved(lw, rows):
+    """How many of `rows` sit below w = 0.8."""
+    return int((rows & (lw < math.log(0.8))).sum())
+
+
+clip_run, clip_moved = drift_run("seq_clip")
+log_w = log_weights(clip_run)                                                 # [steps, B]
+print("sequence clip: positives with w < 0.8 before each step: "
+      + " ".join(f"{starved(lw, positive)}" for lw in log_w) + f"  (of {int(positive.sum())})")
+
+# %% [markdown]
+# The first step is on-policy ($w=1$, every positive pushed up with coefficient 1), yet after it
+# a good share of the positives sit below $w=0.8$; then, over the next steps, the count falls
+# back (the printout). Two candidate causes for the first step: the negatives' push, carried
+# onto positives through the shared parameters, and the optimizer, since Adam's first step
+# is $\mathrm{lr}\cdot\hat m/\sqrt{\hat v}=\pm\mathrm{lr}$ on *every* weight, whatever the
+# gradient's size. The controls separate them: the same 16 steps with the negatives' advantages
+# set to 0 (positives only), and with plain SGD, once at learning rate 1 (the clipped gradient
+# itself, a short step) and once at the learning rate that makes SGD's first step as long as
+# Adam's.
+
+# %%
+def sgd_rate_matching_adam(advantages, episodes=None):
+    """SGD learning rate whose first step on `episodes` (default `batch`) is as long (L2) as Adam's at lr 0.01."""
+    _, adam_moved = drift_run("seq_clip", steps=1, advantages=advantages, episodes=episodes)
+    _, unit_moved = drift_run("seq_clip", steps=1, optimizer="sgd", lr=1.0, advantages=advantages, episodes=episodes)
+    return (adam_moved[0] / unit_moved[0]).item()
+
+
+shown_steps = (1, 2, 4, 8, 15)
+first_step = clip_moved[0].item() / 0.01
+n_weights = sum(p.numel() for p in policy.parameters())
+print(f"Adam's first step: length {clip_moved[0]:.3f} = lr x {first_step:.1f}; sqrt(number of weights) = {math.sqrt(n_weights):.1f}")
+print(f"positives with w < 0.8 after {', '.join(map(str, shown_steps))} steps (of {int(positive.sum())}); the first step's length:")
+only_positive = adv * positive
+for name, optimizer, advantages in (("Adam, whole batch", "adam", adv), ("Adam, positives only", "adam", only_positive),
+                                    ("SGD lr 1, whole batch", "sgd", adv), ("SGD lr 1, positives only", "sgd", only_positive),
+                                    ("SGD, Adam's step length, whole batch", "sgd*", adv),
+                                    ("SGD, Adam's step length, positives only", "sgd*", only_positive)):
+    lr = 0.01 if optimizer == "adam" else 1.0 if optimizer == "sgd" else sgd_rate_matching_adam(advantages)
+    run, moved = drift_run("seq_clip", lr=lr, optimizer=optimizer.rstrip("*"), advantages=advantages)
+    lw = log_weights(run)
+    print(f"  {name:<40} {' '.join(f'{starved(lw[s], positive):>2}' for s in shown_steps)}   length {moved[0]:.3f}"
+          f"   mean log w of the positives after one step {lw[1, positive].mean():+.2f}")
+
+# %% [markdown]
+# The same first step on four more batches (other sampling seeds from the same warm policy),
+# to see whether the reading holds beyond one batch:
+
+# %%
+control_seeds = (7, 8, 9, 10)
+
+
+def draw_batch(seed):
+    """A fresh batch of 32 groups of 8 from the warm policy and its group advantages."""
+    g = torch.Generator().manual_seed(seed)
+    picked = env.train_prompts[torch.randint(len(env.train_prompts), (32,), generator=g)].repeat_interleave(8)
+    episodes = env.sample(policy, picked, g)
+    return episodes, group_advantages(env.reward(episodes), 8)[0]
+
+
+other_batches = {seed: draw_batch(seed) for seed in control_seeds}
+print("positives with w < 0.8 after one step, batches " + ", ".join(map(str, control_seeds)) + ":")
+for name, optimizer, only in (("Adam, whole batch", "adam", False), ("Adam, positives only", "adam", True),
+                              ("SGD lr 1, whole batch", "sgd", False), ("SGD lr 1, positives only", "sgd", True),
+                              ("SGD, Adam's step length, whole batch", "sgd*", False),
+                              ("SGD, Adam's step length, positives only", "sgd*", True)):
+    counts = []
+    for episodes, a in other_batches.values():
+        pos = a > 0
+        a = a * pos if only else a
+        lr = 0.01 if optimizer == "adam" else 1.0 if optimizer == "sgd" else sgd_rate_matching_adam(a, episodes)
+        run, _ = drift_run("seq_clip", steps=2, lr=lr, optimizer=optimizer.rstrip("*"), advantages=a, episodes=episodes)
+        counts.append(f"{starved(log_weights(run, episodes)[1], pos):>2}/{int(pos.sum())}")
+    print(f"  {name:<40} " + "  ".join(counts))
 
 # %%
 step = 4
@@ -160,19 +263,33 @@ print(f"after 4 updates: token log-ratios of positives have std {token_ratio.std
       f"their sequence log w std {log_w[step, positive].std():.2f}")
 
 # %% [markdown]
-# Two mechanisms are at work. **Shared parameters:** the very first update is on-policy
-# ($w=1$, every positive pushed up with coefficient 1), yet after it a good share of the
-# positives already sit below $w=0.8$ (the printout above). The policy's parameters are shared
-# across responses and prompts, and the same step pushed down the batch's negatives (there
-# are several times more of them), which share digits, prefixes and hidden units with the
-# positives. **The product over length:** $\log w=\sum_td_t$, so small token changes add up
+# Read the controls row by row (the printouts above). Adam with the positives alone starves
+# about as many positives after one step as Adam with the whole batch: the negatives' push is
+# not needed for it. SGD at learning rate 1 follows the same gradient with a far shorter step,
+# and starves none or almost none. SGD given Adam's step length starves as many or more, and
+# lowers the positives' mean $\log w$ although every coefficient on them was positive. So on
+# this toy the first step's starvation comes with the *length* of the step, not with the
+# negatives: Adam moves every weight by about lr, which here is many times the gradient's own
+# scale, and a step that long leaves the region where "pushing positives up raises every
+# positive's $\log\pi$" holds to first order. (At that length Adam's direction, $\pm$lr on
+# every weight, does better than SGD's: it raises the positives' mean $\log w$ where SGD's
+# lowers it.)
+# The zero-sum identity says the same from the other side: the negatives' total weight is the
+# positives', so "there are more negatives" cannot by itself be why positives fall.
+#
+# **The product over length** adds to it: $\log w=\sum_td_t$, so small token changes add up
 # along a response (left: the token log-ratios are narrow, the sums wide); on this batch the
 # spread of $\log w$ grows only mildly with length (right), since most responses here are
-# 8–16 tokens long.
+# short to middling.
 #
-# *Takeaway:* a positive becomes low-$w$ not because anyone pushed it down on purpose, but
-# because it shares parameters with the negatives being pushed down, and because it is long
-# (many small drifts multiply).
+# **And then they come back, under the clip.** Over the 16 steps the count of starved
+# positives falls again (the first printout). The sequence clip gives a positive below
+# $1-\epsilon$ its $w$, not 0, and gives 0 to every positive above $1+\epsilon$: once the
+# others have risen past the band, the whole positive update goes to the ones left below it.
+#
+# *Takeaway:* a positive becomes low-$w$ not because anyone pushed it down, but because one
+# long optimizer step moves shared weights beyond the linear regime, and because it is long
+# (many small drifts multiply). What a method then gives it decides how fast it comes back.
 #
 # ## 3. Symptom: what each method gives the low-$w$ positives
 #
@@ -199,11 +316,13 @@ for logp, lw in zip(clip_run[1:], log_w[1:]):
 fig, ax = plt.subplots(figsize=(8, 2.8))
 x = torch.arange(len(methods)).float()
 for k, (r, colour) in enumerate(zip(regions, ("tab:red", "0.6", "tab:orange"))):
-    ax.bar(x + (k - 1) * 0.27, [sum(given[m][r]) / len(given[m][r]) for m in methods], 0.27, color=colour, label=r)
+    bars = ax.bar(x + (k - 1) * 0.27, [sum(given[m][r]) / len(given[m][r]) for m in methods], 0.27, color=colour,
+                  label=r, edgecolor="0.3", lw=0.5)
+    ax.bar_label(bars, fmt="%.2f", fontsize=6, padding=1)                   # a bar of height 0 still reads 0.00
 ax.axhline(1.0, color="k", ls=":", lw=0.8)
 ax.set_xticks(x.tolist(), methods)
-ax.set(ylabel="mean φ of a positive", title="what a positive receives, by where its w sits")
-ax.legend(fontsize=7, ncol=3)
+ax.set(ylabel="mean φ of a positive", title="what a positive receives, by where its w sits", ylim=(0, 1.45))
+ax.legend(fontsize=7, ncol=3, loc="upper left")
 fig.tight_layout()
 plt.show()
 for m in methods:
@@ -223,43 +342,66 @@ for m in methods:
 #
 # ## 4. Consequence: the starved positives stop being learned
 #
-# Same warm policy, same batch, same learning rate (0.01), 16 full-batch steps: once with the
-# sequence clip, once with ReSPO. Follow $\log\pi(y)-\log\mu(y)$ (how much more likely the
-# policy makes each response than when it was sampled) for the six positives that fall
-# lowest under the sequence clip.
+# Same warm policy, same learning rate (0.01), 16 full-batch steps: once with the sequence
+# clip, once with ReSPO, on five batches (the one of §2 and the four of its controls). On each,
+# take the positives that fall below $w=0.8$ at some step under the clip (the ever-low ones)
+# and follow the mean of their $\log\pi(y)-\log\mu(y)$ under both methods; right, the share
+# of all positives below $0.8$. Lines are means over the five batches, bands their range.
 
 # %%
-respo_run = drift_run("respo")
-respo_log_w = torch.stack([sequence_log_weight(lp, batch.old_logp, batch.mask) for lp in respo_run])
-candidates = positive.nonzero().squeeze(1)
-followed = candidates[log_w[:, candidates].min(0).values.argsort()[:6]]                  # the six lowest under the clip
-fig, axes = plt.subplots(1, 2, figsize=(9, 3), sharey=True)
-palette = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink")
-for ax, run, title in ((axes[0], log_w, "sequence clip"), (axes[1], respo_log_w, "ReSPO")):
-    for i, colour in zip(followed.tolist(), palette):
-        label = f"target {batch.prompts[i].item()}, {lengths[i].item()} tokens"
-        ax.plot(range(16), run[:, i], "o-", ms=3, color=colour, label=label)
-    ax.axhline(math.log(0.8), color="k", ls=":", lw=1)
-    ax.axhline(0.0, color="0.5", lw=0.8)
-    ax.set(title=title, xlabel="optimizer step on the batch")
-axes[0].set_ylabel("log π(y) − log μ(y)")
-axes[1].legend(fontsize=7)
+band_batches = {6: (batch, adv), **other_batches}
+curves = {"sequence clip": ([], []), "ReSPO": ([], [])}                       # per batch: ever-low mean, starved share
+print("per batch: ever-low positives | starved positives before step 1, 2, 16 under the clip | under ReSPO "
+      "| mean log w of the ever-low after the last step, clip / ReSPO")
+for seed, (episodes, a) in band_batches.items():
+    pos = a > 0
+    runs = {name: log_weights(drift_run(method, advantages=a, episodes=episodes)[0], episodes)
+            for name, method in (("sequence clip", "seq_clip"), ("ReSPO", "respo"))}
+    ever = pos & (runs["sequence clip"] < math.log(0.8)).any(0)
+    for name, lw in runs.items():
+        curves[name][0].append(lw[:, ever].mean(1))
+        curves[name][1].append((pos & (lw < math.log(0.8))).sum(1) / pos.sum())
+    clip_lw, respo_lw = runs["sequence clip"], runs["ReSPO"]
+    print(f"  batch {seed:>2}: {int(ever.sum()):>2} of {int(pos.sum())} | "
+          + " ".join(f"{starved(clip_lw[s], pos):>2}" for s in (1, 2, 15)) + " | "
+          + " ".join(f"{starved(respo_lw[s], pos):>2}" for s in (1, 2, 15))
+          + f" | {clip_lw[-1, ever].mean():+.2f} / {respo_lw[-1, ever].mean():+.2f}")
+fig, axes = plt.subplots(1, 2, figsize=(9, 3))
+for k, (ax, ylabel) in enumerate(zip(axes, ("mean log π(y) − log μ(y) of the ever-low positives",
+                                            "share of positives with w < 0.8"))):
+    for name, colour in (("sequence clip", "tab:blue"), ("ReSPO", "tab:red")):
+        per_batch = torch.stack(curves[name][k]).float()                      # [batches, steps]
+        ax.plot(range(16), per_batch.mean(0), "o-", ms=3, color=colour, label=name)
+        ax.fill_between(range(16), per_batch.min(0).values, per_batch.max(0).values, color=colour, alpha=0.2)
+    ax.set(xlabel="optimizer step on the batch", ylabel=ylabel)
+    ax.set_ylabel(ylabel, fontsize=8)
+axes[0].axhline(math.log(0.8), color="k", ls=":", lw=1)
+axes[0].axhline(0.0, color="0.5", lw=0.8)
+axes[0].legend(fontsize=7)
+fig.suptitle(f"{len(band_batches)} batches: mean (line) and range (band)", fontsize=9)
 fig.tight_layout()
 plt.show()
-ever_low = positive & (log_w < math.log(0.8)).any(0)
-for name, run in (("sequence clip", log_w), ("ReSPO", respo_log_w)):
-    print(f"{name:>13}: log w after the last step: the six followed "
-          + " ".join(f"{v:+.2f}" for v in run[-1, followed].tolist())
-          + f"; mean over the {int(ever_low.sum())} ever below 0.8 {run[-1, ever_low].mean():+.2f}"
-          + f", over all {int(positive.sum())} positives {run[-1, positive].mean():+.2f}")
+last = {name: torch.stack(c[0])[:, -1] for name, c in curves.items()}
+end_share = {name: torch.stack(c[1])[:, -1] for name, c in curves.items()}
+second = {name: torch.stack(c[1])[:, 2] for name, c in curves.items()}
+print(f"ever-low positives end higher under ReSPO than under the clip on "
+      f"{int((last['ReSPO'] > last['sequence clip']).sum())} of {len(band_batches)} batches; "
+      f"more positives below 0.8 after the last step under ReSPO on "
+      f"{int((end_share['ReSPO'] > end_share['sequence clip']).sum())}, under the clip on "
+      f"{int((end_share['ReSPO'] < end_share['sequence clip']).sum())}; fewer below 0.8 after two steps under ReSPO on "
+      f"{int((second['ReSPO'] < second['sequence clip']).sum())}")
 
 # %% [markdown]
-# Under the clip, a positive that drifts below $0.8$ is given only $w$, which shrinks as it
-# drifts, so little pulls it back: the followed positives sink further and for longer. Under
-# ReSPO the same responses keep a coefficient near 1 and turn back sooner, and on average the
-# positives end higher (the printout: the mean over those ever below 0.8, and over all
-# positives). Not every one: a few end lower under ReSPO, whose update also keeps pushing
-# the other responses. One batch, one seed: it shows the mechanism, not a rate.
+# What the printout shows, batch by batch: under the clip the starved count rises at the first
+# step and then falls back, as §2 explained (the clip concentrates the positive update on the
+# ones left below the band). ReSPO does *not* bring them back sooner: after the second step
+# its count of positives below $0.8$ is lower than the clip's on few of the batches, and after
+# the last step each method leaves more of them below on some batches (both printed). What
+# ReSPO does is keep pushing: it gives a low-$w$ positive about 1 rather
+# than $w$, and keeps pushing the positives above the band too, so the mean $\log w$ of the
+# ever-low positives ends higher under ReSPO (left; the count of batches where it does is
+# printed) while the count below $0.8$ does not fall faster (right). Five batches of one warm
+# policy: this shows the mechanism, not a rate.
 #
 # **Does it cost learning?** Learning curves need several seeds and learning rates, and an
 # honest comparison is at *equal* learning rates: a method's best learning rate is part of
@@ -305,16 +447,20 @@ for reuse in (4, 16):
     for m in methods:
         row = [early_auc(m, reuse, lr) for lr in lrs]
         print(f"{m:>9}: " + "  ".join(f"lr {lr:<5g} {v:.3f} ± {h:.3f}" for lr, (v, h) in zip(lrs, row)))
+final = {m: mean_ci([r["final_reward"] for r in sweep if (r["method"], r["reuse"], r["lr"]) == (m, 16, 0.01)])[0]
+         for m in ("seq_clip", "grpo", "respo")}
+print("R = 16, lr 0.01, final training reward (last 6 batches), mean over 3 seeds: "
+      + ", ".join(f"{m} {v:.2f}" for m, v in final.items()))
 
 # %% [markdown]
 # Read the sweep at a fixed learning rate. At R = 4 the methods are within noise of each
 # other at every learning rate. At R = 16 and the shared learning rate 0.01, ReSPO has the
 # highest mean early AUC (the printout), with intervals that overlap most others at 3 seeds.
-# The ranking also moves with the learning rate: at 0.03 the sequence clip, CISPO and VESPO
-# collapse at R = 16 while ReSPO, GRPO and GSPO do not, so part of ReSPO's early speed in the
-# evaluation (`toy/RESULTS.md`, where each method runs at its own chosen rate) is that it
-# tolerates a larger step. And early is not final: at lr 0.01 and R = 16 (right), GRPO keeps
-# climbing and ends highest on these seeds while ReSPO plateaus lower.
+# The ranking also moves with the learning rate: at 0.03 some methods collapse at R = 16 and
+# others do not (exercise 1 in §11 asks you to predict which before reading it off), so part
+# of ReSPO's early speed in the evaluation (`toy/RESULTS.md`, where each method runs at its own
+# chosen rate) is that it tolerates a larger step. And early is not final: at lr 0.01 and
+# R = 16 (right, and the last printed line) the end-of-run order is not the early one.
 #
 # *Takeaway:* starvation costs the drifted positives their gradient; on the toy the learning
 # cost shows most where reuse is heavy and steps are large.
@@ -334,7 +480,9 @@ for logp, lw in zip(clip_run[1:], log_w[1:]):
         size = ((phi_t * batch.mask).sum(-1) / lengths * adv).abs()                 # [B] |phi A| per response
         high_share[m].append((size[high].sum() / size.sum()).item())
 fig, ax = plt.subplots(figsize=(7, 2.6))
-ax.bar(x, [sum(v) / len(v) for v in high_share.values()], 0.6, color=[colours[m] for m in methods])
+bars = ax.bar(x, [sum(v) / len(v) for v in high_share.values()], 0.6, color=[colours[m] for m in methods])
+ax.margins(y=0.15)                                                            # room for the labels
+ax.bar_label(bars, labels=[f"{sum(v) / len(v):.1%}" for v in high_share.values()], fontsize=7, padding=1)
 ax.axhline(sum(high_count) / len(high_count), color="k", ls=":", lw=1, label="their share of the responses")
 ax.set_xticks(x.tolist(), methods)
 ax.set(ylabel="share of Σ|φA|", title="the update taken by negatives with w > 1.2")
@@ -346,8 +494,8 @@ print(f"negatives with w > 1.2 are {sum(high_count) / len(high_count):.1%} of th
 
 # %% [markdown]
 # A sequence-level clip leaves an over-generated negative its full weight $w>1.2$ while it
-# zeroes the positives above the band, so these few responses take about twice their number's
-# share of the update (the sequence clip's and GSPO's bars). ReSPO's negative branch is bounded
+# zeroes the positives above the band, so these few responses take more than twice their
+# number's share of the update (the sequence clip's and GSPO's bars). ReSPO's negative branch is bounded
 # (at most 1.24, falling beyond $w=1.5$), so their share stays below their number; the
 # token-level GRPO and CISPO, whose per-token ratios stay nearer 1, give them little too.
 # Together with §3 this is the sign-dependent starvation of the abstract: the clip turns the
@@ -355,3 +503,308 @@ print(f"negatives with w > 1.2 are {sum(high_count) / len(high_count):.1%} of th
 #
 # *Takeaway:* both halves are visible on one batch: starved positives below the trust region,
 # dominant negatives above it. ReSPO's two branches address one each.
+#
+# ## 6. Staleness: what `--lag` does to $w$
+#
+# In asynchronous RL the sampler runs behind the learner. `train.py --lag L` samples each
+# rollout batch with the weights of $L$ iterations ago (`trainer.LaggedPolicy`), so $\log\mu$
+# is the lagged policy's and the *first* of the $R$ steps already sees $w=\pi_{\rm now}/\mu_{\rm lag}\neq1$;
+# with $L=0$ and $R=1$ every method is the on-policy gradient. Toy-sized: train a copy of the
+# warm policy on four more rollout batches ($R=4$, lr 0.01), keeping its weights after each;
+# sample §2's prompts with the weights of $L$ batches ago, and read $w$ under the newest
+# weights before any step on that batch.
+
+# %%
+def first_step_view(label, episodes, logp):
+    """One printed line: how far w sits from 1 at the first step, and what the clip and ReSPO give positives."""
+    a, _ = group_advantages(env.reward(episodes), 8)
+    pos, neg = a > 0, a < 0
+    lw = sequence_log_weight(logp, episodes.old_logp, episodes.mask)                  # [B]
+    q = torch.quantile(lw.exp(), torch.tensor([0.1, 0.5, 0.9]))
+    given = []
+    for method in ("seq_clip", "respo"):
+        phi, _ = coefficients(logp, episodes.old_logp, a, episodes.mask, LossConfig(method=method))
+        given.append((phi[:, 0][pos]).mean().item())                                  # a sequence method: one phi per row
+    print(f"  {label:<6} {q[0]:>5.2f} {q[1]:>5.2f} {q[2]:>5.2f}   {int((pos & (lw < math.log(0.8))).sum()):>2} of {int(pos.sum()):<3}"
+          f"  {int((neg & (lw > math.log(1.2))).sum()):>3} of {int(neg.sum()):<4} {given[0]:.2f} / {given[1]:.2f}")
+
+
+kept = [copy.deepcopy(policy)]
+learner = copy.deepcopy(policy)
+reuse_loop(env, learner, "respo", lr=0.01, reuse=4, iterations=4, seed=2, after_batch=lambda p: kept.append(copy.deepcopy(p)))
+print("  lag    w at the first step     positives   negatives   mean phi on positives")
+print("         10%   50%   90%       w < 0.8     w > 1.2     seq clip / ReSPO")
+for lag in (0, 1, 2, 4):
+    episodes = env.sample(kept[-1 - lag], prompts, torch.Generator().manual_seed(6))   # mu: the weights of lag batches ago
+    first_step_view(f"L = {lag}", episodes, env.log_probs(learner, episodes).detach())
+
+# %% [markdown]
+# With no lag $w=1$ exactly at the first step; each batch of lag widens the spread of $w$
+# before any step is taken, and a lagged batch starts with positives already below the clip's
+# band and negatives above it (the printout): the clip gives its positives a mean coefficient
+# well below 1 at every lag, ReSPO about 1. Lag and reuse compound: the $R$ steps drift $w$
+# further from wherever the lag left it. This is why a lagged run is a test of a coefficient
+# even at $R=1$, and why notebook 04's `--lag` cells exist.
+#
+# ## 7. Stuck runs: all-equal groups, and Adam moving weights on zero advantages
+#
+# A group whose responses all get the same reward has $A_i=0$ for every response: no kernel
+# gives it any gradient, whatever $\phi$. Yet Adam can still move the weights on such a
+# mini-batch: its step is $\mathrm{lr}\cdot\hat m/(\sqrt{\hat v}+\epsilon)$, and its momentum
+# $\hat m$ remembers the last steps with signal. Below: the gradient of one all-wrong group of
+# §2's batch, then 4 Adam (or SGD) steps on the whole batch followed by 4 steps on that group
+# alone.
+
+# %%
+group_reward = env.reward(batch).view(-1, 8)                                           # [groups, 8]
+silent = int((group_reward.std(1) == 0).nonzero()[0])
+rows = torch.arange(silent * 8, silent * 8 + 8)
+pol = copy.deepcopy(policy)
+loss, _ = policy_loss(env.log_probs(pol, batch[rows]), batch[rows].old_logp, adv[rows], batch[rows].mask, LossConfig())
+grad_norm = torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, list(pol.parameters()))]).norm()
+print(f"signal-free groups in §2's batch: {int((group_reward.std(1) == 0).sum())} of {len(group_reward)}; "
+      f"group {silent} (target {batch.prompts[rows[0]].item()}, rewards {group_reward[silent].tolist()}): gradient norm {grad_norm:.1f}")
+for name, make in (("Adam lr 0.01", lambda ps: torch.optim.Adam(ps, lr=0.01)), ("SGD lr 1", lambda ps: torch.optim.SGD(ps, lr=1.0))):
+    pol = copy.deepcopy(policy)
+    opt = make(pol.parameters())
+    moved = []
+    for step in range(8):
+        part, a = (batch, adv) if step < 4 else (batch[rows], adv[rows])
+        loss, _ = policy_loss(env.log_probs(pol, part), part.old_logp, a, part.mask, LossConfig())
+        opt.zero_grad()
+        loss.backward()
+        before = torch.nn.utils.parameters_to_vector(pol.parameters()).detach().clone()
+        opt.step()
+        moved.append((torch.nn.utils.parameters_to_vector(pol.parameters()) - before).norm().item())
+    print(f"  {name:<13} weights moved per step (L2): with signal " + " ".join(f"{m:.3f}" for m in moved[:4])
+          + " | on the signal-free group " + " ".join(f"{m:.3f}" for m in moved[4:]))
+
+# %% [markdown]
+# In the toy's runs this is one road to a stuck run (`toy/RESULTS.md`, "The stuck ReSPO runs";
+# `python -m toy.stuck` draws them): early on most mini-batches carry no signal, and with reuse
+# Adam keeps stepping on them. The committed records say how much of the weights' movement in
+# the first quarter of training came in batches with no signal at all, in runs that got stuck
+# and in runs that learned, and what happened when those steps were skipped
+# (`--skip-silent-steps`, `toy/results/stuck-selection-skip/`):
+
+# %%
+stuck_records = load_records(ROOT / "toy/results/stuck-selection")
+skip_records = load_records(ROOT / "toy/results/stuck-selection-skip")
+for reuse in (8, 32):
+    plain = [r for r in stuck_records if (r["method"], r["lr"], r["reuse"]) == ("respo", 0.03, reuse)
+             and r["loss"] == default_kernel]
+    skipped = [r for r in skip_records if r["reuse"] == reuse]
+    quarter = plain[0]["iterations"] // 4
+    shares = [mean_ci([coasting_share(r, quarter) for r in plain if is_stuck(r, 0.1) == stuck])[0] for stuck in (True, False)]
+    print(f"ReSPO, lr 0.03, R = {reuse}, seeds 0-11: stuck {sum(is_stuck(r, 0.1) for r in plain)} of {len(plain)}; "
+          f"weight movement in signal-free batches (first quarter): stuck runs {shares[0]:.0%}, learning runs {shares[1]:.0%}; "
+          f"with no step on signal-free mini-batches: stuck {sum(is_stuck(r, 0.1) for r in skipped)} of {len(skipped)}")
+lr_rows = [(lr, [r for r in stuck_records if (r["method"], r["lr"]) == ("respo", lr) and r["loss"] == default_kernel])
+           for lr in (0.03, 0.02, 0.01)]
+print("ReSPO at its default kernel, R = 4, 8, 16, 32, seeds 0-11: stuck "
+      + ", ".join(f"{sum(is_stuck(r, 0.1) for r in runs)} of {len(runs)} at lr {lr:g}" for lr, runs in lr_rows))
+
+# %% [markdown]
+# The demo shows the mechanism: the kernel's gradient on an all-equal group is exactly 0, SGD
+# then does not move, and Adam keeps moving, by a good fraction of its steps with signal. The records
+# show its weight in the toy: stuck runs made a larger share of their early movement without
+# any signal than learning runs, and skipping those steps removed the stuck runs at both
+# reuse levels measured; lowering the learning rate removed them too (the last line). Neither
+# is a change to the kernel: in the toy, what removed stuck runs was the optimizer's step.
+#
+# ## 8. The temperature pitfall, numerically
+#
+# The sampler stores $\log\mu$ at the temperature it sampled with; the training forward must
+# compute $\log\pi_\theta$ at the same temperature, or $w\neq1$ at the very first step, before
+# any update. Below, $\log\mu$ recorded at $T=1$ (as `env.sample` does), the training forward
+# at $T$ (logits divided by $T$, as a trainer that applies its sampling temperature does):
+
+# %%
+class AtTemperature(torch.nn.Module):
+    """The policy with its logits divided by T: the training forward of a trainer that applies temperature T."""
+
+    def __init__(self, base, temperature):
+        super().__init__()
+        self.base, self.temperature = base, temperature
+
+    def forward(self, prev, feats):
+        return self.base(prev, feats) / self.temperature
+
+
+print("  forward  w at the first step     positives   negatives   mean phi on positives")
+print("  at T     10%   50%   90%       w < 0.8     w > 1.2     seq clip / ReSPO")
+for temperature in (1.0, 0.7, 1.3):
+    first_step_view(f"{temperature:g}", batch, env.log_probs(AtTemperature(policy, temperature), batch).detach())
+
+# %% [markdown]
+# At $T=1$ in both places $w=1$ exactly. At any other training temperature every response
+# starts off-policy, by an amount that grows with its length (each token adds its own
+# $\log\pi_T-\log\pi_1$), and the clip starts cutting positives at step 1, on a fresh
+# batch. The error is systematic, not noise: $T<1$ sharpens the policy, so responses made of
+# likely tokens get $w>1$ and the rest $w<1$. The fix is to scale the logits the same way on
+# both sides: `nano_respo/rollout.py` records $\log\mu$ of $\mathrm{softmax}(z/T)$ as sampled
+# (no top-k or top-p truncation, which no training forward could reproduce), and its training
+# forward `policy_logprobs` divides by the same `temperature` (one field of `StepConfig`).
+#
+# ## 9. When the positive branch hurts, and what limits it
+#
+# ReSPO's positive branch at the default $\alpha_+=0$ is $\phi_+(w)=e^{-\lambda_+(w-1)}$. Below
+# $w=1$ it is *above* 1: its maximum there is $e^{\lambda_+}$, reached as $w\to0$, so a positive
+# the policy has drifted away from is up-weighted, not merely kept. Above $w=1$ it falls, but
+# only e-fold per $1/\lambda_+$ of $w$: an over-generated positive keeps being pushed.
+
+# %%
+grid = torch.tensor([0.01, 0.5, 1.0, 2.0, 8.0])
+for lam in (0.0, 0.1, 1.0):
+    print(f"phi_+ at lambda_+ = {lam:g}: " + "  ".join(f"w = {w:g}: {v:.2f}" for w, v in zip(grid.tolist(), power_tilt(grid.log(), 0.0, lam).tolist())))
+lone_group = int((group_reward.sum(1) == 1).nonzero()[0])
+rows = torch.arange(lone_group * 8, lone_group * 8 + 8)
+lone = int(rows[adv[rows] > 0])
+print(f"group {lone_group} (target {batch.prompts[lone].item()}): one correct response of 8; 16 Adam steps (lr 0.01) on this group alone")
+print("  w of the correct response after 1, 4, 8, 15 steps | its coefficient at those steps")
+for name, method, loss in (("seq clip", "seq_clip", {}), ("ReSPO lambda_+ = 0", "respo", {"lambda_pos": 0.0}),
+                           ("ReSPO lambda_+ = 0.1", "respo", {}), ("ReSPO lambda_+ = 1", "respo", {"lambda_pos": 1.0})):
+    run, _ = drift_run(method, advantages=adv[rows], episodes=batch[rows], loss=loss)
+    lw = log_weights(run, batch[rows])[:, lone - rows[0]]                              # [steps]
+    phi = [coefficients(run[s], batch[rows].old_logp, adv[rows], batch[rows].mask, LossConfig(method=method, **loss))[0]
+           [lone - rows[0], 0].item() for s in (1, 4, 8, 15)]
+    print(f"  {name:<21} " + " ".join(f"{lw[s].exp():>7.1f}" for s in (1, 4, 8, 15)) + " | "
+          + " ".join(f"{v:.2f}" for v in phi))
+
+# %% [markdown]
+# Drifted-away positives, where the floor acts: §6's batch sampled two batches behind the
+# learner has positives at $w$ far below 1 before any step. Follow the five lowest through 16
+# steps from the learner's weights (lr 0.01), and print the largest $w$ among them:
+
+# %%
+lagged = env.sample(kept[-3], prompts, torch.Generator().manual_seed(6))                # §6's L = 2 batch
+lagged_adv, _ = group_advantages(env.reward(lagged), 8)
+start_lw = sequence_log_weight(env.log_probs(learner, lagged).detach(), lagged.old_logp, lagged.mask)
+drifted = torch.where(lagged_adv > 0, start_lw, torch.full_like(start_lw, math.inf)).argsort()[:5]
+print(f"the five lowest-w positives start at w = {start_lw[drifted].exp().min():.3f} to {start_lw[drifted].exp().max():.3f}; "
+      "largest w among them after 4, 8, 15 steps:")
+for name, method, loss in (("seq clip", "seq_clip", {}), ("ReSPO lambda_+ = 0.1", "respo", {}),
+                           ("ReSPO lambda_+ = 1", "respo", {"lambda_pos": 1.0})):
+    run, _ = drift_run(method, advantages=lagged_adv, episodes=lagged, loss=loss, base=learner)
+    lw = log_weights(run, lagged)[:, drifted]                                           # [steps, 5]
+    print(f"  {name:<21} " + " ".join(f"{lw[s].max().exp():>5.2f}" for s in (4, 8, 15)))
+
+# %% [markdown]
+# Two ways the positive branch hurts, both in the printouts. A positive far below $w=1$ gets up
+# to $e^{\lambda_+}$, more than the on-policy gradient would give it: with a large $\lambda_+$
+# that is a real up-weighting of what $\mu$ once sampled, a change of target, not a variance
+# cut. The drifted-away positives above do not stop at $w=1$: they rise past it under every
+# method (the other positives' updates carry them too), and further under ReSPO than under the
+# clip, which zeroes them once they pass $1+\epsilon$. And a lone correct response, which the first step already makes over-generated, is
+# pushed on and on: the clip gives it 0 above its band (its $w$ then moves only through the
+# other responses' updates), ReSPO keeps a nonzero coefficient while $w$ is moderate and the
+# response's $w$ keeps climbing: furthest at $\lambda_+=0$ (coefficient 1 at every $w$, no
+# brake at all), less far the larger $\lambda_+$. That is the kernel's part in the toy's stuck runs
+# (`toy/RESULTS.md`: the lone correct response's weight rising far above 1 within its batch,
+# the sampled entropy collapsing).
+#
+# What limits it: the tilt $\lambda_+$, which is why the default is not $\lambda_+=0$ (a larger
+# $\lambda_+$ brakes sooner above 1, but raises the floor $e^{\lambda_+}$ below 1: one knob sets
+# both); the gradient-norm clip, which bounds each step; and the learning rate, which in the
+# toy's records removed the stuck runs where no kernel setting tried did (§7).
+#
+# ## 10. Which negative branch collapsed under heavy reuse, and why
+#
+# The toy's selection runs (seeds 0–2) and the stuck-run study (seeds 0–11) tried ReSPO with
+# four negative branches $(\alpha_-,\lambda_-)$ at lr 0.03, the positive branch fixed at $(0, 0.1)$.
+# Each branch's shape (from the kernel), then its runs (from the committed records):
+
+# %%
+dense = torch.linspace(-6.0, 4.0, 20001)                                               # log w from 0.0025 to 55
+selection = load_records(ROOT / "toy/results/selection")
+print("  (alpha_-, lambda_-)  peak of phi_-: at w, height | selection, seeds 0-2: stuck at R = 4, R = 16 | largest phi on a "
+      "negative (run mean) at R = 4 | seeds 0-11, R = 4/8/16/32: stuck")
+for alpha_neg, lambda_neg in ((3.0, 2.0), (2.0, 2.0), (3.0, 1.0), (1.0, 0.0)):
+    knobs = {"alpha_pos": 0.0, "lambda_pos": 0.1, "alpha_neg": alpha_neg, "lambda_neg": lambda_neg}
+    phi = power_tilt(dense, alpha_neg, lambda_neg)
+    shape = "unbounded (phi_- = w)" if lambda_neg == 0 else f"{dense[phi.argmax()].exp():.2f}, {phi.max():.2f}"
+    cell = {reuse: [r for r in selection if (r["method"], r["lr"], r["reuse"]) == ("respo", 0.03, reuse) and r["loss"] == knobs]
+            for reuse in (4, 16)}
+    study = [[r for r in stuck_records if (r["method"], r["lr"], r["reuse"]) == ("respo", 0.03, reuse) and r["loss"] == knobs]
+             for reuse in (4, 8, 16, 32)]
+    studied = " / ".join(f"{sum(is_stuck(r, 0.1) for r in runs)}" for runs in study) if all(study) else "not run"
+    print(f"  ({alpha_neg:g}, {lambda_neg:g}){'':<14}{shape:<22}| "
+          + ", ".join(f"{sum(is_stuck(r, 0.1) for r in cell[reuse])} of {len(cell[reuse])}" for reuse in (4, 16))
+          + f" | {mean_ci([r['phi_max_neg'] for r in cell[4]])[0]:.2f} | {studied}")
+
+# %% [markdown]
+# Read it with the branch shapes. The untilted branch $(1,0)$ is plain importance sampling on
+# negatives: $\phi_-=w$ grows without bound, so a wrong response the policy over-generates is
+# pushed down the harder the more it is over-generated (§5's other half, unchecked), and its
+# runs gave negatives the largest coefficients at $R=4$. It is the only branch stuck on most of
+# its selection seeds at $R=16$. The three tilted branches are bounded (their peak height
+# printed), and the records do not order them on collapse by that bound: the branch with the
+# highest peak is not the one with the most stuck runs over the 12 seeds. The prototype's "$\alpha_-=\lambda_-$
+# collapses under heavy reuse" (docs/math.md §3) is not what these records show. Three seeds
+# per selection cell: the $(1,0)$ reading is a small sample; the stuck-run study never ran it.
+#
+# ## 11. Exercises: predict, then run
+#
+# **Exercise 1.** Before reading any record: at the toy's largest learning rate (0.03) and
+# $R=16$, which methods collapse, i.e. are stuck (final training reward below 0.1) on *every*
+# one of the selection seeds 0–2? Write your set, run the check (it reads
+# `toy/results/selection/runs.jsonl`), then run two of them yourself below.
+
+# %%
+my_collapse = set()  # your prediction: a set of names from `methods`
+checks.check_collapse_prediction(my_collapse, ROOT / "toy/results/selection")
+
+# %% [markdown]
+# Then run: seed 0 for two methods (`toy.train`, the same code that wrote the records), against
+# the committed record of the same run. Change the methods and the seed to test the rest of
+# your prediction (a run is 60 rollout batches, about 10–40 s on one core). On another CPU a
+# rerun can part from the record after some batches: `toy/RESULTS.md` explains why.
+
+# %%
+for method in ("seq_clip", "respo"):
+    job = Job(env="seq", method=method, reuse=16, seed=0, lr=0.03, loss=default_kernel if method == "respo" else {})
+    mine = train(job)
+    committed = next(r for r in selection if (r["method"], r["reuse"], r["lr"], r["seed"]) == (method, 16, 0.03, 0)
+                     and r["loss"] == job.loss)
+    for name, record in (("rerun", mine), ("committed", committed)):
+        print(f"{method:>9} {name:>9}: reward every 5th batch " + " ".join(f"{v:.2f}" for v in record["reward_curve"][4::5])
+              + f" | final {record['final_reward']:.2f}")
+
+# %% [markdown]
+# **Exercise 2.** §2's clip run starved many of the batch's positives after one Adam step at
+# lr 0.01. Predict how many of them sit below $w=0.8$ after one step at lr 0.003 (same batch,
+# same clip), then run the cell: the check takes one step itself and grades your number
+# (within a small tolerance).
+
+# %%
+my_starved = None  # your prediction: a whole number of positives
+one_step, _ = drift_run("seq_clip", steps=2, lr=0.003)
+checks.check_starved_prediction(my_starved, log_weights(one_step)[1], positive)
+
+# %% [markdown]
+# ## 12. Quick questions
+#
+# 1. Each group has many more wrong responses than right ones. Why does that not, by itself,
+#    make the update push the negatives harder than it pulls the positives?
+#    <details><summary>Answer</summary>Group-centred advantages sum to zero in every group: the
+#    negatives' total |A| is exactly the positives' total (§2's printout), however the group splits.</details>
+# 2. Why can the first, on-policy step of a fresh batch already leave positives below $w=0.8$,
+#    with Adam but not with SGD at a small step?
+#    <details><summary>Answer</summary>Adam's first step is ±lr on every weight, whatever the
+#    gradient's size, so its length is fixed by lr and the number of weights; here that is far
+#    beyond the region where the first-order picture (every pushed-up response rises) holds. The
+#    positives-only control starves about as many: the negatives are not needed (§2).</details>
+# 3. A batch where every response to every prompt is wrong: what gradient does any kernel give,
+#    and how can the weights still move?
+#    <details><summary>Answer</summary>Every advantage is 0, so every method's gradient is exactly
+#    0; Adam still steps on its momentum, by a good fraction of a step with signal (§7). In the
+#    toy, skipping those steps or a smaller learning rate removed the stuck runs.</details>
+# 4. The sampler stores $\log\mu$ at $T=1$ and the trainer computes $\log\pi$ with logits divided
+#    by $T=0.7$. What is $w$ before the first update, and which responses get $w>1$?
+#    <details><summary>Answer</summary>Not 1: each token contributes $\log\pi_{0.7}-\log\pi_1$,
+#    so $w$ moves away from 1 with length; sharpening raises the likely tokens, so responses made
+#    of them get $w>1$, the rest $w<1$, and the clip cuts from step 1 (§8).</details>
+# 5. Why does raising $\lambda_+$ both help and hurt?
+#    <details><summary>Answer</summary>$\phi_+=e^{-\lambda_+(w-1)}$: above $w=1$ a larger
+#    $\lambda_+$ brakes an over-generated positive sooner; below $w=1$ it raises the floor, up to
+#    $e^{\lambda_+}$, so drifted-away positives are up-weighted more (§9).</details>

@@ -195,3 +195,61 @@ def check_mutant(name: str, property_name: str) -> bool:
     return verdict(caught, f"{name} is caught by {property_name}",
                    f"{property_name} still holds for {name}, so its bug is elsewhere: run each property on "
                    f"mutant('{name}') and read the edit's effect on phi.")
+
+
+# =========================================================================================
+# Notebook 03's exercises (§11): predict, then run. Graded against the committed records and
+# against a step the check takes itself; a wrong answer gets a hint, never the answer.
+# =========================================================================================
+
+COLLAPSE_LR, COLLAPSE_REUSE, STUCK_BELOW = 0.03, 16, 0.1
+RESPO_DEFAULT_KERNEL = {k: getattr(LossConfig(), k) for k in ("alpha_pos", "lambda_pos", "alpha_neg", "lambda_neg")}
+
+
+def collapsed_methods(records_path) -> set:
+    """Methods stuck (final training reward < 0.1) on every seed at lr 0.03, R = 16, ReSPO at its default kernel."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    path = Path(records_path)
+    files = [path] if path.is_file() else [p for p in (path / "runs.jsonl.gz", path / "runs.jsonl") if p.exists()]
+    runs: dict[str, list[bool]] = {}
+    for file in files:
+        with (gzip.open(file, "rt") if file.suffix == ".gz" else open(file)) as f:
+            for line in filter(str.strip, f):
+                r = json.loads(line)
+                if (r["lr"], r["reuse"]) != (COLLAPSE_LR, COLLAPSE_REUSE):
+                    continue
+                if r["method"] == "respo" and r.get("loss") != RESPO_DEFAULT_KERNEL:
+                    continue
+                runs.setdefault(r["method"], []).append(r["final_reward"] < STUCK_BELOW)
+    if not runs:
+        raise FileNotFoundError(f"{records_path}: no runs at lr {COLLAPSE_LR:g}, R = {COLLAPSE_REUSE}")
+    return {method for method, stuck in runs.items() if all(stuck)}
+
+
+def check_collapse_prediction(prediction, records_path) -> bool:
+    """prediction: the set of method names that collapse at lr 0.03 and R = 16 on every selection seed."""
+    truth = collapsed_methods(records_path)
+    names = set(prediction) if isinstance(prediction, (set, frozenset, list, tuple)) else None
+    ok = names is not None and names == truth
+    if names is None:
+        hint = "answer with a set of method names, e.g. {'grpo'}."
+    else:
+        hint = ("a large step collapses a method whose coefficient lets a few drifted responses take big steps: "
+                "compare what each gives an over-generated negative (w > 1, §5) and a positive above the band (§3), "
+                "then run a seed or two in the next cell, or read final_reward < 0.1 per seed in the records.")
+    return verdict(ok, "the methods that collapse at lr 0.03, R = 16 on every selection seed", hint)
+
+
+def check_starved_prediction(prediction, log_w_after_one_step: torch.Tensor, positive: torch.Tensor) -> bool:
+    """prediction: how many positives sit below w = 0.8 after the step; right within max(2, 15%) of the count."""
+    truth = int((positive & (log_w_after_one_step < math.log(0.8))).sum())
+    numeric = isinstance(prediction, (int, float)) and not isinstance(prediction, bool) and math.isfinite(prediction)
+    ok = numeric and abs(prediction - truth) <= max(2, round(0.15 * truth))
+    hint = ("answer with a number." if not numeric else
+            "Adam's first step moves every weight by about lr whatever the gradient's size (§2), and the starved "
+            "count came from that step's length: how does the length scale with lr, and how far below log 0.8 "
+            "did §2's starved positives sit after one step at lr 0.01?")
+    return verdict(ok, "the number of positives below w = 0.8 after one clip step at the smaller lr", hint)
