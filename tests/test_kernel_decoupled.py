@@ -3,7 +3,8 @@
 Families: 1 the product identity w = (pi / pi_old) (pi_old / mu); 2 every method with every
 correction is the autograd gradient of its own surrogate with the correction weight c, c
 written here from TRL's and verl's definitions; 3 the off-policy sequence mask; 4 the
-diagnostics against their definitions; 5 the options off leave the coefficient bit for bit.
+diagnostics against their definitions; 5 the options off leave the coefficient bit for bit;
+6 VESPO with TRL's correction folded into its weight is the coupled vespo.
 """
 
 import math
@@ -189,3 +190,22 @@ def test_without_a_correction_the_coefficient_is_the_coupled_one_bit_for_bit(met
     coupled, _ = coefficients(logp_fn(), mu, adv, mask, cfg)
     assert torch.equal(corrected_coefficients(logp_fn(), mu, adv, mask, cfg), coupled)
     assert torch.equal(corrected_coefficients(logp_fn(), mu, adv, mask, cfg, pi_old), coupled)  # pi_old unread
+
+
+# --- 6. VESPO under TRL's vLLM correction is the coupled vespo on w = pi / mu ---------------
+
+def test_vespo_folding_the_correction_into_its_weight_is_the_coupled_vespo_with_token_mean():
+    """GRPOTrainer.get_gamma_weights (TRL) adds sum_t log(truncated rho_t) to log(pi / pi_old) and does not
+    multiply its loss by rho again: while no rho_t reaches the cap that is phi(pi / mu), token-mean."""
+    params, logp_fn, mu, pi_old, adv, mask = three_policies(9, drift=0.3, mismatch=0.3)
+    cap = 3.0
+    rho = torch.exp((pi_old - mu) * mask).clamp(max=cap)
+    assert rho[mask].max() < cap
+    logp = logp_fn()
+    log_w = ((logp.detach() - pi_old).clamp(-20, 20) * mask).sum(-1) + torch.log(rho).sum(-1)
+    k = torch.where(adv >= 0, 2.0, 3.0)
+    lam = torch.where(adv >= 0, 3.0, 2.0)
+    phi = torch.exp(lam + k * log_w - lam * torch.exp(log_w))[:, None]  # [B, 1]
+    reference = (-phi * adv[:, None] * logp * mask).sum() / mask.sum()
+    ours, _ = policy_loss(logp_fn(), mu, adv, mask, LossConfig(method="vespo", agg="token-mean"))
+    torch.testing.assert_close(grad_of(ours, params), grad_of(reference, params))
