@@ -249,3 +249,33 @@ def test_trls_off_policy_mask_is_ours(tiny_qwen3_dir, tmp_path):
         tiny_qwen3_dir, tmp_path, dict(loss_type="grpo", epsilon=0.2, epsilon_high=0.2, off_policy_mask_threshold=0.1),
         LossConfig(method="grpo", agg="seq-mean-token-mean", opsm_delta=0.1), inputs_of)
     assert_same_gradient(theirs, grads)
+
+
+def test_respo_trainer_with_a_correction_is_trls_own_corrected_loss(tiny_qwen3_dir, tmp_path):
+    """ReSPOGRPOTrainer with --correction's LossConfig reads pi_old from TRL and mu from vLLM's log-probs,
+    and never multiplies by TRL's importance_sampling_ratio again: TRL's own grpo with its correction."""
+    mode = "sequence_mask"
+    grads = {}
+    for name, trainer_class, cfg in (("theirs", None, None), ("ours", ReSPOGRPOTrainer, LossConfig(
+            method="grpo", agg="seq-mean-token-mean", correction="sequence-mask", correction_max=3.0))):
+        from trl import GRPOTrainer
+        settings = dict(output_dir=str(tmp_path / name), per_device_train_batch_size=6, num_generations=6,
+                        max_completion_length=5, temperature=TEMPERATURE, max_steps=1, report_to="none",
+                        save_strategy="no", use_cpu=True, bf16=False, seed=0, disable_tqdm=True, loss_type="grpo",
+                        epsilon=0.2, epsilon_high=0.2)
+        common = dict(model=AutoModelForCausalLM.from_pretrained(tiny_qwen3_dir, dtype=torch.float32),
+                      processing_class=AutoTokenizer.from_pretrained(tiny_qwen3_dir), reward_funcs=digit_reward,
+                      args=GRPOConfig(**settings), train_dataset=Dataset.from_dict({"prompt": PROMPTS}))
+        trainer = GRPOTrainer(**common) if trainer_class is None else trainer_class(**common, loss_config=cfg)
+        trainer.current_gradient_accumulation_steps = 1
+        trainer.use_vllm, trainer.vllm_importance_sampling_correction = True, True
+        model = trainer.model.train()
+        inputs, _ = random_inputs(model, scale=0.3)
+        pi_old = inputs["old_per_token_logps"]
+        mu = pi_old + 0.9 * torch.randn(pi_old.shape, generator=torch.Generator().manual_seed(3))
+        inputs["sampling_per_token_logps"] = mu
+        inputs["importance_sampling_ratio"] = trl_importance_sampling_ratio(mode, pi_old, mu, inputs["completion_mask"])
+        model.zero_grad()
+        trainer.compute_loss(model, inputs).backward()
+        grads[name] = [p.grad.clone() for p in model.parameters()]
+    assert_same_gradient(grads["theirs"], grads["ours"])

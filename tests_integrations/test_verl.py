@@ -190,3 +190,13 @@ def test_verls_rollout_correction_is_the_decoupled_form(level):
                      correction=f"{level}-truncate", correction_max=2.0)
     ours, _ = policy_loss(logp, mu, adv, mask, cfg, pi_old_logp=pi_old)
     assert torch.allclose(grads(ours, logp), grads(theirs, logp), rtol=1e-5, atol=1e-7)
+
+
+def test_the_kernels_own_correction_is_refused_under_verls():
+    """verl's rollout correction is folded into w; the kernel's would apply a second one."""
+    actor = actor_config("policy_loss._target_=nano_respo.integrations.verl.ReSPOPolicyLossConfig",
+                         "policy_loss.loss_mode=respo", "+policy_loss.correction=token-truncate",
+                         "ppo_micro_batch_size_per_gpu=2")
+    logp, old, adv, mask = batch(seed=10)
+    with pytest.raises(ValueError, match="^correction:"):
+        get_policy_loss_fn("respo")(old, logp, adv[:, None].expand(B, T), mask, "token-mean", actor, None)
