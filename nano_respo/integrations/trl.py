@@ -44,8 +44,9 @@ class ReSPOGRPOTrainer(GRPOTrainer):
         }
         for name, (value, neutral) in unsupported.items():
             if value != neutral:
+                kernels = " (the kernel's own is LossConfig.opsm_delta)" if name == "off_policy_mask_threshold" else ""
                 raise ValueError(f"{name}: ReSPOGRPOTrainer's loss is the nano_respo kernel alone; "
-                                 f"set {name}={neutral!r} (got {value!r})")
+                                 f"set {name}={neutral!r} (got {value!r}){kernels}")
 
     def behaviour_logps(self, inputs: dict, per_token_logps: torch.Tensor) -> torch.Tensor:
         """Log-probs of the policy that sampled the completions [B, T] (see the module docstring)."""
