@@ -79,6 +79,14 @@ class LossConfig:
     """Clip range the diagnostics measure against (low-w threshold 1 - diag_eps, clip shares)."""
     log_w_max: float = 20.0
     """Numerical guard: exp() never sees a log-weight or log-coefficient above this."""
+    correction: str = "none"
+    """Decoupled form (docs/math.md §7): weight pi_old/mu by token-/sequence- truncate or mask, trust region on pi/pi_old."""
+    correction_min: float | None = None
+    """Correction's lower bound C_min on pi_old/mu; None = none (TRL's and verl's default)."""
+    correction_max: float | None = None
+    """Correction's upper bound C_max on pi_old/mu; None = 2 for token-truncate (verl), else 3 (TRL)."""
+    opsm_delta: float | None = None
+    """DeepSeek-V3.2's off-policy sequence mask: drop negatives whose mean log(mu/pi) per token exceeds this."""
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -105,6 +113,14 @@ class LossConfig:
             raise ValueError(f"norm_len: must be >= 1, got {self.norm_len}")
         if self.log_w_max <= 0:
             raise ValueError(f"log_w_max: must be > 0, got {self.log_w_max}")
+        if self.correction not in CORRECTIONS:
+            raise ValueError(f"correction: unknown correction {self.correction!r}; "
+                             f"choose one of {', '.join(CORRECTIONS)}")
+        low, high = correction_bounds(self)
+        if not 0 <= low < high:
+            raise ValueError(f"correction_min, correction_max: need 0 <= C_min < C_max, got {low} and {high}")
+        if self.opsm_delta is not None and self.opsm_delta < 0:
+            raise ValueError(f"opsm_delta: must be >= 0, got {self.opsm_delta}")
 
 
 # --- docs/math.md §1: the sequence log-weight -----------------------------------------
@@ -276,7 +292,7 @@ def coefficients(logp, old_logp, advantages, mask, cfg):
 
 
 def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
-                mask: torch.Tensor, cfg: LossConfig, with_stats: bool = True):
+                mask: torch.Tensor, cfg: LossConfig, with_stats: bool = True, pi_old_logp: torch.Tensor | None = None):
     """loss = -agg(stopgrad(phi) * A * log pi_theta); returns (loss, stats).
 
     logp:       [B, T] per-token log-probs under the current policy (requires grad)
@@ -284,11 +300,13 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     advantages: [B]    one advantage per response
     mask:       [B, T] 1 on response tokens, 0 on padding
     cfg:        the method and its knobs, LossConfig() for ReSPO's defaults
+    pi_old_logp: [B, T] log-probs under the learner's weights at rollout time; only the decoupled form
+                (cfg.correction, docs/math.md §7) reads it
     stats:      dict of python floats, docs/math.md §6 (nan where a set is empty); {} without with_stats,
                 which also skips their host sync (a caller that accumulates micro-batches logs once per step)
     """
     mask = check_inputs(logp, old_logp, advantages, mask)
-    phi, _ = coefficients(logp, old_logp, advantages, mask, cfg)  # [B, T]
+    phi = corrected_coefficients(logp, old_logp, advantages, mask, cfg, pi_old_logp)  # [B, T]
     dtype = compute_dtype(logp)
     terms = -(phi * advantages.to(dtype)[:, None]).detach() * logp.to(dtype)  # [B, T]
     loss = aggregate(terms, mask, cfg.agg, cfg.norm_len)
@@ -379,3 +397,119 @@ def diagnostics(phi, logp, old_logp, advantages, mask, cfg) -> dict[str, float]:
     assert tuple(stats) == DIAGNOSTIC_KEYS
     values = torch.stack([v.float().reshape(()) for v in stats.values()]).tolist()
     return dict(zip(DIAGNOSTIC_KEYS, values))
+
+
+# --- docs/math.md §7: three policies, the decoupled form -------------------------------
+# mu samples, pi_old is the learner's weights at rollout time, pi the weights now. The coupled
+# form above puts the whole w = pi / mu in one coefficient; the decoupled form splits it into
+# (pi / pi_old) * (pi_old / mu): a method's trust region on the first factor, a correction
+# weight c on the second (TRL's vllm_importance_sampling_mode, verl's rollout_is).
+
+CORRECTIONS = ("none", "token-truncate", "token-mask", "sequence-truncate", "sequence-mask")
+
+
+def correction_bounds(cfg: LossConfig) -> tuple[float, float]:
+    """[C_min, C_max]; by default no lower bound, and C_max = verl's rollout_is_threshold 2 for its token
+    truncation, TRL's vllm_importance_sampling_clip_max 3 otherwise."""
+    default_max = 2.0 if cfg.correction == "token-truncate" else 3.0
+    return (cfg.correction_min or 0.0, default_max if cfg.correction_max is None else cfg.correction_max)
+
+
+def correction_log_ratio(pi_old_logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor,
+                         level: str) -> torch.Tensor:
+    """log rho = log pi_old - log mu, per token [B, T] (0 on padding) or summed per sequence [B]. docs/math.md §7."""
+    dtype = compute_dtype(pi_old_logp)
+    log_rho = torch.where(mask, pi_old_logp.to(dtype) - old_logp.to(dtype), torch.zeros((), dtype=dtype))  # [B, T]
+    return log_rho.sum(-1) if level == SEQUENCE else log_rho
+
+
+def outside_bounds(log_rho: torch.Tensor, cfg: LossConfig) -> torch.Tensor:
+    """rho < C_min or rho > C_max, compared in log space: what a mask drops and a truncation clamps."""
+    low, high = correction_bounds(cfg)
+    return (log_rho < (math.log(low) if low > 0 else -math.inf)) | (log_rho > math.log(high))
+
+
+def correction_weight(pi_old_logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor,
+                      cfg: LossConfig) -> torch.Tensor:
+    """c [B, T]: truncate clamp(rho, C_min, C_max), mask rho * 1[C_min <= rho <= C_max]. docs/math.md §7.
+
+    As GRPOTrainer._generate_and_score_completions (TRL) computes its importance_sampling_ratio per
+    vllm_importance_sampling_mode, and compute_rollout_correction_weights (verl) its token truncation.
+    """
+    level, bound = cfg.correction.split("-")
+    log_rho = correction_log_ratio(pi_old_logp, old_logp, mask, level)  # [B, T] or [B]
+    low, high = correction_bounds(cfg)
+    log_high = min(math.log(high), cfg.log_w_max)
+    if bound == "truncate":
+        c = torch.exp(log_rho.clamp(min=math.log(low) if low > 0 else None, max=log_high))
+    else:
+        c = torch.where(outside_bounds(log_rho, cfg), torch.zeros_like(log_rho), torch.exp(log_rho.clamp(max=log_high)))
+    return c[:, None].expand_as(pi_old_logp) if level == SEQUENCE else c  # [B, T]
+
+
+def off_policy_sequence_mask(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
+                             mask: torch.Tensor, delta: float) -> torch.Tensor:
+    """DeepSeek-V3.2's mask [B]: 0 for a negative whose mean per-token log(mu / pi) exceeds delta, else 1.
+
+    As GRPOTrainer.get_off_policy_mask (TRL), with mu the sampler. docs/math.md §7.
+    """
+    dtype = compute_dtype(logp)
+    kl = masked_sum(old_logp.to(dtype) - logp.detach().to(dtype), mask) / mask.sum(-1).clamp(min=1)  # [B]
+    return (~((advantages < 0) & (kl > delta))).to(dtype)
+
+
+def corrected_coefficients(logp, old_logp, advantages, mask, cfg, pi_old_logp=None) -> torch.Tensor:
+    """phi [B, T] as the loss applies it: the method's coefficient (on pi / mu, or with a correction on
+    pi / pi_old times c), then the off-policy sequence mask if asked. docs/math.md §7."""
+    if cfg.correction == "none":
+        phi, _ = coefficients(logp, old_logp, advantages, mask, cfg)  # [B, T]
+    else:
+        if pi_old_logp is None:
+            raise ValueError(f"pi_old_logp: correction {cfg.correction!r} needs the learner's log-probs "
+                             f"at rollout time")
+        if pi_old_logp.shape != logp.shape:
+            raise ValueError(f"pi_old_logp: shape {tuple(pi_old_logp.shape)} does not match logp's {tuple(logp.shape)}")
+        phi, _ = coefficients(logp, pi_old_logp, advantages, mask, cfg)  # [B, T] trust region on pi / pi_old
+        phi = phi * correction_weight(pi_old_logp, old_logp, mask, cfg)
+    if cfg.opsm_delta is not None:
+        phi = phi * off_policy_sequence_mask(logp, old_logp, advantages, mask, cfg.opsm_delta)[:, None]
+    return phi
+
+
+# What `off_policy_diagnostics` returns: always, then with pi_old known, then per option.
+OFF_POLICY_KEYS = ("ess", "ess_pos", "ess_neg", "vespo_outliers")
+SAMPLER_KEYS = ("sampler_kl",)
+CORRECTION_KEYS = ("correction_outside_frac",)
+OPSM_KEYS = ("opsm_masked_frac",)
+
+
+def effective_sample_share(log_w: torch.Tensor) -> torch.Tensor:
+    """(sum w)^2 / (n sum w^2) in (0, 1], in log space: 1 when every w is equal. docs/math.md §7."""
+    if not len(log_w):
+        return log_w.new_tensor(float("nan"))
+    return torch.exp(2 * torch.logsumexp(log_w, 0) - math.log(len(log_w)) - torch.logsumexp(2 * log_w, 0))
+
+
+@torch.no_grad()
+def off_policy_diagnostics(logp, old_logp, advantages, mask, cfg, pi_old_logp=None) -> dict[str, float]:
+    """docs/math.md §7 statistics of one batch (w = pi / mu, the true product), as python floats."""
+    mask = mask.bool()
+    lengths = mask.sum(-1)  # [B]
+    pos, neg = (advantages > 0) & (lengths > 0), (advantages < 0) & (lengths > 0)  # [B]
+    log_w = sequence_log_weight(logp, old_logp, mask)  # [B]
+    stats = {"ess": effective_sample_share(log_w[lengths > 0]), "ess_pos": effective_sample_share(log_w[pos]),
+             "ess_neg": effective_sample_share(log_w[neg]),
+             "vespo_outliers": (neg & (log_w > math.log(100.0))).sum()}  # VESPO's count of exploding negatives
+    if pi_old_logp is not None:
+        d = correction_log_ratio(pi_old_logp, old_logp, mask, TOKEN)  # [B, T]
+        stats["sampler_kl"] = (torch.expm1(d.clamp(max=cfg.log_w_max)) - d)[mask].sum() / mask.sum().clamp(min=1)
+    if cfg.correction != "none":
+        level = cfg.correction.split("-")[0]
+        log_rho = correction_log_ratio(pi_old_logp, old_logp, mask, level)  # [B, T] or [B]
+        counted = mask if level == TOKEN else lengths > 0  # [B, T] or [B]: what the correction weighs
+        stats["correction_outside_frac"] = (outside_bounds(log_rho, cfg) & counted).sum() / counted.sum().clamp(min=1)
+    if cfg.opsm_delta is not None:
+        kept = off_policy_sequence_mask(logp, old_logp, advantages, mask, cfg.opsm_delta)  # [B]
+        stats["opsm_masked_frac"] = (kept[lengths > 0] == 0).sum() / (lengths > 0).sum().clamp(min=1)
+    values = torch.stack([torch.as_tensor(v).float().reshape(()) for v in stats.values()]).tolist()
+    return dict(zip(stats, values))

@@ -28,14 +28,16 @@ class RolloutBatch:
     old_logp: torch.Tensor         # [N, C] sampling log-probs (behaviour policy mu)
     rewards: torch.Tensor          # [N]
     advantages: torch.Tensor       # [N]
+    pi_old_logp: torch.Tensor | None = None  # [N, C] the learner's log-probs at rollout time, when asked for
 
     def select(self, index: torch.Tensor) -> "RolloutBatch":
         """The episodes at index, with completion columns that are padding everywhere dropped."""
-        rows = {f.name: getattr(self, f.name)[index] for f in fields(self)}
+        rows = {f.name: getattr(self, f.name)[index] for f in fields(self) if getattr(self, f.name) is not None}
         used = rows["completion_mask"].any(0).nonzero()  # completion columns some selected episode uses
         drop = self.completion_mask.shape[1] - (int(used.max()) + 1 if len(used) else 1)
-        for name in ("input_ids", "attention_mask", "completion_mask", "old_logp"):  # all end with the completion
-            rows[name] = rows[name][:, :rows[name].shape[1] - drop]
+        for name in ("input_ids", "attention_mask", "completion_mask", "old_logp", "pi_old_logp"):
+            if name in rows:  # all end with the completion
+                rows[name] = rows[name][:, :rows[name].shape[1] - drop]
         return RolloutBatch(**rows)
 
 
@@ -154,3 +156,20 @@ def policy_logprobs(model, batch: RolloutBatch, temperature: float, with_entropy
     logp = logp_all.gather(-1, batch.input_ids[:, -width:, None]).squeeze(-1)  # [B, C]
     entropy = -(logp_all.exp() * logp_all).sum(-1).detach() if with_entropy else None  # [B, C]
     return logp, entropy, getattr(out, "aux_loss", None)
+
+
+@torch.no_grad()
+def router_choices(model, batch: RolloutBatch) -> torch.Tensor:
+    """MoE: the top-k experts [L, B, C, k] (sorted) each layer's router picks where a completion token is predicted.
+
+    Qwen3-MoE returns, with output_router_logits, one [B * (P + C), experts] tensor of router logits per layer
+    (its Qwen3MoeTopKRouter's first output); the router takes the top-k of their softmax, so of the logits too.
+    """
+    width = batch.completion_mask.shape[1]
+    position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # [B, P + C]
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
+                logits_to_keep=1, use_cache=False, output_router_logits=True)
+    n, length = batch.input_ids.shape
+    k = model.config.num_experts_per_tok
+    return torch.stack([logits.view(n, length, -1)[:, -width - 1:-1].topk(k, -1).indices.sort(-1).values
+                        for logits in out.router_logits])  # [L, B, C, k]

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING
 import torch
 from tqdm import tqdm
 
-from .kernel import (SCALES, LossConfig, coefficients, diagnostics, group_advantages, loss_denominator,
-                     minibatch_order, policy_loss, reuse_split)
-from .rollout import RolloutBatch, policy_logprobs, sample, score
+from .kernel import (SCALES, LossConfig, corrected_coefficients, diagnostics, group_advantages, loss_denominator,
+                     minibatch_order, off_policy_diagnostics, policy_loss, reuse_split)
+from .rollout import RolloutBatch, policy_logprobs, router_choices, sample, score
 from .tasks import hash_seed
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ def rl_step(model, optimizer, batch: RolloutBatch, cfg: StepConfig, logprobs=pol
             return {"skipped": 1, "skip_reason": "non-finite log-prob"}
         # ReSPO: the method lives in this one call (loss_cfg.method); everything around it is plain RL.
         loss, _ = policy_loss(logp, micro.old_logp, micro.advantages, micro.completion_mask, loss_cfg,
-                              with_stats=False)
+                              with_stats=False, pi_old_logp=micro.pi_old_logp)
         share = loss_denominator(micro.completion_mask, loss_cfg.agg, loss_cfg.norm_len) / denominator.clamp(min=1)
         loss = loss * share * loss_factor
         if aux_loss is not None:
@@ -157,8 +157,11 @@ def rl_step(model, optimizer, batch: RolloutBatch, cfg: StepConfig, logprobs=pol
             return {"skipped": 1, "skip_reason": "non-finite loss"}
         loss.backward()
         loss_total += loss.item()
-    phi, _ = coefficients(logp_all, batch.old_logp, batch.advantages, full_mask, loss_cfg)  # [B, C]
+    phi = corrected_coefficients(logp_all, batch.old_logp, batch.advantages, full_mask, loss_cfg,
+                                 batch.pi_old_logp)  # [B, C]
     stats = diagnostics(phi, logp_all, batch.old_logp, batch.advantages, full_mask, loss_cfg)
+    stats.update(off_policy_diagnostics(logp_all, batch.old_logp, batch.advantages, full_mask, loss_cfg,
+                                        batch.pi_old_logp))
     stats.update(loss=loss_total, entropy=entropy_all[full_mask].mean().item() if full_mask.any() else float("nan"))
     if aux_total is not None:
         stats["router_aux_loss"] = aux_total
@@ -208,6 +211,11 @@ def rl_iteration(model, tokenizer, task, optimizer, cfg: StepConfig, iteration: 
         tqdm.write(f"iteration {iteration}: every group has all-equal rewards, so this batch carries no signal")
     batch = RolloutBatch(samples.input_ids, samples.attention_mask, samples.completion_mask, samples.old_logp,
                          rewards, advantages.to(rewards.device))
+    # The decoupled form's pi_old, and what tells a separate sampler from the learner: only when asked for.
+    if sampler is not None or cfg.loss.correction != "none":
+        batch.pi_old_logp = learner_logprobs(model, batch, cfg, logprobs)
+        if sampler is not None and hasattr(model.config, "output_router_logits"):
+            rollout_stats["router_mismatch_frac"] = router_mismatch(sampler, model, batch)
     # 3. Reuse: the same episodes feed cfg.reuse optimizer steps; from the second on, pi differs from mu.
     epochs, minibatches = reuse_split(cfg.reuse, cfg.epochs)
     records = []
@@ -227,6 +235,23 @@ def rl_iteration(model, tokenizer, task, optimizer, cfg: StepConfig, iteration: 
     return batch, records, step
 
 
+@torch.no_grad()
+def learner_logprobs(model, batch: RolloutBatch, cfg: StepConfig, logprobs=policy_logprobs) -> torch.Tensor:
+    """log pi_old [N, C]: the learner's log-probs of the rollout batch before any step on it (one no-grad forward)."""
+    n = len(batch.advantages)
+    pi_old_logp = torch.zeros_like(batch.old_logp)  # [N, C]
+    for rows in torch.arange(n, device=batch.old_logp.device).split(cfg.micro_batch or n):
+        micro = batch.select(rows)
+        pi_old_logp[rows, :micro.completion_mask.shape[1]] = logprobs(model, micro, cfg.temperature)[0].float()
+    return pi_old_logp
+
+
+def router_mismatch(sampler, model, batch: RolloutBatch) -> float:
+    """MoE: the share of response tokens at which some layer's router picks other top-k experts in the sampler."""
+    differs = (router_choices(sampler, batch) != router_choices(model, batch)).any(-1).any(0)  # [N, C]
+    return differs[batch.completion_mask].float().mean().item()
+
+
 class LaggedPolicy:
     """The behaviour policy of asynchronous RL: the learner's weights as they were `lag` iterations ago.
 
@@ -234,11 +259,16 @@ class LaggedPolicy:
     oldest kept copy samples the rollouts, so log mu is the lagged policy's and the first
     step's weights are w = pi_now / mu_lagged, not 1. The lag grows 0, 1, ..., lag over the
     first iterations (nothing older exists). Costs lag + 1 CPU copies of the weights.
+
+    With `dtype` (--sampler-dtype) the sampler's parameters are cast to it, as a bf16 inference engine
+    holds an fp32 learner's weights: the train-inference mismatch, at lag 0 alone or on top of the lag.
     """
 
-    def __init__(self, model, lag: int, kept: list[dict] | None = None):
+    def __init__(self, model, lag: int, kept: list[dict] | None = None, dtype: torch.dtype | None = None):
         self.kept = deque(kept or [], maxlen=lag + 1)
         self.sampler = copy.deepcopy(model)
+        for param in self.sampler.parameters() if dtype else ():  # buffers (RoPE frequencies) stay as they are
+            param.data = param.data.to(dtype)
 
     def sampler_for(self, model):
         self.kept.append({k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()})

@@ -170,3 +170,33 @@ def test_gradients_match_verls_own_losses(verl_mode, method, agg):
     assert (g_theirs[live] == 0).any() and (g_theirs[live] != 0).any()  # some tokens clipped, some not
     assert torch.allclose(g_ours, g_theirs, rtol=1e-5, atol=1e-7)
     assert math.isfinite(ours.item())
+
+
+@pytest.mark.parametrize("level", ["token", "sequence"])
+def test_verls_rollout_correction_is_the_decoupled_form(level):
+    """verl multiplies its PPO loss on pi / pi_old by compute_rollout_correction_weights' truncated pi_old / mu:
+    the kernel's --correction {level}-truncate with the same threshold."""
+    from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_weights
+
+    actor = actor_config("clip_ratio_low=0.2", "clip_ratio_high=0.28", "ppo_micro_batch_size_per_gpu=2")
+    logp, pi_old, adv, mask = batch(seed=8, scale=0.3)
+    mu = pi_old + 0.5 * torch.randn(B, T, generator=torch.Generator().manual_seed(9))
+    weights, _ = compute_rollout_correction_weights(pi_old - mu, mask.float(), rollout_is=level,
+                                                    rollout_is_threshold=2.0)
+    assert (weights[mask] == 2.0).any() and (weights[mask] < 2.0).any()  # some truncated, some not
+    token_adv = adv[:, None].expand(B, T)
+    theirs, _ = get_policy_loss_fn("vanilla")(pi_old, logp, token_adv, mask.float(), "token-mean", actor, weights)
+    cfg = LossConfig(method="dual_clip", eps_low=0.2, eps_high=0.28, agg="token-mean",
+                     correction=f"{level}-truncate", correction_max=2.0)
+    ours, _ = policy_loss(logp, mu, adv, mask, cfg, pi_old_logp=pi_old)
+    assert torch.allclose(grads(ours, logp), grads(theirs, logp), rtol=1e-5, atol=1e-7)
+
+
+def test_the_kernels_own_correction_is_refused_under_verls():
+    """verl's rollout correction is folded into w; the kernel's would apply a second one."""
+    actor = actor_config("policy_loss._target_=nano_respo.integrations.verl.ReSPOPolicyLossConfig",
+                         "policy_loss.loss_mode=respo", "+policy_loss.correction=token-truncate",
+                         "ppo_micro_batch_size_per_gpu=2")
+    logp, old, adv, mask = batch(seed=10)
+    with pytest.raises(ValueError, match="^correction:"):
+        get_policy_loss_fn("respo")(old, logp, adv[:, None].expand(B, T), mask, "token-mean", actor, None)

@@ -13,8 +13,12 @@ advantages, completion mask), where the behaviour policy is the one that sampled
 log-probs when TRL has them (then ReSPO's weight replaces TRL's vLLM IS correction),
 else the policy's log-probs at generation time (TRL stores them as old_per_token_logps
 when the batch is reused), else the current ones detached (the on-policy step, w = 1).
-GRPOConfig's loss_type, epsilon* and importance_sampling_level are not used: LossConfig
-says all of that. Every docs/math.md §6 statistic is logged as `respo/<name>`; TRL already
+TRL's importance_sampling_ratio is never applied on top, so no correction counts twice.
+With LossConfig.correction set (docs/math.md §7, the decoupled form), old_per_token_logps
+is pi_old and the vLLM log-probs mu: the kernel's correction weight on pi_old / mu then
+stands where TRL's vllm_importance_sampling_mode would. GRPOConfig's loss_type, epsilon*,
+importance_sampling_level and vllm_importance_sampling_mode are not used: LossConfig says
+all of that. Every docs/math.md §6 statistic is logged as `respo/<name>`; TRL already
 logs reward, entropy, completion length, the zero-std reward fraction and grad norm.
 """
 
@@ -40,8 +44,9 @@ class ReSPOGRPOTrainer(GRPOTrainer):
         }
         for name, (value, neutral) in unsupported.items():
             if value != neutral:
+                kernels = " (the kernel's own is LossConfig.opsm_delta)" if name == "off_policy_mask_threshold" else ""
                 raise ValueError(f"{name}: ReSPOGRPOTrainer's loss is the nano_respo kernel alone; "
-                                 f"set {name}={neutral!r} (got {value!r})")
+                                 f"set {name}={neutral!r} (got {value!r}){kernels}")
 
     def behaviour_logps(self, inputs: dict, per_token_logps: torch.Tensor) -> torch.Tensor:
         """Log-probs of the policy that sampled the completions [B, T] (see the module docstring)."""
@@ -70,8 +75,14 @@ class ReSPOGRPOTrainer(GRPOTrainer):
         if advantages.dim() != 1:
             raise ValueError(f"advantages: nano_respo needs one advantage per completion, got shape {tuple(advantages.shape)}")
 
+        pi_old = None
+        if self.loss_config.correction != "none":  # decoupled: TRL's own log-probs at generation time are pi_old
+            pi_old = inputs.get("old_per_token_logps")
+            if pi_old is None:
+                raise ValueError("correction: needs TRL's old_per_token_logps (use_vllm with "
+                                 "vllm_importance_sampling_correction, or num_iterations > 1)")
         loss, stats = policy_loss(per_token_logps, self.behaviour_logps(inputs, per_token_logps),
-                                  advantages, mask.bool(), self.loss_config)
+                                  advantages, mask.bool(), self.loss_config, pi_old_logp=pi_old)
 
         mode = "train" if self.model.training else "eval"
         # HF's automatic scaling is off for GRPO: TRL divides by the accumulation steps itself.

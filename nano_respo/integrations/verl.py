@@ -66,6 +66,9 @@ def loss_config(method: str, loss_agg_mode: str, config) -> LossConfig:
     if loss_agg_mode not in AGG_MODES:
         raise ValueError(f"loss_agg_mode: {loss_agg_mode!r} has no nano_respo counterpart; use one of "
                          f"{', '.join(AGG_MODES)}")
+    if knobs.get("correction", "none") != "none":
+        raise ValueError("correction: verl computes the rollout correction itself (algorithm.rollout_correction) "
+                         "and this loss folds its weights into w; leave policy_loss.correction at none")
     return LossConfig(method=method, agg=loss_agg_mode, norm_len=norm_len, **knobs)
 
 

@@ -46,7 +46,7 @@ TRAIN_GROUPS = {
     "the RL loop": (
         "One iteration: sample group_size completions for each of prompts_per_iteration prompts, "
         "reward them, then take `reuse` optimizer steps on that batch (epochs x mini-batches).",
-        ["iterations", "reuse", "epochs", "lag", "group_size", "prompts_per_iteration", "lr",
+        ["iterations", "reuse", "epochs", "lag", "sampler_dtype", "group_size", "prompts_per_iteration", "lr",
          "max_new_tokens", "temperature", "adv_scale", "max_grad_norm", "weight_decay",
          "router_aux_coef"]),
     "the kernel": (
@@ -55,7 +55,7 @@ TRAIN_GROUPS = {
         ["method", "alpha_pos", "lambda_pos", "alpha_neg", "lambda_neg", "agg", "eps_low",
          "eps_high", "length_norm", "norm_len", "diag_eps", "dual_clip_c", "sapo_tau_pos",
          "sapo_tau_neg", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
-         "log_w_max"]),
+         "log_w_max", "correction", "correction_min", "correction_max", "opsm_delta"]),
     "systems": (
         "Devices, precision, memory and parallelism; none of these changes the math.",
         ["device", "dtype", "threads", "autocast", "gradient_checkpointing", "micro_batch",

@@ -31,6 +31,8 @@ class TrainConfig(StepConfig):
     """RL iterations; each samples one rollout batch and takes `reuse` optimizer steps on it."""
     lag: int = 0
     """Rollout staleness: sample with the weights of `lag` iterations earlier, as asynchronous RL does (0 = current)."""
+    sampler_dtype: str = "float32"
+    """Rollout weights: float32 samples with the learner's own; bfloat16 / float16 a copy cast to it (train-inference mismatch)."""
     lr: float = 1e-4
     """AdamW learning rate for RL (constant)."""
     weight_decay: float = 0.0
@@ -88,6 +90,10 @@ class TrainConfig(StepConfig):
             raise ValueError(f"lag: must be >= 0, got {self.lag}")
         if self.lag and self.fsdp:
             raise ValueError("lag: a lagged sampler is not supported under --fsdp")
+        if self.sampler_dtype not in WEIGHT_DTYPES:
+            raise ValueError(f"sampler_dtype: choose one of {', '.join(WEIGHT_DTYPES)}, got {self.sampler_dtype!r}")
+        if self.sampler_dtype != "float32" and self.fsdp:
+            raise ValueError("sampler_dtype: a separate low-precision sampler is not supported under --fsdp")
         for name in ("iterations", "sft_batch", "eval_every", "eval_problems", "eval_samples", "save_every",
                      "threads", "keep_checkpoints"):  # keep_checkpoints: --resume needs one
             if getattr(self, name) < 1:

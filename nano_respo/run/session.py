@@ -265,7 +265,9 @@ def start(cfg: TrainConfig, run_dir: Path, task, stop: StopRequest) -> Run:
     if state is not None:
         optimizer.load_state_dict(state["optimizer"])
         set_rng_state(state["rng"])
-    lagged = LaggedPolicy(model, cfg.lag, state and state.get("lagged_weights")) if cfg.lag else None
+    separate = cfg.lag or cfg.sampler_dtype != "float32"  # a sampler other than the learner itself
+    lagged = LaggedPolicy(model, cfg.lag, state and state.get("lagged_weights"),
+                          getattr(torch, cfg.sampler_dtype)) if separate else None
     refuse_unknown_characters(tokenizer, (task.train_pool or []) + task.heldout_problems)
     ranks = ONE_PROCESS
     if cfg.fsdp:  # join the process group and shard; the loop runs on every rank
