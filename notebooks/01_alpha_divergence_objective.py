@@ -98,8 +98,8 @@ for x0, y0, text in boxes:
              bbox=dict(boxstyle="round", fc="0.95", ec="0.5"))
 for (_, y_from, _), (_, y_to, _) in zip(boxes, boxes[1:]):
     ax0.annotate("", xy=(0.5, y_to + 0.09), xytext=(0.5, y_from - 0.09), arrowprops=dict(arrowstyle="->"))
-ax0.annotate("next iteration", xy=(0.93, 0.9), xytext=(0.93, 0.1), fontsize=7, rotation=90, va="center",
-             arrowprops=dict(arrowstyle="->", color="0.4"))
+ax0.annotate("", xy=(0.04, 0.9), xytext=(0.04, 0.1), arrowprops=dict(arrowstyle="->", color="0.4"))
+ax0.text(0.0, 0.5, "next iteration", fontsize=7, rotation=90, va="center", ha="right", color="0.4")
 
 
 def cell(log_w: float, positive: bool, eps: float = 0.2) -> str:
@@ -119,10 +119,14 @@ for k, (trace, title) in enumerate(((fresh, "fresh sampler (--lag 0)"), (lagged,
         positive = bool(adv4[i] > 0)
         ax.plot(range(1, R + 1), trace[:, i].exp(), "o-", ms=3, color="tab:red" if positive else "tab:blue",
                 label=f"{'A > 0' if positive else 'A < 0'} → {cell(trace[-1, i].item(), positive)}")
-    ax.set(yscale="log", xlabel="optimizer step on the same batch", title=title)
-    ax.legend(fontsize=6.5, loc="upper left")
+    ax.set(yscale="log", xlabel="optimizer step on the same batch")
+    ax.set_title(title + "; grey: the clip band", fontsize=8)
+    ax.yaxis.set_major_formatter(plt.ScalarFormatter())
+    ax.yaxis.set_minor_formatter(plt.NullFormatter())
+    ax.set_yticks([0.25, 0.5, 1, 2, 4])
+    ax.legend(fontsize=6.5, loc="upper left", title="sign → cell at the last step", title_fontsize=6.5)
     if k == 0:
-        ax.set_ylabel("w = π/μ (grey: the clip band 1 ± 0.2)")
+        ax.set_ylabel("w = π/μ")
 plt.show()
 confirm("with a fresh sampler every w is 1 at the first step", fresh[0].abs().max(), 1e-12)
 print("first-step w with --lag 2:", " ".join(f"{v:.2f}" for v in lagged[0].exp().tolist()))
@@ -627,6 +631,9 @@ for ax, key in zip(axes, shown):
     ax.bar(x - 0.27, log_mu8.exp(), 0.27, color="tab:blue", label="μ (sampled the data)")
     ax.bar(x, log_pi8.exp(), 0.27, color="tab:orange", label="π (current)")
     ax.bar(x + 0.27, proposals[key], 0.27, color="tab:green", label="Q*")
+    for xi, q in zip(x.tolist(), proposals[key].tolist()):
+        if q < 0.005:                                   # a bar too small to see: say it is (almost) zero
+            ax.text(xi + 0.27, 0.01, "≈0", ha="center", fontsize=6, color="tab:green")
     ax.set_xticks(x.tolist(), names, fontsize=7)
     ax.set_title(f"α = {key[0]}, λ = {key[1]}")
     ax.set_xlabel("response y")
