@@ -507,7 +507,8 @@ plt.show()
 # what changes sign is the factor $(1-\alpha)$ in front of it (right). For the positive branch's
 # $\alpha_+=0$ the baseline adds $b\,\mathrm{KL}(\mu\|\pi)$: a push away from $\mu$ in the
 # mass-covering direction. At the negative branch's $\alpha_-=3$ the same baseline subtracts
-# $2b\,D_3$, a pull back towards $\mu$ (the values are printed above).
+# $2b\,D_3$, a pull back towards $\mu$ (the printed values are positive for the two $\alpha$ below 1
+# and negative for the two above).
 #
 # *Takeaway:* $\mathbb E_\mu[w^\alpha]$ is one minus a scaled α-divergence, and the divergence
 # enters $J_\alpha$ through the baseline, with a sign set by $1-\alpha$.
@@ -566,7 +567,8 @@ confirm("the kernel's step is the spliced sum (1/N) sum_y phi_s A grad log pi, c
          .mul(A) @ grad_log_pi / len(A)).abs().max(), 1e-12)
 
 # %% [markdown]
-# The two constants printed above differ, and the cosine printed under them is below 1:
+# The two constants printed above differ, and the cosine printed under them is below 1 (by
+# how much depends on the prompt and the drift):
 # which share of the step goes to the positives is set by the splice, not by the derivation.
 # Across prompts, dropping $Z_s(x)$ also changes how much each prompt weighs: a choice too.
 #
