@@ -384,7 +384,7 @@ W = log_w.exp()
 for pos in (True, False):
     a = 1.0 if pos else -1.0
     ppo = torch.minimum(W * a, W.clamp(0.8, 1.2) * a) - a                # PPO's objective minus its value at w = 1
-    confirm(f"A {'> 0' if pos else '< 0'}: A * int_1^w phi(u) du / u of the clip's coefficient = PPO's min(wA, clip(w)A)",
+    confirm(f"A {'> 0' if pos else '< 0'}: A * int_1^w phi(u) du / u of the clip's phi = PPO's min(wA, clip(w)A)",
             (surrogates["seq_clip", pos] - ppo).abs().max(), 5e-3)   # trapezoids across the kinks
 phi_respo_grid = phi_curve("respo", log_w, True)
 Phi_numeric = torch.cumulative_trapezoid(phi_respo_grid, log_w)
@@ -498,7 +498,8 @@ ax_b.plot(alphas, [(baseline * (1 - a) * d_alpha(a)).item() for a in alphas], co
 ax_b.axhline(0, color="0.3", lw=0.8)
 ax_b.axvline(3, color="tab:blue", ls=":", lw=1)
 ax_b.text(3.05, 0.02, "α₋ = 3", fontsize=7, color="tab:blue", transform=ax_b.get_xaxis_transform())
-ax_b.set(xlabel="α", ylabel="b (1 − α) D_α", title="the baseline's term in J_α: a bonus for α < 1, a penalty above")
+ax_b.set(xlabel="α", ylabel="b (1 − α) D_α",
+         title="the baseline's term in J_α: a bonus for α < 1, a penalty above")
 fig.tight_layout()
 plt.show()
 
@@ -666,7 +667,8 @@ print("w of each response:", " ".join(f"{v:.2f}" for v in w8.tolist()))
 at_pi = (log_pi8.exp() * w8).sum() - 1
 confirm("Var_mu(w) = E_pi[w] - 1 (the budget at Q = pi)", (((log_mu8.exp() * w8 ** 2).sum() - 1) - at_pi).abs(), 1e-12)
 print(f"E_Q[w] - 1 at Q = pi: {at_pi:.3f}; at the tilted Q*(0.5, 1): {(proposals[(0.5, 1.0)] * w8).sum() - 1:.3f}")
-phi_max = max(math.exp(c.lambda_pos), (c.alpha_neg / c.lambda_neg) ** c.alpha_neg * math.exp(c.lambda_neg - c.alpha_neg))
+phi_max = max(math.exp(c.lambda_pos),                                   # the two branches' suprema
+              (c.alpha_neg / c.lambda_neg) ** c.alpha_neg * math.exp(c.lambda_neg - c.alpha_neg))
 respo_moment = (mu * (phi_respo * A) ** 2 * sq_norm).sum()
 confirm(f"E_mu[phi^2 A^2 |grad log pi|^2] <= max phi^2 E_mu[A^2 |grad log pi|^2], max phi = {phi_max:.3f}",
         max(0.0, respo_moment - phi_max ** 2 * (mu * A ** 2 * sq_norm).sum()), 1e-12)
