@@ -12,7 +12,20 @@
 # A derivation to follow with pen and paper. Each step is one claim, the one-line reason
 # for it, and a numerical check underneath (a line that starts with ✓). The math is
 # docs/math.md §1–§4; every coefficient comes from `nano_respo.kernel`, nothing here
-# re-implements the loss.
+# re-implements the loss. A number in the text is one a code cell printed: "printed above"
+# points at it.
+#
+# ## 0. Start here
+#
+# **What you need, and what it is used for.**
+#
+# | prerequisite | used for |
+# |---|---|
+# | the policy gradient $\nabla\mathbb E_\pi[A]=\mathbb E_\pi[A\nabla\log\pi]$, and why a baseline is free on-policy ($\mathbb E_\pi[\nabla\log\pi]=\sum_y\nabla\pi=0$) | §1: the exact off-policy gradient, and why the baseline is *not* free once $\phi\ne w$ |
+# | PPO's clipped surrogate $\min(rA,\mathrm{clip}(r,1\pm\epsilon)A)$ | §2: the clip as a coefficient table |
+# | KL divergence and f-divergences $D_f(\pi\|\mu)=\mathbb E_\mu[f(\pi/\mu)]$, $f$ convex, $f(1)=0$ | §4: Amari's α-divergence |
+# | Lagrange multipliers for a constrained minimum | §5: the variational proposal $Q^*$ |
+# | Adam (a per-weight step of about the learning rate, whatever the gradient's scale) | §0's picture: $R$ steps move $w$ even when the coefficients are small |
 #
 # **Notation.** A prompt $x$, a response $y$, the behaviour policy $\mu$ that sampled it
 # (the policy when the rollouts were drawn), the current policy $\pi_\theta$, the sequence
@@ -20,6 +33,14 @@
 # Every method in this project is a **coefficient** $\phi$ on the policy gradient
 # (docs/math.md §1):
 # $$g=\mathbb E_{y\sim\mu}\big[\phi\,A\,\nabla\log\pi_\theta(y|x)\big].$$
+#
+# **One RL iteration, drawn.** The sampler $\mu$ draws a group of responses and the verifier
+# scores them; then the *same* batch feeds $R$ optimizer steps (`--reuse R`). At the first
+# step $\pi_\theta=\mu$ and every $w=1$; each step moves $\pi_\theta$, so every response's $w$
+# drifts, and by the last step each one sits in one cell of the clip table of §2. With
+# `--lag k` the sampler is the learner of $k$ iterations ago, so $w\ne1$ already at the first
+# step. The picture below is computed, not sketched: a group of 4 responses on the
+# 27-response space of §1, $R=8$ Adam steps of the ReSPO loss.
 
 # %%
 import math
@@ -28,14 +49,100 @@ import matplotlib.pyplot as plt
 import torch
 
 from course import SequenceSpace, confirm
-from nano_respo.kernel import LossConfig, policy_loss, power_tilt, respo_coefficient
+from nano_respo.kernel import (METHOD_TABLE, LossConfig, coefficients, policy_loss, power_tilt,
+                               respo_coefficient)
 from nano_respo.lab.surrogate import respo_surrogate
 from nano_respo.lab.report import phi_curve  # phi read back from the gradient of kernel.policy_loss
 
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})
 
+space = SequenceSpace(vocab=3, length=3)              # 27 responses of 3 tokens over 3 symbols
+g = torch.Generator().manual_seed(0)
+theta_mu = space.random_theta(g)
+reward = (space.seqs.sum(-1) >= 4).double()          # [N] the verifier: 1 when the tokens sum to at least 4
+
+
+def one_iteration(theta_sampler, theta_learner, picks, steps, lr=0.05, cfg=LossConfig(agg="seq-mean-token-sum")):
+    """R Adam steps of cfg's loss on one group sampled by theta_sampler; log w of each response per step."""
+    token_logp_mu = space.token_log_probs(theta_sampler)[picks].detach()          # [G, 3] the sampler's log-probs
+    adv = reward[picks] - reward[picks].mean()                                     # [G] group-centred
+    theta = theta_learner.clone().requires_grad_(True)
+    opt = torch.optim.Adam([theta], lr=lr)
+    trace = []
+    for _ in range(steps):
+        logp = space.token_log_probs(theta)[picks]                                 # [G, 3]
+        trace.append((logp - token_logp_mu).sum(-1).detach())                      # log w at this step
+        loss, _ = policy_loss(logp, token_logp_mu, adv, torch.ones_like(logp, dtype=torch.bool), cfg)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return torch.stack(trace), adv                                                 # [R, G], [G]
+
+
+picks = torch.tensor([14, 13, 12, 10])               # 112 is correct; 111, 110 share its prefix, 101 does not
+R = 8
+fresh, adv4 = one_iteration(theta_mu, theta_mu, picks, R)
+theta_older = theta_mu - 0.5 * space.random_theta(g)  # the learner two iterations ago: the --lag sampler
+lagged, _ = one_iteration(theta_older, theta_mu, picks, R)
+
+fig = plt.figure(figsize=(10, 3.6))
+ax0 = fig.add_axes([0.01, 0.05, 0.27, 0.9])
+ax0.axis("off")
+boxes = [(0.5, 0.9, "sampler μ\n(the learner now, or\n--lag k iterations ago)"),
+         (0.5, 0.62, "group of G responses y ~ μ\nlog μ(y) kept"),
+         (0.5, 0.36, "verifier: r ∈ {0, 1}\nA = r − mean of the group"),
+         (0.5, 0.1, "R optimizer steps on this batch\n(--reuse R): π moves, w = π/μ drifts")]
+for x0, y0, text in boxes:
+    ax0.text(x0, y0, text, ha="center", va="center", fontsize=8,
+             bbox=dict(boxstyle="round", fc="0.95", ec="0.5"))
+for (_, y_from, _), (_, y_to, _) in zip(boxes, boxes[1:]):
+    ax0.annotate("", xy=(0.5, y_to + 0.09), xytext=(0.5, y_from - 0.09), arrowprops=dict(arrowstyle="->"))
+ax0.annotate("", xy=(0.04, 0.9), xytext=(0.04, 0.1), arrowprops=dict(arrowstyle="->", color="0.4"))
+ax0.text(0.0, 0.5, "next iteration", fontsize=7, rotation=90, va="center", ha="right", color="0.4")
+
+
+def cell(log_w: float, positive: bool, eps: float = 0.2) -> str:
+    """The clip-table cell of §2 a response ends in."""
+    w_end = math.exp(log_w)
+    if 1 - eps <= w_end <= 1 + eps:
+        return "inside: φ = w"
+    if positive:
+        return "low w: φ = w, starved" if w_end < 1 - eps else "high w: φ = 0"
+    return "low w: φ = 0" if w_end < 1 - eps else "high w: φ = w, unbounded"
+
+
+for k, (trace, title) in enumerate(((fresh, "fresh sampler (--lag 0)"), (lagged, "stale sampler (--lag 2)"))):
+    ax = fig.add_axes([0.36 + 0.33 * k, 0.14, 0.28, 0.74])
+    ax.axhspan(0.8, 1.2, color="0.88", zorder=0)
+    for i in range(len(picks)):
+        positive = bool(adv4[i] > 0)
+        ax.plot(range(1, R + 1), trace[:, i].exp(), "o-", ms=3, color="tab:red" if positive else "tab:blue",
+                label=f"{'A > 0' if positive else 'A < 0'} → {cell(trace[-1, i].item(), positive)}")
+    ax.set(yscale="log", xlabel="optimizer step on the same batch")
+    ax.set_title(title + "; grey: the clip band", fontsize=8)
+    ax.yaxis.set_major_formatter(plt.ScalarFormatter())
+    ax.yaxis.set_minor_formatter(plt.NullFormatter())
+    ax.set_yticks([0.25, 0.5, 1, 2, 4])
+    ax.legend(fontsize=6.5, loc="upper left", title="sign → cell at the last step", title_fontsize=6.5)
+    if k == 0:
+        ax.set_ylabel("w = π/μ")
+plt.show()
+confirm("with a fresh sampler every w is 1 at the first step", fresh[0].abs().max(), 1e-12)
+print("first-step w with --lag 2:", " ".join(f"{v:.2f}" for v in lagged[0].exp().tolist()))
+for i, y in enumerate(picks.tolist()):
+    name = "".join(map(str, space.seqs[y].tolist()))
+    print(f"response {name} (A = {adv4[i]:+.2f}): w at the last step {fresh[-1, i].exp():.2f} fresh, "
+          f"{lagged[-1, i].exp():.2f} stale -> {cell(fresh[-1, i].item(), bool(adv4[i] > 0))} (fresh)")
+
 # %% [markdown]
+# Read the left panel with the printout: the correct response's $w$ rises (it is being
+# pushed up) and the wrong response 101 falls, but the two wrong responses that share the
+# correct one's prefix 11 drift *up* with it, because each step raises the shared prefix.
+# Where each lands in the clip table is printed above; the right panel starts from the
+# first-step weights printed above instead of 1. Everything below is about what a method
+# should do with these drifted weights.
+#
 # ## 1. The exact off-policy gradient, and why something must give
 #
 # The objective is the expected advantage under the current policy, $J(\theta)=\mathbb E_{\pi_\theta}[A]$.
@@ -44,20 +151,16 @@ plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid
 # *Reason:* the first is $\nabla\pi=\pi\nabla\log\pi$; the second multiplies and divides each
 # term of $\sum_y\pi(y)A\nabla\log\pi$ by $\mu(y)$.
 #
-# So the importance weight $w$ is the *exact* correction, and under rollout reuse (docs/math.md §1:
-# one batch from $\mu$ feeds $R$ optimizer steps) it is all we have. Check it exactly on a
-# space small enough to enumerate: 3 tokens from a vocabulary of 3 (27 responses), a tabular
-# autoregressive policy, $\pi$ a drifted copy of $\mu$, reward 1 when the tokens sum to at least 4.
+# So the importance weight $w$ is the *exact* correction, and under rollout reuse it is all
+# we have. Check it exactly on the 27-response space: a tabular autoregressive policy, $\pi$
+# a drifted copy of $\mu$, reward 1 when the tokens sum to at least 4.
 
 # %%
-space = SequenceSpace(vocab=3, length=3)
-g = torch.Generator().manual_seed(0)
-theta_mu = space.random_theta(g)
 theta = (theta_mu + 0.8 * space.random_theta(g)).requires_grad_(True)
-reward = (space.seqs.sum(-1) >= 4).double()          # [N] the verifier
 log_mu = space.log_probs(theta_mu)                    # [N]
 mu = log_mu.exp()
-A = reward - (mu * reward).sum()                      # [N] advantage: reward minus its mean under mu
+baseline = (mu * reward).sum()                        # b = E_mu[r]
+A = reward - baseline                                 # [N] advantage: reward minus its mean under mu
 
 log_pi = space.log_probs(theta)                       # [N], differentiable
 (grad_on,) = torch.autograd.grad((log_pi.exp() * A).sum(), theta)       # grad of E_pi[A]
@@ -65,13 +168,55 @@ w = (log_pi - log_mu).exp().detach()
 log_pi = space.log_probs(theta)                       # a fresh graph for the second gradient
 (grad_off,) = torch.autograd.grad((mu * w * A * log_pi).sum(), theta)   # E_mu[w A grad log pi]
 confirm("grad E_pi[A] = E_mu[w A grad log pi]", (grad_on - grad_off).abs().max(), 1e-12)
+print(f"w over the 27 responses: {w.min():.2f} to {w.max():.2f}; baseline b = E_mu[r] = {baseline:.3f}")
 
 # %% [markdown]
+# **Claim (the baseline is free only for the exact weight).** Subtracting $b$ from the reward
+# changes the expected gradient by $-b\,\mathbb E_\mu[\phi\nabla\log\pi]$, which is $0$ for
+# $\phi=w$ and not $0$ for any other $\phi$.
+# *Reason:* $\mathbb E_\mu[w\nabla\log\pi]=\sum_y\nabla\pi=\nabla1=0$; for $\phi\ne w$ the sum
+# $\sum_y\mu\phi\nabla\log\pi$ has no such cancellation (at $\phi=1$ it is $\mathbb E_\mu[\nabla\log\pi]$,
+# the gradient of $-\mathrm{KL}(\mu\|\pi)$, zero only at $\pi=\mu$).
+#
+# So the group baseline, harmless on-policy, *moves* the expected gradient of every reshaped
+# method once $w\ne1$. Check on the 27-response space, every method of the kernel: the
+# expected gradient with $A=r-b$ against the one with $A=r$ (per-token gradients by autograd,
+# coefficients from `kernel.coefficients`).
+
+# %%
+tok_jac = space.token_jacobian(theta.detach())                       # [N, 3, P]
+tok_logp = space.token_log_probs(theta.detach())                     # [N, 3]
+tok_logp_mu = space.token_log_probs(theta_mu)                        # [N, 3]
+all_tokens = torch.ones_like(tok_logp, dtype=torch.bool)
+
+
+def expected_gradient(method: str, advantage: torch.Tensor) -> torch.Tensor:
+    """E_mu[sum_t phi_t A grad log pi_t] for one method, exactly: a sum over the 27 responses."""
+    phi_t, _ = coefficients(tok_logp, tok_logp_mu, advantage, all_tokens, LossConfig(method=method))
+    return (mu[:, None, None] * (phi_t * advantage[:, None])[..., None] * tok_jac).sum((0, 1))   # [P]
+
+
+shift = {}
+for method in METHOD_TABLE:
+    centred, raw = expected_gradient(method, A), expected_gradient(method, reward)
+    shift[method] = ((centred - raw).norm() / centred.norm()).item()
+confirm("for the exact weight (is) the baseline does not move the expected gradient", shift["is"], 1e-12)
+print("|g(r - b) - g(r)| / |g(r - b)|, the baseline's share of each method's expected gradient:")
+print("  " + ", ".join(f"{m} {s:.2f}" for m, s in shift.items()))
+
+# %% [markdown]
+# Every reshaped method's expected gradient moves by the share printed above; ReSPO's is
+# among them. Which gradient the group baseline picks is therefore part of a method's
+# definition, not a variance trick; §4 shows what it picks for the power surrogate.
+#
 # **Claim.** The price of exactness is a variance that grows exponentially with the length.
-# *Reason:* $w=\prod_t r_t$ is a product of token ratios, so
-# $\mathbb E_\mu[w^2]=\sum_y\pi^2/\mu$ multiplies over positions; every position whose
-# policy has drifted contributes a factor above 1. The estimator's effective sample size,
-# $n/\mathbb E_\mu[w^2]$ for $n$ draws, shrinks by the same factor.
+# *Reason:* $w=\prod_tr_t$ is a product of token ratios, and $\mathbb E_\mu[w^2]=\sum_y\pi^2/\mu$
+# obeys the autoregressive recursion
+# $$M(y_{<t})=\sum_{y_t}\frac{\pi(y_t|y_{<t})^2}{\mu(y_t|y_{<t})}\,M(y_{\le t}),\qquad M(y_{\le T})=1,\qquad \mathbb E_\mu[w^2]=M(\varnothing).$$
+# Each position's factor $c_t(y_{<t})=\sum_{y_t}\pi_t^2/\mu_t=1+\chi^2(\pi_t\|\mu_t)\ge1$, so
+# $\mathbb E_\mu[w^2]\ge\prod_t\min_{y_{<t}}c_t$: a product over positions, exactly so when the
+# positions are independent (the factors do not depend on the prefix). The estimator's
+# effective sample size, $n/\mathbb E_\mu[w^2]$ for $n$ draws, shrinks by the same factor.
 #
 # Below, exactly by enumeration: responses of 1 to 7 tokens over 3 symbols (the first $L$
 # tokens of one policy), every position's logits moved by $\delta\cdot\mathcal N(0,1)$.
@@ -82,11 +227,25 @@ sp = SequenceSpace(vocab=3, length=7)                 # 2187 responses; a length
 gen = torch.Generator().manual_seed(1)
 base, direction = sp.random_theta(gen), sp.random_theta(gen)
 log_mu_tok = sp.token_log_probs(base)                 # [N, 7]
-second_moment = {}
+mu7 = log_mu_tok.sum(-1).exp()                        # [N]
+second_moment, phi_moment = {}, {}
 for d in drifts:
-    log_w_prefix = (sp.token_log_probs(base + d * direction) - log_mu_tok).cumsum(-1)   # [N, 7] log w of y_<=L
+    log_pi_tok = sp.token_log_probs(base + d * direction)
+    log_w_prefix = (log_pi_tok - log_mu_tok).cumsum(-1)   # [N, 7] log w of y_<=L
     # E_mu[w_L^2]: the first L tokens' weight, averaged over mu (the rest of y sums out)
-    second_moment[d] = (log_mu_tok.sum(-1).exp()[:, None] * (2 * log_w_prefix).exp()).sum(0).tolist()
+    second_moment[d] = (mu7[:, None] * (2 * log_w_prefix).exp()).sum(0).tolist()
+    phi_moment[d] = [(mu7 * respo_coefficient(log_w_prefix[:, -1], torch.full((len(mu7),), s)) ** 2).sum().item()
+                     for s in (True, False)]
+    # the recursion, from the last position back: M(y_<t) = sum over y_t of c(y_t | y_<t) M(y_<=t)
+    factor = (2 * log_pi_tok - log_mu_tok).exp()          # [N, 7] pi_t^2 / mu_t of each sequence's token
+    M, floor_product = torch.ones(len(mu7), dtype=torch.float64), 1.0
+    for t in reversed(range(7)):
+        rows, repeats = sp.prefix_id[:, t], 3 ** (sp.length - 1 - t)   # each (y_<t, y_t) appears `repeats` times
+        c_t = torch.zeros(3 ** t, dtype=torch.float64).index_add_(0, rows, factor[:, t]) / repeats   # [3^t]
+        M = (torch.zeros(3 ** t, dtype=torch.float64).index_add_(0, rows, factor[:, t] * M) / repeats)[rows]
+        floor_product *= c_t.min().item()
+    confirm(f"δ = {d}: the recursion gives E_mu[w^2] at L = 7, and it is >= the product of the least factors",
+            abs(M[0].item() / second_moment[d][-1] - 1) + max(0.0, floor_product - M[0].item()), 1e-9)
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8, 2.8))
 for d, colour in zip(drifts, ("tab:blue", "tab:orange", "tab:red")):
@@ -98,21 +257,63 @@ ax2.set(xlabel="response length L", ylabel="effective sample size / n", title="w
 ax1.legend()
 fig.tight_layout()
 plt.show()
-print("E_mu[w^2] at L = 7:", ", ".join(f"δ={d}: {second_moment[d][-1]:.3g}" for d in drifts))
+for d in drifts:
+    print(f"δ = {d}: E_mu[w^2] = {second_moment[d][-1]:.3g} at L = 7; "
+          f"E_mu[phi_+^2] = {phi_moment[d][0]:.3g}, E_mu[phi_-^2] = {phi_moment[d][1]:.3g} (ReSPO, defaults)")
 
 # %% [markdown]
+# The printout puts the two next to each other: the exact weight's second moment grows with
+# the drift, ReSPO's stays below the bound of its coefficient, $\max\phi^2$, at every drift
+# (the argument of §5 and docs/math.md §4.4).
+#
 # **The objection, answered.** "$w\to0$ *is* the correct weight of a response the current
-# policy rarely writes, so why call it starvation?" Because no practical method uses the
-# exact weight. It is unbiased only in expectation; on a finite, reused batch its variance
-# (above) makes it useless, so every method trades bias for variance. Clipping (next
-# section) makes that trade *sign-dependently*: it removes the two harmless cells of the
-# weight table and keeps the two harmful ones, where a correct response gets the vanishing
-# $w$ and an over-generated wrong response gets an unbounded $w$. The question is therefore
-# not "exact or biased" but "which bias": ReSPO picks one that keeps the positives' signal
-# and bounds the negatives'.
+# policy rarely writes, so why call it starvation?" Because of *which* cell the variance comes
+# from. The cells of the weight table cost very different amounts:
+#
+# - a high-$w$ response adds $w^2$ to the second moment: that is where the variance above
+#   lives, and bounding $\phi$ there is a variance reduction (ReSPO's negative branch);
+# - a low-$w$ positive adds almost nothing ($w^2\to0$). Raising its coefficient from $w$ to
+#   ReSPO's value near 1 *adds* variance there; what it buys is a different **target**. At the
+#   flat corner $\phi_+=1$ the positives' expected gradient is
+#   $\mathbb E_\mu[A_+\nabla\log\pi]=\nabla\,\mathbb E_\mu[A_+\log\pi]=-Z_+\nabla\mathrm{KL}(q_+\|\pi)$ with
+#   $q_+\propto\mu A_+$ the advantage-weighted successes of $\mu$: a weighted likelihood of
+#   every success the sampler found. This is also what "mass-covering as $\alpha\to0$" means
+#   here (§4): $\mathrm{KL}(q_+\|\pi)$ is large wherever $q_+$ has mass and $\pi$ has none, so the
+#   target does not let $\pi$ drop a success $\mu$ found, however low its $w$ has fallen.
+#
+# Check on the 27-response space: the low-$w$ positives' share of the second moment under
+# the exact weight and under ReSPO, and the flat positive branch's gradient against the
+# gradient of $-Z_+\mathrm{KL}(q_+\|\pi)$.
+
+# %%
+positive = A > 0
+sq_norm = tok_jac.sum(1).pow(2).sum(-1)                                  # [N] |grad log pi(y)|^2
+phi_respo = respo_coefficient(w.log(), positive)
+for name, coeff in (("exact weight w", w), ("ReSPO", phi_respo)):
+    moment = mu * (coeff * A) ** 2 * sq_norm                             # each response's share of E|g_hat|^2
+    low = positive & (w < 0.8)
+    print(f"{name:>15}: low-w positives carry {moment[low].sum() / moment.sum():.1%} of the second moment; "
+          f"responses with w > 1.2 carry {moment[w > 1.2].sum() / moment.sum():.1%}")
+q_plus = mu * A.clamp(min=0)
+Z_plus = q_plus.sum()
+log_pi = space.log_probs(theta)
+(by_flat_branch,) = torch.autograd.grad((mu * A.clamp(min=0) * log_pi).sum(), theta)   # phi_+ = 1 on positives
+log_pi = space.log_probs(theta)
+kl = (q_plus / Z_plus * ((q_plus / Z_plus).clamp(min=1e-300).log() - log_pi)).sum()
+(by_kl,) = torch.autograd.grad(-Z_plus * kl, theta)
+confirm("E_mu[A_+ grad log pi] = -Z_+ grad KL(q_+ || pi): the flat branch fits mu's successes",
+        (by_flat_branch - by_kl).abs().max(), 1e-12)
+
+# %% [markdown]
+# So the question is not "exact or biased" but "which bias where": the clip (next section)
+# keeps the exact weight in the two cells where it hurts (the vanishing $w$ of a drifted
+# positive, the unbounded $w$ of an over-generated negative) and zeroes the two harmless
+# ones. ReSPO bounds the high-$w$ negatives (a variance cut) and gives low-$w$ positives a
+# weight near 1 (a change of target, towards $\mu$'s successes).
 #
 # *Takeaway:* the exact off-policy gradient weighs each response by $w$; its variance grows
-# like a product over tokens, so a method must bias it, and the choice of bias is the design.
+# like a product over tokens and lives in the high-$w$ cells; the baseline moves every
+# other method's gradient; and the choice of bias is the design.
 #
 # ## 2. The clipped surrogate as a coefficient table, and where it is biased
 #
@@ -146,29 +347,32 @@ confirm("seq_clip's coefficient at w = 0.5, 1, 2 is (w, w, 0) for A > 0 and (0, 
 # The PPO paper draws the surrogate against the ratio case by case; here is the same figure
 # for sequences, with ReSPO beside the clip. The top row is the surrogate $L(w)-L(1)$, obtained
 # by integrating the kernel's coefficient, $L(w)-L(1)=A\int_1^w\phi(u)\,du/u$ (the slope in $\log w$
-# is $\phi A$); the bottom row is $\phi$ itself.
+# is $\phi A$); the bottom row is $\phi$ itself. The check under the figure confirms that this
+# integral gives back PPO's own $\min(wA,\mathrm{clip}(w)A)$ for the clip.
 
 # %%
 below, above = torch.linspace(math.log(0.02), 0, 300), torch.linspace(0, math.log(8.0), 301)[1:]
 log_w = torch.cat([below, above]).double()            # w = 1 is grid point 299
 methods = {"seq_clip": "tab:blue", "is": "0.4", "respo": "tab:red"}
 labels = {"seq_clip": "sequence clip (ε = 0.2)", "is": "exact weight w", "respo": "ReSPO (defaults)"}
+surrogates = {}
 fig, axes = plt.subplots(2, 2, figsize=(8, 5), sharex=True)
-for col, positive in enumerate((True, False)):
-    sign = 1.0 if positive else -1.0
+for col, pos in enumerate((True, False)):
+    sign = 1.0 if pos else -1.0
     for method, colour in methods.items():
-        phi = phi_curve(method, log_w, positive)
+        phi = phi_curve(method, log_w, pos)
         slope = sign * phi                                         # d L / d log w
         area = torch.cat([torch.zeros(1, dtype=torch.float64),
                           torch.cumulative_trapezoid(slope, log_w)])  # L(w) - L(w_min)
         L = area - area[299]                                       # L(w) - L(1)
+        surrogates[method, pos] = L
         ls = ":" if method == "is" else "-"
         axes[0, col].plot(log_w.exp(), L, ls, color=colour, lw=2 if method == "respo" else 1.3, label=labels[method])
         axes[1, col].plot(log_w.exp(), phi, ls, color=colour, lw=2 if method == "respo" else 1.3)
     for ax in axes[:, col]:
         ax.axvspan(0.8, 1.2, color="0.85", zorder=0)
         ax.set_xscale("log")
-    axes[0, col].set_title(f"A {'> 0' if positive else '< 0'}")
+    axes[0, col].set_title(f"A {'> 0' if pos else '< 0'}")
     axes[1, col].set(xlabel="w", ylim=(-0.05, 2.5))
 axes[0, 0].set_ylabel("surrogate L(w) − L(1)")
 axes[1, 0].set_ylabel("coefficient φ(w)")
@@ -176,17 +380,29 @@ axes[0, 0].legend(fontsize=8)
 fig.tight_layout()
 plt.show()
 
-phi_respo = phi_curve("respo", log_w, True)
-Phi_numeric = torch.cumulative_trapezoid(phi_respo, log_w)
+W = log_w.exp()
+for pos in (True, False):
+    a = 1.0 if pos else -1.0
+    ppo = torch.minimum(W * a, W.clamp(0.8, 1.2) * a) - a                # PPO's objective minus its value at w = 1
+    confirm(f"A {'> 0' if pos else '< 0'}: A * int_1^w phi(u) du / u of the clip's phi = PPO's min(wA, clip(w)A)",
+            (surrogates["seq_clip", pos] - ppo).abs().max(), 5e-3)   # trapezoids across the kinks
+phi_respo_grid = phi_curve("respo", log_w, True)
+Phi_numeric = torch.cumulative_trapezoid(phi_respo_grid, log_w)
 Phi_closed = respo_surrogate(log_w, 0.0, 0.1)
 confirm("ReSPO's surrogate from the figure equals the kernel's closed form Phi (up to a constant)",
         ((Phi_closed[1:] - Phi_closed[0]) - Phi_numeric).abs().max(), 1e-4)
+print(f"A > 0 at w = {W[0]:.2f}: clip L(w) - L(1) = {surrogates['seq_clip', True][0]:.3f} "
+      f"(-A (1 - w)), ReSPO {surrogates['respo', True][0]:.3f}")
 
 # %% [markdown]
-# Read the grey band as the trust region $[1-\epsilon,1+\epsilon]$. Left: the clip's surrogate
-# keeps falling along $w$ as $w\to0$ (its slope $w$ vanishes) and goes flat above the band;
-# ReSPO's keeps a slope near 1 everywhere. Right: the clip's surrogate keeps a slope $w$ that
-# grows without bound above the band, ReSPO's bends back to flat.
+# Read the grey band as the trust region $[1-\epsilon,1+\epsilon]$. Left, as the drifted
+# positive's $w\to0$: the clip's surrogate is $wA$, whose slope in $w$ stays $A$ but whose slope in
+# $\log w$, the one the gradient $\nabla\log\pi$ sees, is $wA\to0$; on the log axis the curve goes
+# flat at $-A$ (its value at the left edge is printed above), so pushing the response further
+# down costs the clip's objective almost nothing and nothing pulls it back. ReSPO's surrogate
+# keeps a slope near 1 in $\log w$ and keeps falling (its value is printed beside the clip's).
+# Above the band the clip goes flat. Right: the clip's surrogate keeps a slope $w$ that grows
+# without bound above the band, ReSPO's bends back to flat.
 #
 # *Takeaway:* the clip is a coefficient table; its bias is the zero cells, and it leaves the
 # exact (tiny or huge) weight where the sign makes it hurt.
@@ -215,24 +431,32 @@ for alpha in (0.0, 0.5, 2.0):
 # %% [markdown]
 # *Takeaway:* $\alpha$ is a dial between ignoring the weight (0) and using it exactly (1).
 #
-# ## 4. The α-divergence hiding in $J_\alpha$
+# ## 4. The baseline is where the α-divergence enters $J_\alpha$
 #
 # The core of $J_\alpha$ is $\mathbb E_\mu[w^\alpha]=\sum_y\pi^\alpha\mu^{1-\alpha}$. Amari's α-divergence
 # is the f-divergence with
 # $$f_\alpha(t)=\frac{t^\alpha-1-\alpha(t-1)}{\alpha(\alpha-1)},\qquad D_\alpha(\pi\|\mu)=\mathbb E_\mu\big[f_\alpha(w)\big].$$
-# ($f_\alpha$ is convex with $f_\alpha(1)=f'_\alpha(1)=0$, so $D_\alpha\ge0$ with equality iff $\pi=\mu$.)
+# ($f_\alpha$ is convex for every $\alpha$ with $f_\alpha(1)=f'_\alpha(1)=0$, so $D_\alpha\ge0$ with equality iff $\pi=\mu$.)
 #
 # **Claim.** $\mathbb E_\mu[w^\alpha]=1-\alpha(1-\alpha)\,D_\alpha(\pi\|\mu)$.
 # *Reason:* $\mathbb E_\mu[w]=\sum_y\pi=1$, so the linear term of $f_\alpha$ averages to zero:
 # $D_\alpha=(\mathbb E_\mu[w^\alpha]-1)/(\alpha(\alpha-1))$; solve for $\mathbb E_\mu[w^\alpha]$.
 #
+# **Claim (the baseline identity).** With $A=r-b$ for a constant $b$,
+# $$\mathbb E_\mu\Big[(r-b)\frac{w^\alpha-1}{\alpha}\Big]=\mathbb E_\mu\Big[r\,\frac{w^\alpha-1}{\alpha}\Big]+b\,(1-\alpha)\,D_\alpha(\pi\|\mu).$$
+# *Reason:* the $b$ term is $-b(\mathbb E_\mu[w^\alpha]-1)/\alpha$; put in the claim above.
+#
+# This is where the α-divergence actually enters $J_\alpha$: not through $A$, but through the
+# baseline, as a bonus or a penalty on moving away from $\mu$. For $b>0$ (the group mean of
+# 0/1 rewards) and $\alpha<1$ it *rewards* divergence from $\mu$; for $\alpha>1$, where
+# $\alpha(1-\alpha)<0$, it penalises it. It is also §1's baseline shift, in closed form.
+#
 # **Claim (the KL limits).** $D_\alpha\to\mathrm{KL}(\mu\|\pi)$ as $\alpha\to0$ and $D_\alpha\to\mathrm{KL}(\pi\|\mu)$ as $\alpha\to1$.
 # *Reason:* at $\alpha\to0$, $t^\alpha=1+\alpha\log t+O(\alpha^2)$ gives $f_\alpha(t)\to t-1-\log t$,
 # whose $\mu$-mean is $\mathbb E_\mu[-\log w]=\mathrm{KL}(\mu\|\pi)$; at $\alpha\to1$, $t^\alpha=t+(\alpha-1)t\log t+O((\alpha-1)^2)$
 # gives $f_\alpha(t)\to t\log t-t+1$, whose $\mu$-mean is $\mathbb E_\mu[w\log w]=\mathrm{KL}(\pi\|\mu)$.
-#
-# So maximising $J_\alpha$ rewards advantage while the power $\alpha$ picks which divergence
-# from $\mu$ the weights feel: mass-covering ($\alpha\to0$) or mode-seeking ($\alpha\to1$).
+# $\mathrm{KL}(\mu\|\pi)$ is the mass-covering direction ($\pi$ must have mass wherever $\mu$ does),
+# $\mathrm{KL}(\pi\|\mu)$ the mode-seeking one.
 
 # %%
 pi = space.log_probs(theta).detach().exp()
@@ -248,32 +472,52 @@ def d_alpha(alpha: float) -> torch.Tensor:
 kl_mu_pi = (mu * (mu / pi).log()).sum()
 kl_pi_mu = (pi * (pi / mu).log()).sum()
 errors = [((mu * power_tilt(ratio.log(), a, 0.0)).sum() - (1 - a * (1 - a) * d_alpha(a))).abs()
-          for a in (0.25, 0.5, 1.5, 2.0)]
-confirm("E_mu[w^alpha] = 1 - alpha (1 - alpha) D_alpha at alpha = 0.25, 0.5, 1.5, 2", max(errors), 1e-12)
+          for a in (0.25, 0.5, 1.5, 2.0, 3.0)]
+confirm("E_mu[w^alpha] = 1 - alpha (1 - alpha) D_alpha at alpha = 0.25, 0.5, 1.5, 2, 3", max(errors), 1e-12)
+identity = []
+for a in (0.25, 0.5, 1.5, 3.0):
+    for b in (0.0, baseline.item(), 0.9):
+        lhs = (mu * (reward - b) * respo_surrogate(ratio.log(), a, 0.0)).sum()
+        rhs = (mu * reward * respo_surrogate(ratio.log(), a, 0.0)).sum() + b * (1 - a) * d_alpha(a)
+        identity.append((lhs - rhs).abs())
+confirm("E_mu[(r - b) Phi_alpha(w)] = E_mu[r Phi_alpha(w)] + b (1 - alpha) D_alpha, four alphas, three b",
+        max(identity), 1e-12)
+print(f"b = {baseline:.3f}: the baseline term b (1 - alpha) D_alpha is "
+      + ", ".join(f"{baseline * (1 - a) * d_alpha(a):+.3f} at alpha = {a:g}" for a in (0.25, 0.5, 1.5, 3.0)))
 confirm("D_alpha -> KL(mu || pi) as alpha -> 0", (d_alpha(1e-7) - kl_mu_pi).abs(), 1e-5)
 confirm("D_alpha -> KL(pi || mu) as alpha -> 1", (d_alpha(1 - 1e-7) - kl_pi_mu).abs(), 1e-5)
 
-alphas = [a for a in torch.linspace(-0.5, 1.5, 81).tolist() if min(abs(a), abs(a - 1)) > 1e-6]
-fig, ax = plt.subplots(figsize=(5, 2.8))
+alphas = [a for a in torch.linspace(-0.5, 3.5, 161).tolist() if min(abs(a), abs(a - 1)) > 1e-6]
+fig, (ax, ax_b) = plt.subplots(1, 2, figsize=(9, 2.9))
 ax.plot(alphas, [d_alpha(a).item() for a in alphas], color="tab:purple", label="D_α(π‖μ)")
-ax.axhline(kl_mu_pi, color="tab:blue", ls="--", lw=1)
-ax.axhline(kl_pi_mu, color="tab:orange", ls="--", lw=1)
-ax.plot([0], [kl_mu_pi], "o", color="tab:blue", label=f"KL(μ‖π) = {kl_mu_pi:.3f}, the α → 0 limit")
-ax.plot([1], [kl_pi_mu], "o", color="tab:orange", label=f"KL(π‖μ) = {kl_pi_mu:.3f}, the α → 1 limit")
-ax.set(xlabel="α", ylabel="divergence", title="Amari's α-divergence interpolates the two KLs")
-ax.legend(fontsize=8)
+ax.plot([0], [kl_mu_pi], "o", color="tab:blue", label="KL(μ‖π), the α → 0 limit")
+ax.plot([1], [kl_pi_mu], "o", color="tab:orange", label="KL(π‖μ), the α → 1 limit")
+ax.set(xlabel="α", ylabel="divergence", yscale="log", title="Amari's α-divergence (≥ 0 for every α)")
+ax.legend(fontsize=7)
+ax_b.plot(alphas, [(baseline * (1 - a) * d_alpha(a)).item() for a in alphas], color="tab:green")
+ax_b.axhline(0, color="0.3", lw=0.8)
+ax_b.axvline(3, color="tab:blue", ls=":", lw=1)
+ax_b.text(3.05, 0.02, "α₋ = 3", fontsize=7, color="tab:blue", transform=ax_b.get_xaxis_transform())
+ax_b.set(xlabel="α", ylabel="b (1 − α) D_α",
+         title="the baseline's term in J_α: a bonus for α < 1, a penalty above")
 fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# *Takeaway:* $\mathbb E_\mu[w^\alpha]$ is one minus a scaled α-divergence; $\alpha$ chooses which
-# KL direction the surrogate's weights respect.
+# Read the two panels with the printout. The α-divergence is non-negative at every α (left);
+# what changes sign is the factor $(1-\alpha)$ in front of it (right). For the positive branch's
+# $\alpha_+=0$ the baseline adds $b\,\mathrm{KL}(\mu\|\pi)$: a push away from $\mu$ in the
+# mass-covering direction. At the negative branch's $\alpha_-=3$ the same baseline subtracts
+# $2b\,D_3$, a pull back towards $\mu$ (the printed values are positive for the two $\alpha$ below 1
+# and negative for the two above).
+#
+# *Takeaway:* $\mathbb E_\mu[w^\alpha]$ is one minus a scaled α-divergence, and the divergence
+# enters $J_\alpha$ through the baseline, with a sign set by $1-\alpha$.
 #
 # ## 5. The variational proposal and the exponential tilt
 #
 # Ask a different question: under which distribution $Q$ should the gradient
-# $\mathbb E_Q[A\nabla\log\pi]$ be averaged? One that stays close to $\mu$ (where the data is),
-# close to $\pi$ (where we are going), and spends a bounded weight (docs/math.md §4.2):
+# $\mathbb E_Q[A\nabla\log\pi]$ be averaged? Write the criterion (docs/math.md §4.2):
 # $$\min_Q\ F(Q)=(1-\alpha)\,\mathrm{KL}(Q\|\mu)+\alpha\,\mathrm{KL}(Q\|\pi)+\lambda\,\mathbb E_Q[w]\quad\text{s.t.}\ \textstyle\sum_yQ(y)=1.$$
 #
 # **Lagrangian.** With a multiplier $\nu$ for the normalisation,
@@ -282,23 +526,62 @@ plt.show()
 #
 # **Why that stationary point is the minimum for every α (the Gibbs rewrite).** Collect the
 # terms of $F$: $F(Q)=\sum_yQ\log Q-\sum_yQ\,[(1-\alpha)\log\mu+\alpha\log\pi-\lambda w]=\sum_yQ\log\frac{Q}{Z\,Q^*}=\mathrm{KL}(Q\|Q^*)-\log Z$.
-# A KL is $\ge0$ and zero only at $Q=Q^*$, so $Q^*$ is the unique minimiser, also for $\alpha>1$
-# where $(1-\alpha,\alpha)$ is not a convex combination of the two KLs: $F$ is negative entropy
-# plus a linear term, convex in $Q$ whatever $\alpha$ is.
+# A KL is $\ge0$ and zero only at $Q=Q^*$, so $Q^*$ is the unique minimiser, also for $\alpha>1$.
+# The rewrite proves that a minimiser exists; it does not say what it means, which the next
+# claims do.
 #
-# **Why $Z(x)$ drops out of the direction.** $Q^*/\mu=w^\alpha e^{-\lambda w}/Z=\frac{e^{-\lambda}}{Z}\,\phi(w)$ with
+# **From $Q^*$ to a coefficient.** $Q^*/\mu=w^\alpha e^{-\lambda w}/Z=\frac{e^{-\lambda}}{Z(x)}\,\phi(w)$ with
 # $\phi(w)=w^\alpha e^{-\lambda(w-1)}$, so
 # $$\mathbb E_{Q^*}[A\nabla\log\pi]=\frac{e^{-\lambda}}{Z(x)}\ \mathbb E_\mu\big[\phi(w)\,A\,\nabla\log\pi\big].$$
-# For one prompt, $e^{-\lambda}/Z(x)$ is a positive number: it scales the step, it does not turn
-# it. The kernel drops it, which makes $\phi(1)=1$ (on-policy, every method is the plain policy
-# gradient). Across prompts, dropping $Z(x)$ changes how much each prompt weighs: a choice,
-# not a consequence of the derivation.
+# For *one* $(\alpha,\lambda)$ and one prompt, $e^{-\lambda}/Z(x)$ is a positive number: it scales the
+# step, it does not turn it. The kernel drops it, which makes $\phi(1)=1$ (on-policy, every
+# method is the plain policy gradient).
 #
-# **Why the tilt is a variance control.** $\lambda$ is the multiplier of a budget $\mathbb E_Q[w]\le C$,
-# and at $Q=\pi$ that budget is the variance of the weight: $\mathrm{Var}_\mu(w)=\mathbb E_\mu[w^2]-1=\sum_y\pi^2/\mu-1=\mathbb E_\pi[w]-1$.
+# **Claim (two branches are two problems, spliced).** ReSPO uses $(\alpha_+,\lambda_+)$ on the
+# positives and $(\alpha_-,\lambda_-)$ on the negatives. Each sign solves its own problem and
+# drops its own constant $e^{-\lambda_s}/Z_s(x)$; the two constants differ, so dropping both
+# *turns* the step within a prompt.
+# *Reason:* $g=c_+g_++c_-g_-$ and $g_++g_-$ are parallel only if $c_+=c_-$ (or one part is 0).
+# Splicing the two branches with $\phi_\pm(1)=1$ is therefore a design choice (both signs
+# weigh the same on-policy), not the solution of one variational problem. Check on the
+# 27-response space (one prompt), at the defaults:
+
+# %%
+c = LossConfig()
+grad_log_pi = tok_jac.sum(1)                                             # [N, P] grad log pi(y)
+parts, constants = {}, {}
+for s, (a_s, l_s) in (("+", (c.alpha_pos, c.lambda_pos)), ("-", (c.alpha_neg, c.lambda_neg))):
+    Z_s = (mu * power_tilt(w.log(), a_s, 0.0) * torch.exp(-l_s * w)).sum()   # sum_y mu w^a e^(-l w)
+    constants[s] = math.exp(-l_s) / Z_s.item()
+    on_sign = A > 0 if s == "+" else A < 0
+    parts[s] = ((mu * power_tilt(w.log(), a_s, l_s) * A * on_sign) @ grad_log_pi)   # E_mu[phi_s A grad log pi]
+kernel_direction = parts["+"] + parts["-"]
+two_problems = constants["+"] * parts["+"] + constants["-"] * parts["-"]
+print(f"e^-lambda_s / Z_s(x) for this prompt: {constants['+']:.3f} for (0, 0.1), {constants['-']:.3f} for (3, 2)")
+cosine = (kernel_direction @ two_problems / (kernel_direction.norm() * two_problems.norm())).item()
+print(f"cosine between the kernel's step and the two problems' own-normalised step: {cosine:.4f}")
+(kernel_grad,) = torch.autograd.grad(
+    policy_loss(space.token_log_probs(theta), tok_logp_mu, A, all_tokens, LossConfig(agg="seq-mean-token-sum"),
+                with_stats=False)[0], theta)
+confirm("the kernel's step is the spliced sum (1/N) sum_y phi_s A grad log pi, constants dropped",
+        (kernel_grad + (power_tilt(w.log(), 0.0, 0.1) * positive + power_tilt(w.log(), 3.0, 2.0) * (A < 0))
+         .mul(A) @ grad_log_pi / len(A)).abs().max(), 1e-12)
+
+# %% [markdown]
+# The two constants printed above differ, and the cosine printed under them is below 1 (by
+# how much depends on the prompt and the drift):
+# which share of the step goes to the positives is set by the splice, not by the derivation.
+# Across prompts, dropping $Z_s(x)$ also changes how much each prompt weighs: a choice too.
 #
-# Check: minimise $F$ numerically over $Q$ and compare with the closed form built from the
-# kernel's `power_tilt`; check the variance identity.
+# **Claim (what the objective means for α > 1).** For $\alpha\in[0,1]$ and $\lambda=0$, $Q^*\propto\mu^{1-\alpha}\pi^\alpha$
+# is a geometric mixture: it sits between $\mu$ and $\pi$. For $\alpha>1$ it does not. At the negative
+# branch's $\alpha_-=3$ the weights are $(1-\alpha,\alpha)=(-2,3)$: $F$ *rewards* distance from $\mu$,
+# and $Q^*\propto\pi^3/\mu^2=\pi\,w^2$ extrapolates past $\pi$, away from $\mu$.
+# *Reason:* along $Q_\alpha\propto\mu\,w^\alpha$, $\frac{d}{d\alpha}\mathrm{KL}(Q_\alpha\|\mu)=\alpha\,\mathrm{Var}_{Q_\alpha}(\log w)\ge0$ (an
+# exponential family in $\alpha$ with statistic $\log w$), and $Q_1=\pi$; so $Q_3$ is farther from $\mu$ than $\pi$ is.
+# The tilt $e^{-\lambda w}$ then pulls mass off the largest $w$. Check on 8 responses (2 tokens
+# of 3 binary positions, bars readable): minimise $F$ numerically over $Q$, compare with the
+# closed form built from the kernel's `power_tilt`, and measure how far each $Q^*$ is from $\mu$.
 
 # %%
 space8 = SequenceSpace(vocab=2, length=3)                 # 8 responses: bars stay readable
@@ -313,8 +596,12 @@ def F(q, alpha, lam):
             + lam * (q * w8).sum())
 
 
+def kl_from_mu(q):
+    return (q * (q.log() - log_mu8)).sum().item()
+
+
 proposals = {}
-for alpha, lam in ((0.5, 0.0), (0.5, 1.0), (0.0, 0.1), (3.0, 2.0)):
+for alpha, lam in ((0.5, 0.0), (0.5, 1.0), (0.0, 0.1), (3.0, 0.0), (3.0, 2.0)):
     z = torch.zeros(8, dtype=torch.float64, requires_grad=True)
     opt = torch.optim.LBFGS([z], max_iter=500, tolerance_grad=1e-14, tolerance_change=1e-16,
                             line_search_fn="strong_wolfe")
@@ -332,8 +619,11 @@ for alpha, lam in ((0.5, 0.0), (0.5, 1.0), (0.0, 0.1), (3.0, 2.0)):
     proposals[(alpha, lam)] = q_closed
     confirm(f"alpha = {alpha}, lambda = {lam}: argmin_Q F = mu phi(w) / Z",
             (torch.softmax(z.detach(), 0) - q_closed).abs().max(), 1e-6)
-variance = (log_mu8.exp() * w8 ** 2).sum() - 1
-confirm("Var_mu(w) = E_pi[w] - 1", (variance - ((log_pi8.exp() * w8).sum() - 1)).abs(), 1e-12)
+print(f"KL(. || mu): pi {kl_from_mu(log_pi8.exp()):.3f}; "
+      + ", ".join(f"Q*(α={a:g}, λ={lam:g}) {kl_from_mu(q):.3f}" for (a, lam), q in proposals.items()))
+family = [kl_from_mu(log_mu8.exp() * w8 ** a / (log_mu8.exp() * w8 ** a).sum()) for a in torch.linspace(0, 3, 31)]
+confirm("KL(Q_alpha || mu) increases with alpha along Q_alpha ~ mu w^alpha (lambda = 0)",
+        max(0.0, -min(b - a for a, b in zip(family, family[1:]))), 1e-12)
 
 # %%
 shown = [(0.5, 0.0), (0.5, 1.0), (3.0, 2.0)]
@@ -344,6 +634,9 @@ for ax, key in zip(axes, shown):
     ax.bar(x - 0.27, log_mu8.exp(), 0.27, color="tab:blue", label="μ (sampled the data)")
     ax.bar(x, log_pi8.exp(), 0.27, color="tab:orange", label="π (current)")
     ax.bar(x + 0.27, proposals[key], 0.27, color="tab:green", label="Q*")
+    for xi, q in zip(x.tolist(), proposals[key].tolist()):
+        if q < 0.005:                                   # a bar too small to see: say it is (almost) zero
+            ax.text(xi + 0.27, 0.01, "≈0", ha="center", fontsize=6, color="tab:green")
     ax.set_xticks(x.tolist(), names, fontsize=7)
     ax.set_title(f"α = {key[0]}, λ = {key[1]}")
     ax.set_xlabel("response y")
@@ -354,23 +647,54 @@ plt.show()
 print("w of each response:", " ".join(f"{v:.2f}" for v in w8.tolist()))
 
 # %% [markdown]
-# With $\lambda=0$, $Q^*$ sits between $\mu$ and $\pi$ (a geometric mixture). The tilt
-# $e^{-\lambda w}$ takes mass away from responses with a large $w$, the ones that blow up the
-# variance (compare 000 and 010 in the middle panel); at $(\alpha,\lambda)=(3,2)$, the negative
-# branch's setting, the proposal favours $w$ near $\alpha/\lambda=1.5$ and drops the low-$w$
-# response 110 altogether.
+# With $\alpha=0.5,\lambda=0$ (left), $Q^*$ sits between $\mu$ and $\pi$, and its distance from $\mu$
+# printed above is below $\pi$'s. The tilt $e^{-\lambda w}$ takes mass away from responses with a
+# large $w$ (middle). At $(3,0)$ the printed distance is far beyond $\pi$'s: the proposal
+# overshoots $\pi$. The tilt of $(3,2)$ (right) pulls it back (compare its printed distance
+# with $(3,0)$'s and with $\pi$'s), favours $w$ near $\alpha/\lambda$ and drops the low-$w$ responses. So "$Q$ sits between $\mu$ and $\pi$" holds for the
+# positive branch, not for the negative one: there, the reading that survives is the
+# coefficient's own shape (§7), a bump.
 #
-# *Takeaway:* the ReSPO coefficient is the density ratio $Q^*/\mu$ of a proposal that
-# balances $\mu$, $\pi$ and a variance budget, up to the per-prompt constant the kernel drops.
+# **Claim (the variance control, and what it is not).** $\lambda$ is the multiplier of a budget
+# $\mathbb E_Q[w]\le C$. That budget equals $1+\mathrm{Var}_\mu(w)$ only at $Q=\pi$ (since
+# $\mathbb E_\pi[w]=\sum_y\pi^2/\mu=\mathbb E_\mu[w^2]$), not at the tilted $Q^*$ the kernel uses. The argument that
+# holds is docs/math.md §4.4's: with $\lambda>0$ the coefficient is *bounded*, $\phi_+\le e^{\lambda_+}$
+# (at $\alpha_+=0$) and $\phi_-\le$ its peak (§7), so a one-response estimate's second moment is at
+# most $\max\phi^2\cdot\mathbb E_\mu[A^2\|\nabla\log\pi\|^2]$ whatever the drift, while the exact weight's
+# grows with the drift as in §1. Check both on the 8- and 27-response spaces:
+
+# %%
+at_pi = (log_pi8.exp() * w8).sum() - 1
+confirm("Var_mu(w) = E_pi[w] - 1 (the budget at Q = pi)", (((log_mu8.exp() * w8 ** 2).sum() - 1) - at_pi).abs(), 1e-12)
+print(f"E_Q[w] - 1 at Q = pi: {at_pi:.3f}; at the tilted Q*(0.5, 1): {(proposals[(0.5, 1.0)] * w8).sum() - 1:.3f}")
+phi_max = max(math.exp(c.lambda_pos),                                   # the two branches' suprema
+              (c.alpha_neg / c.lambda_neg) ** c.alpha_neg * math.exp(c.lambda_neg - c.alpha_neg))
+respo_moment = (mu * (phi_respo * A) ** 2 * sq_norm).sum()
+confirm(f"E_mu[phi^2 A^2 |grad log pi|^2] <= max phi^2 E_mu[A^2 |grad log pi|^2], max phi = {phi_max:.3f}",
+        max(0.0, respo_moment - phi_max ** 2 * (mu * A ** 2 * sq_norm).sum()), 1e-12)
+
+# %% [markdown]
+# *Takeaway:* each branch's coefficient is the density ratio $Q^*/\mu$ of its own proposal, up
+# to a per-sign constant the kernel drops; splicing the two is a choice; for $\alpha>1$ the
+# proposal overshoots $\pi$; and the variance is controlled by $\phi$ being bounded.
 #
-# ## 6. The surrogate $\Phi$ whose gradient is the kernel, and its closed forms
+# ## 6. Every coefficient has a surrogate; what is specific to ReSPO's
 #
-# The loss is `-stopgrad(phi) * A * log pi`. It is the gradient of a real objective
-# (docs/math.md §4.3): $J=\operatorname{mean}_iA_i\,\Phi(w_i)$ with
-# $$\Phi(w)=\int_1^w u^{\alpha-1}e^{-\lambda(u-1)}\,du .$$
-# *Reason:* $\nabla\Phi(w)=\Phi'(w)\,w\,\nabla\log\pi=w^{\alpha}e^{-\lambda(w-1)}\nabla\log\pi=\phi(w)\nabla\log\pi$.
+# The loss is `-stopgrad(phi) * A * log pi`. Its gradient is $\phi A\nabla\log\pi$, and
+# **every** coefficient $\phi(w)$ is the gradient of a surrogate: $A\,\Phi(w)$ with
+# $\Phi(w)=\int_1^w\phi(u)\,du/u$.
+# *Reason:* $\nabla\Phi(w)=\Phi'(w)\,w\,\nabla\log\pi=\phi(w)\nabla\log\pi$. §2 used exactly that to draw the
+# clip's surrogate, and the check under its figure got PPO's objective back. So *having* a
+# surrogate is not special. What is specific to ReSPO's (docs/math.md §4.3):
 #
-# **Closed forms, by the substitution $v=\lambda u$** ($du=dv/\lambda$, $u^{\alpha-1}=v^{\alpha-1}\lambda^{1-\alpha}$):
+# - **No flat pieces.** $\phi_\pm>0$ everywhere, so $\Phi_\pm$ is strictly increasing in $w$: every
+#   response with $A\ne0$ keeps a nonzero gradient at every $w$ (the clip's surrogate is flat on
+#   two cells, its zeros).
+# - **Each branch is the density ratio of a proposal** (§5), so $\Phi_\pm$ is the objective of
+#   one variational problem per sign.
+# - **Closed forms**, which the tests use as an independent check of the kernel. For ReSPO,
+#   $\Phi(w)=\int_1^w u^{\alpha-1}e^{-\lambda(u-1)}\,du$, and by the substitution $v=\lambda u$
+#   ($du=dv/\lambda$, $u^{\alpha-1}=v^{\alpha-1}\lambda^{1-\alpha}$):
 # $$\Phi(w)=e^{\lambda}\lambda^{-\alpha}\int_\lambda^{\lambda w}v^{\alpha-1}e^{-v}\,dv .$$
 # - $\alpha>0$, $\lambda>0$: the integral is a difference of lower incomplete gammas,
 #   $\Phi=e^\lambda\lambda^{-\alpha}\Gamma(\alpha)\,[P(\alpha,\lambda w)-P(\alpha,\lambda)]$ with $P$ the regularised one.
@@ -393,6 +717,9 @@ for alpha, lam in ((0.0, 0.1), (0.0, 0.0), (0.5, 0.0), (3.0, 2.0), (0.5, 0.7)):
     value_errors.append(((closed[1:] - closed[0]) - quad).abs().max())
 confirm("dPhi/dlog w = phi on all five branches (autograd of the closed forms)", max(slope_errors), 1e-10)
 confirm("Phi(w) - Phi(e^-5) = quadrature of phi on all five branches", max(value_errors), 1e-6)
+confirm("Phi is strictly increasing in w on both default branches (no flat piece)",
+        max(0.0, -min(respo_surrogate(grid, 0.0, 0.1).diff().min(), respo_surrogate(grid, 3.0, 2.0).diff().min())),
+        1e-12)
 
 # %% [markdown]
 # And the whole loss: on a batch of multi-token responses with both advantage signs, the
@@ -416,26 +743,34 @@ Phi = torch.where(adv > 0, respo_surrogate(s, cfg.alpha_pos, cfg.lambda_pos),
 confirm("grad policy_loss = grad of -mean A Phi(w)", (g_loss - g_surrogate).abs().max(), 1e-12)
 
 # %% [markdown]
-# *Takeaway:* ReSPO is not a heuristic reweighting: it is the exact gradient of a surrogate
-# with a closed form, so everything said about objectives applies to it.
+# *Takeaway:* having a surrogate is what every coefficient has; ReSPO's is smooth, strictly
+# increasing on both branches, the objective of one proposal per sign, and in closed form.
 #
 # ## 7. Why two branches, and why the defaults sit where they do
 #
-# Nothing forces one $(\alpha,\lambda)$ for both signs: the derivation holds for each sign
-# separately, so ReSPO uses one per sign (docs/math.md §3):
+# ReSPO uses one $(\alpha,\lambda)$ per sign (docs/math.md §3), a design choice (§5), with
 # $$\phi_\pm(w)=w^{\alpha_\pm}e^{-\lambda_\pm(w-1)},\qquad\phi_\pm(1)=1 .$$
 #
 # **What a positive ($A>0$) needs.** Its signal must survive $w\to0$ (the clip's starved cell).
-# $\alpha_+$ sets how fast $\phi_+$ falls as $w\to0$ ($\sim w^{\alpha_+}$), so $\alpha_+=0$ keeps a floor:
-# $\phi_+\to e^{\lambda_+}$. $\lambda_+$ sets how fast it falls for large $w$; a small $\lambda_+$ keeps
-# pushing positives that are already up, but gently ($\phi_+(10)\approx0.4$ at $\lambda_+=0.1$).
+# $\alpha_+$ sets how fast $\phi_+$ falls as $w\to0$ ($\sim w^{\alpha_+}$). At $\alpha_+=0$, $\phi_+=e^{-\lambda_+(w-1)}$
+# is decreasing, so its limit $e^{\lambda_+}$ at $w\to0$ is its **maximum** on $w<1$: every drifted
+# positive gets more than 1, up to $e^{\lambda_+}$ (drifted positives are up-weighted, gently).
+# $\lambda_+$ sets how fast it falls for large $w$; a small $\lambda_+$ keeps pushing positives that
+# are already up, but gently (the value at $w=10$ is printed below).
 #
 # **What a negative ($A<0$) needs.** Its weight must not explode as $w\to\infty$ (the clip's
-# unbounded cell): $\lambda_->0$ makes $\phi_-\to0$ there, with the peak at $w^*=\alpha_-/\lambda_-$.
-# It also needs a trust region below $w=1$: a wrong answer already pushed down should stop
-# being pushed, which is $\phi_-\sim w^{\alpha_-}\to0$ as $w\to0$. $\alpha_->\lambda_-$ puts the peak
-# above 1, so a negative the policy over-generates (slightly above 1) is pushed hardest and
-# one already below 1 fades fast.
+# unbounded cell): $\lambda_->0$ makes $\phi_-\to0$ there, with the peak at $w^*=\alpha_-/\lambda_-$
+# (where $\frac{d}{dw}[\alpha\log w-\lambda w]=0$). It also needs a trust region below $w=1$: a wrong
+# answer already pushed down should stop being pushed, which is $\phi_-\sim w^{\alpha_-}\to0$ as
+# $w\to0$. $\alpha_->\lambda_-$ puts the peak above 1, so a negative the policy over-generates
+# (slightly above 1) is pushed hardest and one already below 1 fades fast.
+#
+# **Credit: the negative branch is VESPO's.** VESPO is the same family, $w^ke^{\lambda(1-w)}$, with
+# $(k,\lambda)=(2,3)$ for $A\ge0$ and $(3,2)$ for $A<0$. ReSPO's default negative branch $(3,2)$ *is*
+# VESPO's, so at the defaults ReSPO is VESPO with a flat positive branch. VESPO's positive
+# branch does not starve like $w^2$ near $w=1$: it peaks at $w=2/3$ (where $2/w=3$) with height
+# $(2/3)^2e$, up-weights moderately drifted positives, and starves only far-drifted ones
+# ($\sim e^3w^2$ as $w\to0$). Both are printed below from the kernel.
 #
 # **The defaults $(\alpha_+,\lambda_+,\alpha_-,\lambda_-)=(0,0.1,3,2)$** are the project's toy
 # evidence (`toy/RESULTS.md`): the best of the settings screened, not the paper's constants,
@@ -443,24 +778,99 @@ confirm("grad policy_loss = grad of -mean A Phi(w)", (g_loss - g_surrogate).abs(
 # get a bump: pushed hardest just above $w=1$, released far above and far below.*
 
 # %%
-c = LossConfig()
-w_show = torch.tensor([1e-3, 0.1, 0.5, 1.0, 2.0, 10.0], dtype=torch.float64)
-phi_pos = respo_coefficient(w_show.log(), torch.ones(6, dtype=torch.bool))
-phi_neg = respo_coefficient(w_show.log(), torch.zeros(6, dtype=torch.bool))
-print("w        " + "".join(f"{v:>8g}" for v in w_show.tolist()))
-print("phi_+(w) " + "".join(f"{v:>8.3f}" for v in phi_pos.tolist()))
-print("phi_-(w) " + "".join(f"{v:>8.3f}" for v in phi_neg.tolist()))
+w_show = torch.tensor([1e-3, 0.1, 0.5, 2 / 3, 1.0, 2.0, 10.0], dtype=torch.float64)
+rows = {"ReSPO phi_+": phi_curve("respo", w_show.log(), True), "ReSPO phi_-": phi_curve("respo", w_show.log(), False),
+        "VESPO phi_+": phi_curve("vespo", w_show.log(), True), "VESPO phi_-": phi_curve("vespo", w_show.log(), False)}
+print("w           " + "".join(f"{v:>8.3g}" for v in w_show.tolist()))
+for name, values in rows.items():
+    print(f"{name:<12}" + "".join(f"{v:>8.3f}" for v in values.tolist()))
 floor = respo_coefficient(torch.tensor([-50.0], dtype=torch.float64), torch.tensor([True]))
-confirm(f"the positive floor is e^lambda_+ = {math.exp(c.lambda_pos):.3f}",
-        (floor - math.exp(c.lambda_pos)).abs().max(), 1e-12)
 dense = torch.linspace(-3, 3, 600001, dtype=torch.float64)
+below_one = dense < 0
+phi_pos_dense = respo_coefficient(dense, torch.ones_like(dense, dtype=torch.bool))
+confirm(f"the positive floor e^lambda_+ = {math.exp(c.lambda_pos):.3f} is the maximum of phi_+ on w < 1",
+        max((floor - math.exp(c.lambda_pos)).abs().max().item(),
+            max(0.0, phi_pos_dense[below_one].max().item() - math.exp(c.lambda_pos))), 1e-12)
 phi_dense = respo_coefficient(dense, torch.zeros_like(dense, dtype=torch.bool))
 w_star = c.alpha_neg / c.lambda_neg
 peak = w_star ** c.alpha_neg * math.exp(c.lambda_neg - c.alpha_neg)
 confirm(f"the negative peak is at w* = alpha_-/lambda_- = {w_star:.2f} with height {peak:.3f}",
         max(abs(dense[phi_dense.argmax()].exp().item() - w_star), abs(phi_dense.max().item() - peak)), 1e-4)
+vespo_pos = phi_curve("vespo", dense, True)
+vespo_peak = (2 / 3) ** 2 * math.e
+confirm(f"VESPO's positive branch peaks at w = 2/3 with height (2/3)^2 e = {vespo_peak:.3f}",
+        max(abs(dense[vespo_pos.argmax()].exp().item() - 2 / 3), abs(vespo_pos.max().item() - vespo_peak)), 1e-4)
+confirm("at the defaults ReSPO's negative branch is VESPO's",
+        (phi_curve("vespo", dense, False) - phi_dense).abs().max(), 1e-12)
 
 # %% [markdown]
 # *Takeaway:* one kernel family, two settings: a floor for positives (nothing correct is
-# starved) and a bump for negatives (nothing wrong dominates). Notebook 02 lets you move the
-# four numbers and see what each one does.
+# starved; the drifted are slightly up-weighted) and a bump for negatives (nothing wrong
+# dominates), the bump being VESPO's. Notebook 02 lets you move the four numbers and see
+# what each one does.
+#
+# ## 8. A worked example: one group, every method, one gradient
+#
+# Everything above, on the group of §0 after its $R$ steps: 4 responses of 3 tokens, their
+# advantages, their weights, the coefficient each method gives each response
+# (`kernel.coefficients`; a token-level method's is shown as the mean over the 3 tokens), and the
+# gradient each method's `policy_loss` produces on the policy's parameters (autograd),
+# compared with the exact off-policy gradient of the group (the `is` row) by its size and
+# its cosine.
+
+# %%
+theta_end = theta_mu.clone()
+opt = torch.optim.Adam([theta_end.requires_grad_(True)], lr=0.05)   # replay §0's fresh iteration
+group_logp_mu = space.token_log_probs(theta_mu)[picks].detach()     # [4, 3]
+for _ in range(R - 1):
+    loss, _ = policy_loss(space.token_log_probs(theta_end)[picks], group_logp_mu, adv4,
+                          torch.ones(4, 3, dtype=torch.bool), LossConfig(agg="seq-mean-token-sum"))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+group_mask = torch.ones(4, 3, dtype=torch.bool)
+group_logp = space.token_log_probs(theta_end.detach())[picks]
+_, group_log_w = coefficients(group_logp, group_logp_mu, adv4, group_mask, LossConfig())
+confirm("the replay reaches §0's last-step weights", (group_log_w - fresh[-1]).abs().max(), 1e-9)
+print("responses  " + "".join(f"{''.join(map(str, space.seqs[y].tolist())):>8}" for y in picks.tolist()))
+print("A          " + "".join(f"{a:>8.2f}" for a in adv4.tolist()))
+print("w          " + "".join(f"{v:>8.2f}" for v in group_log_w.exp().tolist()))
+grads, group_phi = {}, {}
+for method in METHOD_TABLE:
+    cfg = LossConfig(method=method, agg="seq-mean-token-sum")
+    group_phi[method], _ = coefficients(group_logp, group_logp_mu, adv4, group_mask, cfg)      # [4, 3]
+    th = theta_end.detach().clone().requires_grad_(True)
+    loss, _ = policy_loss(space.token_log_probs(th)[picks], group_logp_mu, adv4, group_mask, cfg, with_stats=False)
+    (grads[method],) = torch.autograd.grad(-loss, th)                  # the ascent direction the method takes
+for method in METHOD_TABLE:
+    cosine = grads[method] @ grads["is"] / (grads[method].norm() * grads["is"].norm())
+    print(f"{method:<11}" + "".join(f"{v:>8.2f}" for v in group_phi[method].mean(-1).tolist())
+          + f"   |g| = {grads[method].norm():.3f}   cos(g, g_is) = {cosine:+.2f}")
+jac_group = torch.autograd.functional.jacobian(lambda t: space.log_probs(t)[picks], theta_end.detach())  # [4, P]
+phi_group = respo_coefficient(group_log_w, adv4 > 0)
+confirm("ReSPO's gradient = (1/4) sum_i phi_i A_i grad log pi(y_i), from the printed phi and A",
+        (grads["respo"] - (phi_group * adv4) @ jac_group / 4).abs().max(), 1e-12)
+
+# %% [markdown]
+# Read the rows against §2's table and the cells §0 printed. Where the sequence clip writes 0
+# (the correct response above the band, the wrong one below it) its gradient loses that
+# response entirely, and where it writes $w$ for the two wrong responses above the band it
+# pushes them with their full weight; the token clips zero part of the correct response's
+# tokens. What is left of their step is mostly the push-down of wrong answers, and their
+# printed cosines with the exact gradient are the lowest in the table, with VESPO's (whose
+# positive branch gives the correct response almost nothing at its $w$). ReSPO's row keeps
+# every response with a bounded weight. The last check rebuilds ReSPO's gradient by hand
+# from the printed $\phi$ and $A$.
+#
+# ## Quick questions
+#
+# 1. Why is the group baseline free for the exact weight but not for ReSPO?
+#    <details><summary>answer</summary>$\mathbb E_\mu[w\nabla\log\pi]=\sum_y\nabla\pi=0$, so $b\,\mathbb E_\mu[w\nabla\log\pi]=0$; for $\phi\ne w$ the sum $\mathbb E_\mu[\phi\nabla\log\pi]$ is not zero, and §1 printed how much of each method's expected gradient the baseline accounts for.</details>
+# 2. For the power surrogate $J_\alpha$ with baseline $b>0$, does the baseline reward or penalise moving away from $\mu$ at $\alpha=0$, and at $\alpha=3$?
+#    <details><summary>answer</summary>It adds $b(1-\alpha)D_\alpha$ (§4). $D_\alpha\ge0$ always, so at $\alpha=0$ it adds $b\,\mathrm{KL}(\mu\|\pi)$ (a reward for divergence) and at $\alpha=3$ it subtracts $2bD_3$ (a penalty).</details>
+# 3. Does giving a low-$w$ positive a coefficient near 1 reduce variance?
+#    <details><summary>answer</summary>No. That cell contributes almost nothing to the exact weight's second moment ($w^2\to0$) and more under ReSPO (§1 printed the shares). It changes the target, towards the likelihood of $\mu$'s successes $\mathbb E_\mu[A_+\log\pi]$; the variance cut is on the high-$w$ negatives.</details>
+# 4. Why is the kernel's step not the solution of one variational problem?
+#    <details><summary>answer</summary>Each sign has its own $Q^*_s$ and its own constant $e^{-\lambda_s}/Z_s(x)$; the kernel drops both, and they differ (§5 printed them), so the sum of the two parts points in a different direction from the sum of the two problems' gradients.</details>
+# 5. At the defaults, how does ReSPO differ from VESPO?
+#    <details><summary>answer</summary>Only on positives: the negative branch $(3,2)$ is VESPO's; VESPO's positive branch $(2,3)$ peaks at $w=2/3$ and falls to 0 like $e^3w^2$, ReSPO's $(0,0.1)$ is nearly flat with its maximum $e^{0.1}$ at $w\to0$ (§7).</details>

@@ -63,8 +63,9 @@ axes[0].annotate("φ₋ → 0: over-generated\nnegatives are released", xy=(8, 0
 axes[1].annotate(f"peak {peak:.2f} at w* = α₋/λ₋ = {w_star:.1f}", xy=(w_star, peak), xytext=(2.2, 1.7),
                  fontsize=8,
                  arrowprops=dict(arrowstyle="->"))
-axes[1].annotate("φ₋(0.5) = 0.34: a trust region\nfor negatives pushed down", xy=(0.5, 0.34), xytext=(1.5, 0.25),
-                 fontsize=8, arrowprops=dict(arrowstyle="->"))
+half = phi(torch.tensor([math.log(0.5)], dtype=torch.float64), False).item()
+axes[1].annotate(f"φ₋(0.5) = {half:.2f}: a trust region\nfor negatives pushed down", xy=(0.5, half),
+                 xytext=(1.5, 0.25), fontsize=8, arrowprops=dict(arrowstyle="->"))
 axes[0].set_ylabel("coefficient φ(w)")
 fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=8)
 fig.tight_layout(rect=(0, 0.08, 1, 1))
@@ -77,30 +78,46 @@ plt.show()
 #
 # ## 2. What $\alpha$ and $\lambda$ do: small multiples
 #
-# One panel per $(\alpha,\lambda)$, same axes everywhere. Read across a row: $\alpha$ bends the
-# low-$w$ side down ($\sim w^\alpha$). Read down a column: $\lambda$ pulls the high-$w$ side down
-# ($\sim e^{-\lambda w}$). Corners: $(1,0)$ is the exact weight, $(0,0)$ ignores it.
+# One panel per $(\alpha,\lambda)$. Read across a row: $\alpha$ bends the low-$w$ side down
+# ($\sim w^\alpha$). Read down a column: $\lambda$ pulls the high-$w$ side down ($\sim e^{-\lambda w}$).
+# Corners: $(1,0)$ is the exact weight, $(0,0)$ ignores it. Both axes are logarithmic and
+# shared, with the top wide enough for every curve (the $\alpha=3$ panels without a strong tilt
+# reach far above 1; each panel prints its maximum on the plotted range). On these axes the
+# low-$w$ side is a straight line of slope $\alpha$, and the thin line marks $\phi=1$.
 
 # %%
 alphas, lambdas = (0.0, 0.5, 1.0, 3.0), (0.0, 0.1, 1.0, 2.0)
 names = {(0.0, 0.1): "default φ₊", (3.0, 2.0): "default φ₋", (1.0, 0.0): "exact w", (0.0, 0.0): "ignore w"}
-fig, axes = plt.subplots(len(lambdas), len(alphas), figsize=(9, 6.4), sharex=True, sharey=True)
+
+
+def branch(alpha, lam):
+    """The kernel's coefficient with (alpha, lam) on the branch that allows it (alpha_+ <= 1)."""
+    return (phi(log_w, True, alpha_pos=alpha, lambda_pos=lam) if alpha <= 1 else
+            phi(log_w, False, alpha_neg=alpha, lambda_neg=lam))
+
+
+curves = {(a, lam): branch(a, lam) for a in alphas for lam in lambdas}
+y_limits = (1e-3, 3 * max(c.max().item() for c in curves.values()))
+fig, axes = plt.subplots(len(lambdas), len(alphas), figsize=(9, 6.8), sharex=True, sharey=True)
 for i, lam in enumerate(lambdas):
     for j, alpha in enumerate(alphas):
-        ax = axes[i, j]
+        ax, curve = axes[i, j], curves[alpha, lam]
         ax.axvspan(0.8, 1.2, color="0.88", zorder=0)
+        ax.axhline(1.0, color="0.6", lw=0.6)
         ax.plot(w, w, ":", color="0.5", lw=0.8)
-        ax.plot(w, phi(log_w, True, alpha_pos=alpha, lambda_pos=lam) if alpha <= 1 else
-                phi(log_w, False, alpha_neg=alpha, lambda_neg=lam), color="tab:purple", lw=1.8)
-        ax.set(xscale="log", ylim=(0, 2.2))
+        ax.plot(w, curve, color="tab:purple", lw=1.8)
+        ax.set(xscale="log", yscale="log", ylim=y_limits)
         name = f"  ({names[(alpha, lam)]})" if (alpha, lam) in names else ""
         ax.set_title(f"α={alpha:g}, λ={lam:g}{name}", fontsize=8)
+        ax.text(0.03, 0.93, f"max {curve.max().item():.3g}", transform=ax.transAxes, fontsize=7, va="top")
         if i == len(lambdas) - 1:
             ax.set_xlabel("w")
         if j == 0:
             ax.set_ylabel("φ(w)")
 fig.tight_layout()
 plt.show()
+confirm("every panel's maximum lies inside the shared y-limits",
+        max(0.0, max(c.max().item() for c in curves.values()) - y_limits[1]), 1e-12)
 
 # %% [markdown]
 # *Takeaway:* $\alpha$ decides the fate of low-$w$ responses, $\lambda$ the fate of high-$w$ ones.
@@ -207,6 +224,8 @@ for method, (level, *_rest) in METHOD_TABLE.items():
 # random drift: which method has the smallest error depends on the batch size $n$, and the
 # ranking is not a claim about LLM training. What the maps do show is that "biased" and
 # "unbiased" are not the choice; *how much* bias for *how much* spread is.
+# Part of every reshaped method's bias is the group baseline: $A=r-\mathbb E_\mu[r]$ adds
+# $-\mathbb E_\mu[r]\,\mathbb E_\mu[\phi\nabla\log\pi]$ to the expected gradient, zero only for $\phi=w$ (notebook 01 §1).
 #
 # *Takeaway:* no method is unbiased and cheap; each one picks a point on the trade. Comparing
 # them at equal drift, by exact sums, shows which point.
@@ -304,8 +323,20 @@ for method in ("grpo", "cispo", "seq_clip", "vespo", "respo"):
 # $1.2$ are zeroed) while the sequence clip gives them their product weight. That is all this
 # cell shows: the drift here is independent per token, while a trained policy's drift is
 # correlated across tokens, which moves the token-level numbers (notebook 03 measures it on a
-# trained policy; the LLM runs of notebook 04 find 0.92–0.96 for GRPO against 0.59–0.68 for
-# the sequence clip).
+# trained policy, and notebook 04 prints what the LLM runs give each clip).
 #
 # *Takeaway:* sequence-level starvation is the sharp one; token-level clipping starves mildly
 # because it never looks at the product.
+#
+# ## Quick questions
+#
+# 1. Which parameter decides what a drifted correct answer ($w\ll1$) receives, and which one decides what an over-generated wrong answer ($w\gg1$) receives?
+#    <details><summary>answer</summary>$\alpha_+$ for the first ($\phi_+\sim w^{\alpha_+}$ as $w\to0$; $\alpha_+=0$ keeps the floor $e^{\lambda_+}$), $\lambda_-$ for the second ($\phi_-\sim e^{-\lambda_-w}$ as $w\to\infty$); §2's small multiples show both.</details>
+# 2. Why does the $\alpha=3$ column of §2 need its own axis, and what makes its curves come back down?
+#    <details><summary>answer</summary>$w^3$ grows without bound; only the tilt $e^{-\lambda w}$ brings it back, with the peak at $w^*=3/\lambda$ and height $(3/\lambda)^3e^{\lambda-3}$, enormous for a small $\lambda$ (the printed maxima).</details>
+# 3. In §3, every method except the exact weight has a bias. Name two sources of it.
+#    <details><summary>answer</summary>The coefficient differs from $w$ (zeroed cells, a floor, a bump), and with $A=r-\mathbb E_\mu[r]$ the baseline term $-b\,\mathbb E_\mu[\phi\nabla\log\pi]$ is not zero once $\phi\ne w$ (notebook 01 §1).</details>
+# 4. With $n$ responses, when does a method with more bias but less spread win on mean squared error?
+#    <details><summary>answer</summary>When $n$ is small: the error is $\text{bias}^2+\text{std}^2/n$, so the spread's share falls like $1/n$ and the bias's does not (§3's table at $n=64$).</details>
+# 5. Why does a token-level clip starve a low-$w$ positive less than a sequence-level clip in §5?
+#    <details><summary>answer</summary>It clips each token ratio $r_t$, which stays near 1 while the product $w=\prod_tr_t$ drifts; for $A>0$ it only zeroes tokens with $r_t>1+\epsilon$, whereas the sequence clip gives the whole response its product weight $w$.</details>

@@ -15,8 +15,10 @@ import types
 
 import torch
 
+from course import SequenceSpace
 from nano_respo import kernel
 from nano_respo.kernel import LossConfig
+from nano_respo.lab.surrogate import exp1
 
 SAPO_TAU = {True: 1.0, False: 1.05}  # SAPO's gate temperatures for A > 0 and A < 0 (docs/math.md §5)
 
@@ -56,8 +58,8 @@ def check_sapo_coefficient(coefficient) -> bool:
         if not ok:
             break
     return verdict(ok, "SAPO's coefficient is the derivative of its surrogate in log r, divided by A",
-                   "d/dlog pi of f(r) is f'(r) * r; and d/dx sigmoid(x) = sigmoid(x)(1 - sigmoid(x)) "
-                   "= 1 / (4 cosh^2(x / 2)). Mind tau for each sign.")
+                   "differentiate J in log r (the chain rule through r = exp(log r)), write the sigmoid's "
+                   "derivative with a cosh, and mind tau for each sign.")
 
 
 # --- Exercise 2: phi in log space ----------------------------------------------------------
@@ -80,8 +82,8 @@ def check_log_space_phi(phi) -> bool:
         if not ok:
             break
     return verdict(ok, "phi is exact where w^alpha is representable and finite for every finite log w",
-                   "exp(1e4) is inf and inf * 0 is nan: compute log phi = alpha * s - lam * (exp(s) - 1) with s "
-                   "capped before exp (the kernel caps at 20), then exp of log phi, capped too.")
+                   "exp(1e4) is inf and inf * 0 is nan: work with log phi instead of phi, and make sure no "
+                   "exp() ever sees an argument large enough to overflow.")
 
 
 # --- Exercise 3: the peak of the negative branch -----------------------------------------
@@ -102,15 +104,72 @@ def check_negative_peak(peak) -> bool:
             abs(phi_max - phi.max().item()) < 1e-6 * max(1.0, phi_max)
         if not ok:
             break
-    return verdict(ok, "the negative branch peaks at w* = alpha/lambda with (alpha/lambda)^alpha e^(lambda - alpha)",
-                   "maximise log phi = alpha log w - lambda (w - 1): set its derivative alpha / w - lambda to 0, "
-                   "then put w* back into phi.")
+    return verdict(ok, "(w*, phi_max) of the negative branch, for four (alpha, lambda)",
+                   "log phi has the same maximiser as phi and is easier to differentiate; then evaluate phi "
+                   "itself (not log phi) at the maximiser.")
 
 
-# --- Exercise 4: the silent bug -----------------------------------------------------------
+# --- Exercise 4: the E1 case of Phi ----------------------------------------------------
+
+def check_e1_surrogate(surrogate) -> bool:
+    """surrogate(log_w, lam) = Phi(w) at alpha = 0: d Phi / d log w = exp(-lam (w - 1)) (autograd), Phi(1) = 0."""
+    log_w = torch.linspace(-6.0, 2.0, 161, dtype=torch.float64)
+    ok = True
+    for lam in (0.1, 0.5, 2.0):
+        x = log_w.clone().requires_grad_(True)
+        value = attempt(surrogate, x, lam)
+        ok &= torch.is_tensor(value) and value.shape == log_w.shape and value.requires_grad
+        if ok:
+            (slope,) = torch.autograd.grad(value.sum(), x)
+            ok &= torch.allclose(slope, kernel.power_tilt(log_w, 0.0, lam), rtol=1e-7, atol=1e-10)
+            at_one = attempt(surrogate, torch.zeros(1, dtype=torch.float64), lam)
+            ok &= torch.is_tensor(at_one) and abs(at_one.item()) < 1e-10
+        if not ok:
+            break
+    return verdict(ok, "Phi(w) = int_1^w exp(-lambda (u - 1)) du / u in closed form (autograd gives phi, Phi(1) = 0)",
+                   "substitute v = lambda u in the integral, split it at infinity, and compare each piece with "
+                   "the definition E1(z) = int_z^inf e^-v / v dv; keep the constant in front.")
+
+
+# --- Exercise 5: the baseline term of J_alpha --------------------------------------------
+
+def baseline_space():
+    """One prompt's exact world: (mu [N], pi [N], reward [N]) on 27 responses, pi a drifted mu."""
+    space = SequenceSpace(vocab=3, length=3)
+    gen = torch.Generator().manual_seed(5)
+    theta_mu = space.random_theta(gen)
+    log_mu = space.log_probs(theta_mu)
+    log_pi = space.log_probs(theta_mu + 0.7 * space.random_theta(gen))
+    return log_mu.exp(), log_pi.exp(), (space.seqs.sum(-1) >= 4).double()
+
+
+def check_baseline_term(term) -> bool:
+    """term(b, alpha, d_alpha) = E_mu[(r - b) Phi_alpha(w)] - E_mu[r Phi_alpha(w)], by enumeration."""
+    mu, pi, reward = baseline_space()
+    w = pi / mu
+    ok = True
+    for alpha in (0.25, 0.5, 1.5, 3.0):
+        phi_alpha = (w ** alpha - 1) / alpha                                   # lambda = 0: Phi = (w^a - 1) / a
+        d_alpha = (mu * (w ** alpha - 1 - alpha * (w - 1))).sum() / (alpha * (alpha - 1))
+        for b in (0.3, 0.8):
+            truth = ((mu * (reward - b) * phi_alpha).sum() - (mu * reward * phi_alpha).sum()).item()
+            answer = attempt(term, b, alpha, d_alpha.item())
+            try:
+                ok &= math.isclose(float(answer), truth, rel_tol=1e-9, abs_tol=1e-12)
+            except (TypeError, ValueError):
+                ok = False
+        if not ok:
+            break
+    return verdict(ok, "the baseline's term in J_alpha, as a function of b, alpha and D_alpha",
+                   "the b part of E_mu[(r - b)(w^alpha - 1) / alpha] only needs E_mu[w^alpha]; write that with "
+                   "D_alpha (notebook 01 §4), and check the sign for alpha above and below 1.")
+
+
+# --- Exercise 6: the silent bug -----------------------------------------------------------
 # Each mutant is one textual edit of nano_respo/kernel.py (the kind tools/mutation_check.py
 # makes); no error is raised by any of them, the loss still trains. The reader names a
-# property that catches each one.
+# property that catches each one, and the number that property reads off the mutant: a
+# value only a call on the mutant gives, so looping over the property names finds nothing.
 
 MUTANTS = {
     "mutant_a": ("log_phi = alpha * log_w - lam * torch.expm1", "log_phi = alpha * log_w - lam * torch.exp"),
@@ -149,23 +208,33 @@ def coefficient_of(k, method: str, w: float, positive: bool, **overrides) -> flo
     return -grad.item() / adv.item()
 
 
+def loss_at_the_is_corner(k) -> float:
+    """The loss at |log w| = 1e4 (a positive up, a negative down) with both branches at plain IS (1, 0)."""
+    logp = torch.tensor([[1e4], [-1e4]], dtype=torch.float64)
+    cfg = k.LossConfig(alpha_pos=1.0, lambda_pos=0.0, alpha_neg=1.0, lambda_neg=0.0)
+    loss, _ = k.policy_loss(logp, torch.zeros_like(logp), torch.tensor([1.0, -1.0], dtype=torch.float64),
+                            torch.ones(2, 1, dtype=torch.bool), cfg)
+    return loss.item()
+
+
 def on_policy(k) -> bool:
-    """At w = 1 (a fresh batch) ReSPO's coefficient is 1 for both signs: the plain policy gradient."""
+    """At w = 1 (a fresh batch) ReSPO's coefficient is 1 for both signs. Reads: phi_+ at w = 1."""
     return all(abs(coefficient_of(k, "respo", 1.0, s) - 1) < 1e-12 for s in (True, False))
 
 
 def positive_floor(k) -> bool:
-    """A positive with w -> 0 keeps the floor e^lambda_+ (alpha_+ = 0)."""
+    """A positive with w -> 0 keeps the floor e^lambda_+ (alpha_+ = 0). Reads: phi_+ at w = 1e-30."""
     return abs(coefficient_of(k, "respo", 1e-30, True) - math.exp(LossConfig().lambda_pos)) < 1e-9
 
 
 def negative_vanishes(k) -> bool:
-    """A negative with a huge w gets (almost) no weight: phi_- -> 0 as w -> infinity."""
+    """A negative with a huge w gets (almost) no weight. Reads: phi_- at w = 1e6."""
     return coefficient_of(k, "respo", 1e6, False) < 1e-6
 
 
 def finite_at_extremes(k) -> bool:
-    """The loss and its gradient stay finite at |log w| = 1e4, even at the plain-IS corner (1, 0)."""
+    """The loss and its gradient stay finite at |log w| = 1e4, also at the plain-IS corner (1, 0).
+    Reads: the loss at the plain-IS corner (loss_at_the_is_corner)."""
     logp = torch.tensor([[1e4], [-1e4]], dtype=torch.float64, requires_grad=True)
     for overrides in ({}, {"alpha_pos": 1.0, "lambda_pos": 0.0, "alpha_neg": 1.0, "lambda_neg": 0.0}):
         loss, _ = k.policy_loss(logp, torch.zeros_like(logp), torch.tensor([1.0, -1.0], dtype=torch.float64),
@@ -177,7 +246,7 @@ def finite_at_extremes(k) -> bool:
 
 
 def dapo_clip_higher(k) -> bool:
-    """DAPO clips positives at 1 + 0.28, not 1 + 0.2: a positive token at r = 1.25 keeps phi = 1.25."""
+    """DAPO clips positives at 1 + 0.28, not 1 + 0.2. Reads: DAPO's phi of a positive token at r = 1.25."""
     return abs(coefficient_of(k, "dapo", 1.25, True) - 1.25) < 1e-9
 
 
@@ -185,16 +254,44 @@ PROPERTIES = {f.__name__: f for f in (on_policy, positive_floor, negative_vanish
                                       dapo_clip_higher)}
 
 
-def check_mutant(name: str, property_name: str) -> bool:
-    """Right when the named property holds for the real kernel and fails for the mutant."""
+def _reading(property_name: str, k) -> float:
+    """The number a property reads off a kernel (its docstring's "Reads:"), graded against the reader's."""
+    if property_name == "finite_at_extremes":
+        return loss_at_the_is_corner(k)
+    method, w, positive = {"on_policy": ("respo", 1.0, True), "positive_floor": ("respo", 1e-30, True),
+                           "negative_vanishes": ("respo", 1e6, False),
+                           "dapo_clip_higher": ("dapo", 1.25, True)}[property_name]
+    return coefficient_of(k, method, w, positive)
+
+
+def same_number(a: float, b: float) -> bool:
+    """Equal to 1e-6 relative, with nan equal to nan and an infinity only to itself."""
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return a == b if math.isinf(a) or math.isinf(b) else math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
+
+
+def check_mutant(name: str, property_name: str, value) -> bool:
+    """Right when the named property holds for the real kernel, fails for the mutant, and value is what
+    that property reads off the mutant."""
     if property_name not in PROPERTIES:
         return verdict(False, f"{name}: {property_name!r} is not one of {', '.join(PROPERTIES)}",
                        "answer with the name of one of the properties listed above.")
     test = PROPERTIES[property_name]
-    caught = test(kernel) and not test(mutant(name))
-    return verdict(caught, f"{name} is caught by {property_name}",
-                   f"{property_name} still holds for {name}, so its bug is elsewhere: run each property on "
-                   f"mutant('{name}') and read the edit's effect on phi.")
+    broken = mutant(name)
+    if not (test(kernel) and not test(broken)):
+        return verdict(False, f"{name} is caught by {property_name}",
+                       f"{property_name} still holds for {name}, so its bug is elsewhere: run each property on "
+                       f"mutant('{name}') and read the edit's effect on phi.")
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        value = None
+    return verdict(value is not None and same_number(value, _reading(property_name, broken)),
+                   f"{name}: {property_name}, and the value it reads off the mutant",
+                   f"the property is right; now compute the number its docstring says it reads, on "
+                   f"mutant('{name}') (coefficient_of or loss_at_the_is_corner), not on the real kernel.")
+
 
 
 # =========================================================================================

@@ -9,7 +9,7 @@
 # %% [markdown]
 # # Exercises
 #
-# Four exercises on notebooks 01–02, each with a check cell that grades your answer by
+# Six exercises on notebooks 01–02, each with a check cell that grades your answer by
 # autograd or by the kernel itself and says ✓ or ✗ with a hint. Write your answer in the cell
 # marked *your answer*, run it, then run the check under it. The solutions are in
 # `exercises_solutions.ipynb`; try first. Math: docs/math.md §2–§5.
@@ -19,8 +19,10 @@ import math  # noqa: F401 (for your answers)
 
 import torch
 
-from checks import (PROPERTIES, SAPO_TAU, check_log_space_phi, check_mutant, check_negative_peak,  # noqa: F401
-                    check_sapo_coefficient, mutant, sapo_surrogate)  # mutant, sapo_surrogate: yours to poke at
+from checks import (PROPERTIES, SAPO_TAU, check_baseline_term, check_e1_surrogate,  # noqa: F401
+                    check_log_space_phi, check_mutant, check_negative_peak, check_sapo_coefficient,
+                    coefficient_of, loss_at_the_is_corner, mutant, sapo_surrogate)  # yours to poke at
+from nano_respo.lab.surrogate import exp1  # noqa: F401 (E1, for exercise 4)
 
 torch.set_num_threads(1)
 
@@ -75,11 +77,47 @@ def negative_peak(alpha: float, lam: float) -> tuple[float, float]:
 check_negative_peak(negative_peak)
 
 # %% [markdown]
-# ## 4. Find the silent bug
+# ## 4. The E1 case of $\Phi$
+#
+# At $\alpha_+=0$ the positive branch is $\phi_+(w)=e^{-\lambda(w-1)}$ and its surrogate
+# (notebook 01 §6) is $\Phi(w)=\int_1^w e^{-\lambda(u-1)}\,du/u$. Write $\Phi$ in closed form with
+# the exponential integral $E_1(z)=\int_z^\infty e^{-v}/v\,dv$ (`exp1`, differentiable). The check
+# differentiates your $\Phi$ in $\log w$ by autograd, compares with the kernel's $\phi_+$, and
+# asks for $\Phi(1)=0$. Do not call `respo_surrogate`.
+
+# %%
+# your answer
+def e1_surrogate(log_w: torch.Tensor, lam: float) -> torch.Tensor:
+    """Phi(w) = int_1^w exp(-lam (u - 1)) du / u, in closed form with exp1; differentiable in log_w."""
+    raise NotImplementedError("write Phi with E1")
+
+# %%
+check_e1_surrogate(e1_surrogate)
+
+# %% [markdown]
+# ## 5. What the baseline adds to $J_\alpha$
+#
+# With $A=r-b$, the power surrogate is $J_\alpha=\mathbb E_\mu[(r-b)(w^\alpha-1)/\alpha]$. How much does
+# the baseline $b$ add to it, compared with $A=r$? Write it as a function of $b$, $\alpha$ and
+# $D_\alpha(\pi\|\mu)$ (notebook 01 §4). The check computes the difference by enumeration on
+# one prompt's 27 responses (`checks.baseline_space()`) for four $\alpha$ and two $b$.
+
+# %%
+# your answer
+def baseline_term(b: float, alpha: float, d_alpha: float) -> float:
+    """E_mu[(r - b) (w^alpha - 1) / alpha] - E_mu[r (w^alpha - 1) / alpha]."""
+    raise NotImplementedError("derive the baseline's term")
+
+# %%
+check_baseline_term(baseline_term)
+
+# %% [markdown]
+# ## 6. Find the silent bug
 #
 # `mutant("mutant_a")` … `mutant("mutant_e")` are copies of `nano_respo/kernel.py`, each with
 # one small edit. None raises an error and each still trains. For each, name a property that
-# catches it, one of:
+# catches it, and give the number that property reads off the mutant (each property's
+# "Reads:" says which), one of:
 
 # %%
 for name, prop in PROPERTIES.items():
@@ -87,20 +125,23 @@ for name, prop in PROPERTIES.items():
 
 # %% [markdown]
 # Poke at the mutants like the real kernel, e.g. `mutant("mutant_a").power_tilt(torch.zeros(1), 0.0, 0.1)`,
-# or run a property on one: `PROPERTIES["on_policy"](mutant("mutant_a"))`. Then fill in the
-# dictionary, and for each mutant write in a comment *why* that property fails (which
-# line of the kernel the edit must have touched, and what it does to $\phi$).
+# or run a property on one: `PROPERTIES["on_policy"](mutant("mutant_a"))`. To read a coefficient
+# off a kernel, `coefficient_of(k, method, w, positive)` differentiates its `policy_loss`; the
+# loss at the plain-IS corner is `loss_at_the_is_corner(k)`. Then fill in the dictionary with
+# `(property, value)`, the value computed by your own call on the mutant, and for each mutant
+# write in a comment *why* that property fails (which line of the kernel the edit must have
+# touched, and what it does to $\phi$).
 
 # %%
-# your answer: a property name from the list above for each mutant, and why in a comment
+# your answer: (a property name from the list above, the value it reads off the mutant), and why in a comment
 answers = {
-    "mutant_a": "?",
-    "mutant_b": "?",
-    "mutant_c": "?",
-    "mutant_d": "?",
-    "mutant_e": "?",
+    "mutant_a": ("?", None),
+    "mutant_b": ("?", None),
+    "mutant_c": ("?", None),
+    "mutant_d": ("?", None),
+    "mutant_e": ("?", None),
 }
 
 # %%
-for name, property_name in answers.items():
-    check_mutant(name, property_name)
+for name, (property_name, value) in answers.items():
+    check_mutant(name, property_name, value)

@@ -2,12 +2,17 @@
 
 import importlib.util
 import math
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+course_spec = importlib.util.spec_from_file_location("course", NOTEBOOKS_DIR / "course.py")
+course = importlib.util.module_from_spec(course_spec)
+course_spec.loader.exec_module(course)
+sys.modules.setdefault("course", course)  # checks.py imports it as the notebooks do, from notebooks/
 spec = importlib.util.spec_from_file_location("checks", NOTEBOOKS_DIR / "checks.py")
 checks = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(checks)
@@ -61,11 +66,41 @@ PEAK_WRONG = {
 }
 
 
+# --- Exercise 4: the E1 case of Phi -------------------------------------------------------
+
+def e1_right(log_w, lam):
+    return math.exp(lam) * (checks.exp1(torch.full_like(log_w, lam)) - checks.exp1(lam * torch.exp(log_w)))
+
+
+E1_WRONG = {
+    "without the constant e^lambda": lambda s, lam:
+        checks.exp1(torch.full_like(s, lam)) - checks.exp1(lam * torch.exp(s)),
+    "the two E1 terms swapped": lambda s, lam:
+        math.exp(lam) * (checks.exp1(lam * torch.exp(s)) - checks.exp1(torch.full_like(s, lam))),
+    "lambda forgotten inside E1": lambda s, lam:
+        math.exp(lam) * (checks.exp1(torch.ones_like(s)) - checks.exp1(torch.exp(s))),
+    "log w (the lambda = 0 case)": lambda s, lam: s * 1.0,
+    "a detached value": lambda s, lam: e1_right(s, lam).detach(),
+}
+
+
+# --- Exercise 5: the baseline term ---------------------------------------------------------
+
+BASELINE_WRONG = {
+    "sign flipped": lambda b, a, d: -b * (1 - a) * d,
+    "alpha (1 - alpha) as in E_mu[w^alpha]": lambda b, a, d: b * a * (1 - a) * d,
+    "the baseline ignored": lambda b, a, d: 0.0,
+    "without b": lambda b, a, d: (1 - a) * d,
+}
+
+
 @pytest.mark.parametrize("check,right,wrong", [
     (checks.check_sapo_coefficient, sapo_right, SAPO_WRONG),
     (checks.check_log_space_phi, phi_right, PHI_WRONG),
     (checks.check_negative_peak, peak_right, PEAK_WRONG),
-], ids=["sapo_coefficient", "log_space_phi", "negative_peak"])
+    (checks.check_e1_surrogate, e1_right, E1_WRONG),
+    (checks.check_baseline_term, lambda b, a, d: b * (1 - a) * d, BASELINE_WRONG),
+], ids=["sapo_coefficient", "log_space_phi", "negative_peak", "e1_surrogate", "baseline_term"])
 def test_check_accepts_the_solution_and_rejects_each_wrong_answer(check, right, wrong, capsys):
     assert check(right) is True
     assert capsys.readouterr().out.startswith("✓ right")
@@ -75,19 +110,49 @@ def test_check_accepts_the_solution_and_rejects_each_wrong_answer(check, right, 
         assert "✗ not yet" in out and "Hint:" in out
 
 
+def test_no_message_prints_a_solution(capsys):
+    """A failure gives a hint, never the answer: no verdict shows the closed forms the solutions use."""
+    for check, wrong in ((checks.check_negative_peak, PEAK_WRONG["w* upside down"]),
+                         (checks.check_e1_surrogate, E1_WRONG["the two E1 terms swapped"]),
+                         (checks.check_baseline_term, BASELINE_WRONG["sign flipped"]),
+                         (checks.check_log_space_phi, PHI_WRONG["tilt on w instead of w - 1"]),
+                         (checks.check_sapo_coefficient, SAPO_WRONG["plain importance weight"])):
+        check(wrong)
+    out = capsys.readouterr().out.replace(" ", "")
+    for solution in ("alpha/lambda", "alpha/lam", "(1-alpha)D", "b(1-alpha)", "E1(lambda)-E1", "E1(lam)",
+                     "cosh^2", "1/(4cosh", "expm1", "clamp", "alpha*s-lam"):
+        assert solution not in out, f"a failure message shows part of a solution: {solution}"
+
+
 def test_the_real_kernel_has_every_property():
     assert all(prop(checks.kernel) for prop in checks.PROPERTIES.values())
 
 
 @pytest.mark.parametrize("name", sorted(checks.MUTANTS))
-def test_mutant_check_accepts_only_properties_that_catch_it(name, capsys):
+def test_mutant_check_wants_a_catching_property_and_the_mutants_value(name, capsys):
     broken = checks.mutant(name)
     catching = [p for p, prop in checks.PROPERTIES.items() if not prop(broken)]
     assert catching, f"no property catches {name}: the exercise would have no answer"
     for property_name in checks.PROPERTIES:
-        assert checks.check_mutant(name, property_name) is (property_name in catching)
-    assert checks.check_mutant(name, "not a property") is False
+        value = checks._reading(property_name, broken)
+        assert checks.check_mutant(name, property_name, value) is (property_name in catching)
+    for property_name in catching:
+        real = checks._reading(property_name, checks.kernel)
+        assert checks.check_mutant(name, property_name, real) is False, "the real kernel's value was accepted"
+        assert checks.check_mutant(name, property_name, None) is False
+        assert checks.check_mutant(name, property_name, "?") is False
+    # looping over the property names with any one guessed value finds nothing
+    for guess in (0.0, 1.0, float("inf"), float("nan")):
+        assert not any(checks.check_mutant(name, p, guess) for p in checks.PROPERTIES
+                       if not checks.same_number(guess, checks._reading(p, broken)))
+    assert checks.check_mutant(name, "not a property", 1.0) is False
     assert "Hint:" in capsys.readouterr().out
+
+
+def test_same_number_tells_nan_inf_and_values_apart():
+    inf, nan = float("inf"), float("nan")
+    assert checks.same_number(nan, nan) and checks.same_number(-inf, -inf) and checks.same_number(1.0, 1.0 + 1e-9)
+    assert not (checks.same_number(inf, -inf) or checks.same_number(nan, 1.0) or checks.same_number(1.0, 1.01))
 
 
 def test_the_solutions_notebook_passes_every_check_and_the_exercises_notebook_none():
@@ -99,5 +164,5 @@ def test_the_solutions_notebook_passes_every_check_and_the_exercises_notebook_no
         lines = [line for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", [])
                  if out["output_type"] == "stream" for line in out["text"].splitlines()
                  if line.startswith(("✓", "✗"))]
-        assert len(lines) == 3 + len(checks.MUTANTS), lines
+        assert len(lines) == 5 + len(checks.MUTANTS), lines
         assert all(line.startswith("✓" if expect_right else "✗") for line in lines), lines
