@@ -36,6 +36,10 @@ from nano_respo.run.cli import parse_config  # noqa: E402
 from toy.across import record_set  # noqa: E402
 
 SETTINGS = ("default", "avx2")
+# The default run was recorded on an AVX2-only machine (AMD EPYC), where the AVX2 variables change
+# nothing: its second setting is ATen's scalar kernels (ATEN_CPU_CAPABILITY=default), which round
+# reductions differently.
+DEFAULT_RUN_SETTINGS = ("avx2", "scalar")
 BASELINES = ("seq_clip", "grpo", "gspo", "vespo")
 PROSE = ("README.md", "RESULTS.md", "toy/RESULTS.md", "docs/training.md")
 TAG = re.compile(r"<!-- fig:(\w+) -->(.*?)<!-- /fig -->", re.S)
@@ -55,6 +59,31 @@ def toy(lr: str) -> dict[str, list[dict]]:
     extra = {"protocol": "", "equal": "+toy/results/eval-fresh-{s}-respo-lr0.01"}[lr]
     return {s: record_set(f"{s}=" + str(ROOT / f"toy/results/eval-fresh-{s}") +
                           extra.format(s=s).replace("+toy", "+" + str(ROOT / "toy")))[1] for s in SETTINGS}
+
+
+@functools.cache
+def default_run() -> dict[str, dict]:
+    """`python train.py` with no flags, per setting: its metrics.jsonl records and its warm start's report."""
+    out = {}
+    for s in DEFAULT_RUN_SETTINGS:
+        folder = ROOT / "experiments/results/default-run" / s
+        records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line]
+        out[s] = {"records": records, "warm_start": json.loads((folder / "warm_start.json").read_text())}
+    return out
+
+
+def default_evals(which: int, key: str) -> list[float]:
+    return [[r for r in run["records"] if r["kind"] == "eval"][which][key] for run in default_run().values()]
+
+
+def default_off_policy_mean(key: str) -> list[float]:
+    """Per setting, the mean of `key` over the default run's off-policy steps (all but each batch's first)."""
+    means = []
+    for run in default_run().values():
+        values = [r[key] for r in run["records"] if r["kind"] == "train" and (r["epoch"], r["minibatch"]) != (0, 0)
+                  and r[key] is not None and not math.isnan(r[key])]
+        means.append(sum(values) / len(values))
+    return means
 
 
 def by_model(records: list[dict]) -> dict[str, list[dict]]:
@@ -156,6 +185,30 @@ class Figure:
 
 
 FIGURES = {
+    # `python train.py`, the README's quick start (experiments/results/default-run/, both settings).
+    "default_warm_start": Figure(
+        "where the default warm start converged and stopped (step of convergence, steps in all), both settings",
+        lambda: " and ".join(sorted({f"converged at step {run['warm_start']['converged_at']} of "
+                                     f"{run['warm_start']['steps']}" for run in default_run().values()}))),
+    "default_pass1_start": Figure("held-out pass@1 (4 samples, T = 1) where RL starts, range over settings",
+                                  lambda: span(default_evals(0, "heldout_pass@1"), 3)),
+    "default_pass1_end": Figure("held-out pass@1 after the 40 RL iterations, range over settings",
+                                lambda: span(default_evals(-1, "heldout_pass@1"), 3)),
+    "default_greedy_start": Figure("held-out greedy accuracy where RL starts, range over settings",
+                                   lambda: span(default_evals(0, "heldout_acc"), 3)),
+    "default_greedy_end": Figure("held-out greedy accuracy at the end, range over settings",
+                                 lambda: span(default_evals(-1, "heldout_acc"), 3)),
+    "default_rl_minutes": Figure(
+        "minutes of the RL part (sum of iteration_s), range over settings, on the 2-core machine the records name",
+        lambda: span([sum(r["iteration_s"] for r in run["records"] if r["kind"] == "time") / 60
+                      for run in default_run().values()], 1)),
+    "default_low_w_share": Figure(
+        "share of positives below w = 0.8 over the default run's off-policy steps, range over settings",
+        lambda: percent_span(default_off_policy_mean("low_w_pos_frac"), 2)),
+    "default_len_low_w": Figure("mean length of those positives (tokens), range over settings",
+                                lambda: span(default_off_policy_mean("len_low_w_pos"), 1)),
+    "default_len_pos": Figure("mean length of all positives there, range over settings",
+                              lambda: span(default_off_policy_mean("len_pos"), 1)),
     # The tiny Qwen3 on `reverse` (RESULTS.md's earlier study).
     "llm_low_w_share_selected": Figure(
         "share of positives below w = 0.8 at the selected lrs: range of seed means over every method, cell, model "
