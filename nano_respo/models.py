@@ -139,7 +139,9 @@ def resolve_model_path(name: str) -> str:
         if not is_complete(path):
             create_tiny_model(name, path)
         return str(path)
-    local = Path(name)
+    local = Path(name).expanduser()
+    if looks_local(name) and not local.exists():  # asking the hub would retry for a minute, then blame the network
+        raise ValueError(f"model: {name!r} does not exist ({missing_part(local)} is missing)")
     if is_run_directory(local):
         return str(run_directory_checkpoint(local))
     if (local / STATE_FILE).is_file() or (local / MANIFEST_FILE).is_file():  # a run's checkpoint: check it first
@@ -153,6 +155,19 @@ def resolve_model_path(name: str) -> str:
         raise ValueError(f"model: unknown model {name!r}; use tiny-qwen3, tiny-qwen3-moe, a local "
                          f"directory or a hub id such as Qwen/Qwen3-0.6B")
     return name
+
+
+def looks_local(name: str) -> bool:
+    """A path, not a hub id: starts with ./ ../ / or ~, or its first component is an existing directory."""
+    return name.startswith(("./", "../", "/", "~")) or Path(name.split("/", 1)[0]).is_dir()
+
+
+def missing_part(path: Path) -> str:
+    """The shortest leading part of `path` that does not exist (runs/nope of runs/nope/checkpoints)."""
+    for part in reversed(path.parents):
+        if not part.exists():
+            return str(part)
+    return str(path)
 
 
 def is_run_directory(path: Path) -> bool:

@@ -119,12 +119,16 @@ def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, se
     anneal = max(1, steps // 4)
     recent = deque(maxlen=CONVERGED_WINDOW)  # exact at the full size, the last steps
     anneal_from, converged_at, step, exact = None, None, 0, 0.0
-    bar = tqdm(desc="warm start (sft)", dynamic_ncols=True)
+    # The most steps it can take: the budget, then the annealing. A model that converges earlier
+    # anneals from there, and the bar's total moves down to that end.
+    bar = tqdm(desc="warm start (sft)", total=steps + anneal, dynamic_ncols=True)
     while anneal_from is None or step < anneal_from + anneal:
         if anneal_from is None and len(recent) == CONVERGED_WINDOW and sum(recent) / len(recent) >= CONVERGED_EXACT:
             anneal_from = converged_at = step
         elif anneal_from is None and step >= steps:
             anneal_from = step
+        if anneal_from == step:
+            bar.total = anneal_from + anneal
         for group in optimizer.param_groups:
             group["lr"] = lr if anneal_from is None else cosine_lr(lr, step - anneal_from, anneal)
         size = curriculum_size(task, step, steps)
