@@ -18,7 +18,8 @@ from pathlib import Path
 
 import torch
 
-from .run.checkpoint import MANIFEST_FILE, STATE_FILE, newest_intact_checkpoint, verify_checkpoint
+from .run.checkpoint import (MANIFEST_FILE, STATE_FILE, newest_intact_checkpoint, publish_directory,
+                             verify_checkpoint)
 
 PAD, EOS = "<|endoftext|>", "<|im_end|>"
 WEIGHT_DTYPES = ("float32", "bfloat16", "float16")
@@ -111,20 +112,17 @@ def create_tiny_model(name: str, path: Path, seed: int = 0) -> None:
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = transformers.AutoModelForCausalLM.from_config(config)
-    tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    (tmp / "nano_respo.json").write_text(json.dumps({"created_as": name, "seed": seed}))
-    if not is_complete(tmp):  # e.g. save_pretrained inside a process group writes on rank 0 only
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise RuntimeError(f"model: creating {name} wrote no weights to {tmp}; create it outside torch.distributed")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists() and not is_complete(path):  # a broken earlier attempt: replace it
-        shutil.rmtree(path, ignore_errors=True)
-    try:
-        os.replace(tmp, path)
-    except OSError:  # another process created it first: keep theirs
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    def write(tmp: Path) -> None:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "nano_respo.json").write_text(json.dumps({"created_as": name, "seed": seed}))
+        if not is_complete(tmp):  # e.g. save_pretrained inside a process group writes on rank 0 only
+            raise RuntimeError(f"model: creating {name} wrote no weights to {tmp}; create it outside torch.distributed")
+        if path.exists() and not is_complete(path):  # a broken earlier attempt: replace it
+            shutil.rmtree(path, ignore_errors=True)
+
+    publish_directory(path, write)
 
 
 def is_complete(path: Path) -> bool:

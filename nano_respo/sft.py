@@ -33,8 +33,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import shutil
 from collections import deque
 
 import torch
@@ -43,6 +41,7 @@ from tqdm import tqdm
 
 from .models import cache_dir, load_model, refuse_unknown_characters
 from .rollout import RolloutBatch, encode_prompts, policy_logprobs
+from .run.checkpoint import publish_directory
 from .tasks import Task, hash_seed
 
 
@@ -112,7 +111,7 @@ def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, se
     greedy decoding reproduces the whole answer; converged_at the step the annealing began
     because the model had converged (None: it began at `steps` without); steps the steps taken.
     logprobs: without smoothing, rollout.policy_logprobs or a drop-in with its signature
-    (logprobs.chunked_policy_logprobs, for a large vocabulary).
+    (scale.logprobs.chunked_policy_logprobs, for a large vocabulary).
     """
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
@@ -190,13 +189,11 @@ def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_si
                       f"the CPU: raise --sft-steps or lower --sft-lr)")
     print(f"warm start: {converged}, {report['steps']} steps; {report['exact']:.0%} of the last batch's answers "
           f"have every token above probability 1/2")
-    tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    (tmp / "warm_start.json").write_text(json.dumps({**key, "named_as": task_key, **report}, indent=1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.replace(tmp, path)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    def write(tmp):
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "warm_start.json").write_text(json.dumps({**key, "named_as": task_key, **report}, indent=1))
+
+    publish_directory(path, write)
     return load_model(str(path), dtype, device)

@@ -73,7 +73,7 @@ examples:
   python train.py                                   # ReSPO at reuse 4 on the offline tiny Qwen3 (a few minutes on a CPU)
   python train.py --method grpo --reuse 8 --epochs 2  # a clipped baseline, more reuse
   python train.py --model tiny-qwen3-moe            # 8 experts, top-2
-  python train.py --alpha-pos 0 --lambda-pos 0.1 --alpha-neg 3 --lambda-neg 2  # ReSPO's two branches
+  python train.py --alpha-pos 0.5 --lambda-neg 1 --name respo-a0.5-l1  # other branches: a run of their own
   python train.py --resume                          # continue runs/<name> with the same flags
   python train.py --model Qwen/Qwen3-0.6B --task data.jsonl --sft-steps 0 --device cuda --autocast
   torchrun --nproc_per_node 4 train.py --fsdp --model Qwen/Qwen3-0.6B --dtype bfloat16
