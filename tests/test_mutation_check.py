@@ -37,4 +37,11 @@ def test_every_mutant_is_caught():
     assert done.returncode == 0, done.stdout + done.stderr
     verdicts = [line.split()[0] for line in done.stdout.splitlines()[:-1]]
     assert verdicts == ["caught"] * len(mutation_check.MUTANTS)
-    assert done.stdout.splitlines()[-1] == "every mutant was caught"
+    n = len(mutation_check.MUTANTS)
+    assert done.stdout.splitlines()[-1] == f"every mutant was caught ({n} of {n})"
+
+
+def test_the_readme_counts_the_mutants_the_tool_has():
+    n = len(mutation_check.MUTANTS)
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"in {n} ways" in readme and f"`every mutant was caught ({n} of {n})`" in readme

@@ -83,12 +83,14 @@ def main(argv=None) -> int:
         print("mutation sites not found (the code changed; update MUTANTS in tools/mutation_check.py):\n  "
               + "\n  ".join(missing))
         return 2
+    chosen = [m for m in MUTANTS if not args.only or any(o in m[0] for o in args.only)]
     survived = 0
-    for name, path, old, new in [m for m in MUTANTS if not args.only or any(o in m[0] for o in args.only)]:
+    for name, path, old, new in chosen:
         caught, detail = run_mutant(path, old, new, args.fail_fast)
         survived += not caught
         print(f"{'caught' if caught else 'SURVIVED':8s} {name:45s} {detail}", flush=True)
-    print(f"{survived} mutant(s) survived" if survived else "every mutant was caught")
+    print(f"{survived} of {len(chosen)} mutants survived" if survived
+          else f"every mutant was caught ({len(chosen)} of {len(chosen)})")
     return 1 if survived else 0
 
 
