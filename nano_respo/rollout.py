@@ -139,10 +139,7 @@ def score(reward_fn, texts: list[str], answers: list[str]):
 
 
 def training_forward(model, batch: RolloutBatch):
-    """(the model's output on the batch, completion width C): the sampler's position ids, MoE router logits on.
-
-    What every training route shares: policy_logprobs here, scale.logprobs.chunked_policy_logprobs.
-    """
+    """(output, completion width C) of the forward every log-prob route shares: the sampler's position ids."""
     width = batch.completion_mask.shape[1]
     position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # [B, P + C]
     extra = {"output_router_logits": True} if hasattr(model.config, "output_router_logits") else {}  # MoE
