@@ -233,8 +233,8 @@ def test_reward_errors_are_reported_in_the_metrics(tmp_path, monkeypatch, capsys
 @pytest.mark.parametrize("overrides, message", [
     (dict(method="ppo"), "method: unknown method 'ppo'"),
     (dict(reuse=3, epochs=2), "reuse: 3 optimizer steps do not split into 2 epochs"),
-    (dict(prompts_per_iteration=3, group_size=1, reuse=2, epochs=1), "reuse: 3 prompts do not split into 2"),
-    (dict(group_size=0), "group_size: must be >= 1"),
+    (dict(prompts_per_iteration=3, group_size=2, reuse=2, epochs=1), "reuse: 3 prompts do not split into 2"),
+    (dict(group_size=1), "group_size: must be >= 2"),
     (dict(temperature=0.0), "temperature: must be > 0"),
     (dict(lr=-0.1), r"^lr: must be > 0, got -0.1$"),
     (dict(sft_lr=0.0), r"^sft_lr: must be > 0, got 0.0$"),
