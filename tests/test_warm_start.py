@@ -119,3 +119,27 @@ def test_a_smaller_sft_task_size_warms_up_on_short_strings_of_the_same_training_
     assert seen["key"]["task_size"] == 12 and seen["task"].fingerprint() != rl_task.fingerprint()
     with pytest.raises(ValueError, match="sft_task_size"):
         TrainConfig(task="data.jsonl", sft_task_size=12)
+
+
+def test_the_warm_start_is_cached_where_the_readme_says_and_deleting_it_trains_afresh(capsys, monkeypatch):
+    import shutil
+    from pathlib import Path
+
+    from nano_respo.models import cache_dir
+
+    readme = " ".join((Path(__file__).parents[1] / "README.md").read_text().split())
+    assert "`$NANO_RESPO_CACHE/sft/` (default `~/.cache/nano_respo/sft/`)" in readme
+    with monkeypatch.context() as unset:
+        unset.delenv("NANO_RESPO_CACHE")
+        assert cache_dir() == Path.home() / ".cache" / "nano_respo"
+    args = ("tiny-qwen3", make_task("reverse", size=4), {}, 2, 4, 1e-3, 0, "float32", "cpu")
+    sft.warm_start(*args)
+    (entry,) = [p for p in (cache_dir() / "sft").iterdir() if p.name.startswith("tiny-qwen3-reverse-")]
+    assert (entry / "warm_start.json").is_file() and (entry / "config.json").is_file()
+    capsys.readouterr()
+    sft.warm_start(*args)
+    assert f"warm start: cached {entry}" in capsys.readouterr().out
+    shutil.rmtree(entry)
+    sft.warm_start(*args)
+    out = capsys.readouterr().out
+    assert "cached" not in out and "warm start: not converged within 2 steps" in out and entry.is_dir()
