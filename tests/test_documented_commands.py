@@ -57,8 +57,10 @@ RUN_BY = {
     "toy.run": "tests/test_toy.py",
     "toy.across": "tests/test_report.py",
     "toy.stuck": "tests/test_toy_stuck.py",
+    # The grid scripts launch many train.py runs: their parts (the cells' commands, the check
+    # against committed records, the choice of learning rate) are run there on small inputs.
     "experiments/run.py": "tests/test_experiments.py",
-    "experiments/across.py": "tests/test_report.py",
+    "experiments/across.py": "tests/test_experiments.py",
     "experiments/select_lr.py": "tests/test_experiments.py",
     "tools/mutation_check.py": "tests/test_mutation_check.py",
     "pytest": ".ci/run",
