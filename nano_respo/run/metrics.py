@@ -11,6 +11,8 @@ import json
 import math
 from pathlib import Path
 
+from .checkpoint import write_text_atomic
+
 TIMING_KEYS = {"gen_tokens_per_s", "train_tokens_per_s", "iteration_s"}
 
 
@@ -65,9 +67,7 @@ class MetricsLog:
             self.records = [r for r in read_metrics(run_dir) if r["iteration"] < keep_until_iteration
                             or (r["kind"] == "eval" and r["iteration"] == keep_until_iteration)]
             if write:
-                tmp = self.path.with_suffix(".tmp")
-                tmp.write_text("".join(json.dumps(r) + "\n" for r in self.records))
-                tmp.replace(self.path)
+                write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in self.records))
         self.file = open(self.path, "a") if write else None
         self.tensorboard = None
         if write:
