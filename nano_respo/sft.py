@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from .models import cache_dir, load_model, refuse_unknown_characters
-from .rollout import RolloutBatch, encode_prompts, policy_logprobs
+from .rollout import RolloutBatch, encode_prompts, policy_logprobs, training_forward
 from .run.checkpoint import publish_directory
 from .tasks import Task, hash_seed
 
@@ -90,10 +90,7 @@ def smoothed_answer_loss(model, batch: RolloutBatch, label_smoothing: float):
 
     With smoothing the loss needs every token's log-prob, so this takes the full logits [N, C, V].
     """
-    width = batch.completion_mask.shape[1]
-    position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # [N, P + C], as the sampler counts
-    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
-                logits_to_keep=width + 1, use_cache=False)
+    out, width = training_forward(model, batch)
     logits = out.logits[:, :-1].float()  # [N, C, V]: position t predicts answer token t
     targets = batch.input_ids[:, -width:]  # [N, C]
     loss = F.cross_entropy(logits.transpose(1, 2), targets, label_smoothing=label_smoothing,
