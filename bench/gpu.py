@@ -139,7 +139,8 @@ def measure_training(model, args, device) -> tuple[float, float]:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
     parser.add_argument("--models", nargs="+", default=["qwen3-0.6b", "qwen3-1.7b", "qwen3-moe-small"],
                         choices=list(SHAPES))
     parser.add_argument("--batch", type=int, default=16)

@@ -28,7 +28,8 @@ def time_once(cfg, logp_leaf, old_logp, adv, mask):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--length", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=7)

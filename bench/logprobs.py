@@ -108,7 +108,8 @@ def measure_in_subprocess(args, routine: str, length: int, grad: str) -> dict:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
     parser.add_argument("--lengths", type=int, nargs="+", default=[256, 1024, 2048])
     parser.add_argument("--vocab", type=int, default=151936, help="Qwen3's vocabulary size")
     parser.add_argument("--hidden", type=int, default=1024, help="hidden size (Qwen3-0.6B's)")

@@ -53,7 +53,8 @@ def median_seconds(fn, repeats: int) -> float:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
     parser.add_argument("--model", default="tiny-qwen3")
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--group-size", type=int, default=8)

@@ -41,7 +41,8 @@ from nano_respo.tasks import make_task  # noqa: E402
 
 
 def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
     parser.add_argument("--model", default="tiny-qwen3", help="tiny-qwen3 or tiny-qwen3-moe")
     parser.add_argument("--prompts", type=int, default=8, help="prompts per rollout batch (P)")
     parser.add_argument("--group-size", type=int, default=8)

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import torch
 
-from .run.checkpoint import MANIFEST_FILE, STATE_FILE, newest_intact_checkpoint, verify_checkpoint
+from .run.checkpoint import (MANIFEST_FILE, STATE_FILE, newest_intact_checkpoint, publish_directory,
+                             verify_checkpoint)
 
 PAD, EOS = "<|endoftext|>", "<|im_end|>"
 WEIGHT_DTYPES = ("float32", "bfloat16", "float16")
@@ -111,20 +112,17 @@ def create_tiny_model(name: str, path: Path, seed: int = 0) -> None:
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = transformers.AutoModelForCausalLM.from_config(config)
-    tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    (tmp / "nano_respo.json").write_text(json.dumps({"created_as": name, "seed": seed}))
-    if not is_complete(tmp):  # e.g. save_pretrained inside a process group writes on rank 0 only
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise RuntimeError(f"model: creating {name} wrote no weights to {tmp}; create it outside torch.distributed")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists() and not is_complete(path):  # a broken earlier attempt: replace it
-        shutil.rmtree(path, ignore_errors=True)
-    try:
-        os.replace(tmp, path)
-    except OSError:  # another process created it first: keep theirs
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    def write(tmp: Path) -> None:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "nano_respo.json").write_text(json.dumps({"created_as": name, "seed": seed}))
+        if not is_complete(tmp):  # e.g. save_pretrained inside a process group writes on rank 0 only
+            raise RuntimeError(f"model: creating {name} wrote no weights to {tmp}; create it outside torch.distributed")
+        if path.exists() and not is_complete(path):  # a broken earlier attempt: replace it
+            shutil.rmtree(path, ignore_errors=True)
+
+    publish_directory(path, write)
 
 
 def is_complete(path: Path) -> bool:
@@ -139,7 +137,9 @@ def resolve_model_path(name: str) -> str:
         if not is_complete(path):
             create_tiny_model(name, path)
         return str(path)
-    local = Path(name)
+    local = Path(name).expanduser()
+    if looks_local(name) and not local.exists():  # asking the hub would retry for a minute, then blame the network
+        raise ValueError(f"model: {name!r} does not exist ({missing_part(local)} is missing)")
     if is_run_directory(local):
         return str(run_directory_checkpoint(local))
     if (local / STATE_FILE).is_file() or (local / MANIFEST_FILE).is_file():  # a run's checkpoint: check it first
@@ -153,6 +153,19 @@ def resolve_model_path(name: str) -> str:
         raise ValueError(f"model: unknown model {name!r}; use tiny-qwen3, tiny-qwen3-moe, a local "
                          f"directory or a hub id such as Qwen/Qwen3-0.6B")
     return name
+
+
+def looks_local(name: str) -> bool:
+    """A path, not a hub id: starts with ./ ../ / or ~, or its first component is an existing directory."""
+    return name.startswith(("./", "../", "/", "~")) or Path(name.split("/", 1)[0]).is_dir()
+
+
+def missing_part(path: Path) -> str:
+    """The shortest leading part of `path` that does not exist (runs/nope of runs/nope/checkpoints)."""
+    for part in reversed(path.parents):
+        if not part.exists():
+            return str(part)
+    return str(path)
 
 
 def is_run_directory(path: Path) -> bool:

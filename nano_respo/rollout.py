@@ -140,17 +140,23 @@ def score(reward_fn, texts: list[str], answers: list[str]):
     return torch.tensor(rewards), errors
 
 
-def policy_logprobs(model, batch: RolloutBatch, temperature: float, with_entropy: bool = False):
-    """(log pi [B, C] of the batch's completion tokens, entropy [B, C] or None, MoE router aux loss or None).
-
-    The same tempered log-softmax the sampler recorded, at the same position ids; router logits only here (the
-    sampler needs none). logprobs.chunked_policy_logprobs computes the same without the [B, C, V] logits.
-    """
+def training_forward(model, batch: RolloutBatch):
+    """(output, completion width C) of the forward every log-prob route shares: the sampler's position ids."""
     width = batch.completion_mask.shape[1]
     position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # [B, P + C]
     extra = {"output_router_logits": True} if hasattr(model.config, "output_router_logits") else {}  # MoE
     out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
                 logits_to_keep=width + 1, use_cache=False, **extra)
+    return out, width
+
+
+def policy_logprobs(model, batch: RolloutBatch, temperature: float, with_entropy: bool = False):
+    """(log pi [B, C] of the batch's completion tokens, entropy [B, C] or None, MoE router aux loss or None).
+
+    The same tempered log-softmax the sampler recorded, at the same position ids; router logits only here (the
+    sampler needs none). scale.logprobs.chunked_policy_logprobs computes the same without the [B, C, V] logits.
+    """
+    out, width = training_forward(model, batch)
     # Position t predicts completion token t; the last position predicts nothing.
     logp_all = torch.log_softmax(out.logits[:, :-1].float() / temperature, -1)  # [B, C, V]
     logp = logp_all.gather(-1, batch.input_ids[:, -width:, None]).squeeze(-1)  # [B, C]

@@ -33,8 +33,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import shutil
 from collections import deque
 
 import torch
@@ -42,7 +40,8 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from .models import cache_dir, load_model, refuse_unknown_characters
-from .rollout import RolloutBatch, encode_prompts, policy_logprobs
+from .rollout import RolloutBatch, encode_prompts, policy_logprobs, training_forward
+from .run.checkpoint import publish_directory
 from .tasks import Task, hash_seed
 
 
@@ -91,10 +90,7 @@ def smoothed_answer_loss(model, batch: RolloutBatch, label_smoothing: float):
 
     With smoothing the loss needs every token's log-prob, so this takes the full logits [N, C, V].
     """
-    width = batch.completion_mask.shape[1]
-    position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # [N, P + C], as the sampler counts
-    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
-                logits_to_keep=width + 1, use_cache=False)
+    out, width = training_forward(model, batch)
     logits = out.logits[:, :-1].float()  # [N, C, V]: position t predicts answer token t
     targets = batch.input_ids[:, -width:]  # [N, C]
     loss = F.cross_entropy(logits.transpose(1, 2), targets, label_smoothing=label_smoothing,
@@ -112,19 +108,23 @@ def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, se
     greedy decoding reproduces the whole answer; converged_at the step the annealing began
     because the model had converged (None: it began at `steps` without); steps the steps taken.
     logprobs: without smoothing, rollout.policy_logprobs or a drop-in with its signature
-    (logprobs.chunked_policy_logprobs, for a large vocabulary).
+    (scale.logprobs.chunked_policy_logprobs, for a large vocabulary).
     """
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
     anneal = max(1, steps // 4)
     recent = deque(maxlen=CONVERGED_WINDOW)  # exact at the full size, the last steps
     anneal_from, converged_at, step, exact = None, None, 0, 0.0
-    bar = tqdm(desc="warm start (sft)", dynamic_ncols=True)
+    # The most steps it can take: the budget, then the annealing. A model that converges earlier
+    # anneals from there, and the bar's total moves down to that end.
+    bar = tqdm(desc="warm start (sft)", total=steps + anneal, dynamic_ncols=True)
     while anneal_from is None or step < anneal_from + anneal:
         if anneal_from is None and len(recent) == CONVERGED_WINDOW and sum(recent) / len(recent) >= CONVERGED_EXACT:
             anneal_from = converged_at = step
         elif anneal_from is None and step >= steps:
             anneal_from = step
+        if anneal_from == step:
+            bar.total = anneal_from + anneal
         for group in optimizer.param_groups:
             group["lr"] = lr if anneal_from is None else cosine_lr(lr, step - anneal_from, anneal)
         size = curriculum_size(task, step, steps)
@@ -186,13 +186,11 @@ def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_si
                       f"the CPU: raise --sft-steps or lower --sft-lr)")
     print(f"warm start: {converged}, {report['steps']} steps; {report['exact']:.0%} of the last batch's answers "
           f"have every token above probability 1/2")
-    tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    (tmp / "warm_start.json").write_text(json.dumps({**key, "named_as": task_key, **report}, indent=1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.replace(tmp, path)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    def write(tmp):
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "warm_start.json").write_text(json.dumps({**key, "named_as": task_key, **report}, indent=1))
+
+    publish_directory(path, write)
     return load_model(str(path), dtype, device)

@@ -111,3 +111,23 @@ def test_bare_eval_py_exits_nonzero_with_one_line(tmp_path):
     assert done.stdout == ""
     assert done.stderr.strip().count("\n") == 0 and "--model" in done.stderr
 
+
+
+@pytest.mark.parametrize("cls, flag, value", [(TrainConfig, "--iteration", "2"), (TrainConfig, "--lambda", "1"),
+                                               (EvalConfig, "--sample", "8"), (RunConfig, "--seed", "3")])
+def test_an_abbreviated_flag_is_refused_not_guessed(cls, flag, value, capsys):
+    with pytest.raises(SystemExit) as stop:
+        parse_config(cls, [flag, value])
+    assert stop.value.code == 2
+    assert f"unrecognized arguments: {flag} {value}" in capsys.readouterr().err
+
+
+def test_eval_falls_back_to_the_training_defaults_it_names():
+    from nano_respo.run import evaluate_cli
+
+    train_fields = set(cli.flat_fields(TrainConfig))
+    assert set(evaluate_cli.FROM_TRAINING) <= set(cli.flat_fields(EvalConfig))
+    assert set(evaluate_cli.FROM_TRAINING.values()) <= train_fields
+    defaults = TrainConfig()
+    for name in evaluate_cli.FROM_TRAINING.values():
+        assert evaluate_cli.TRAIN_DEFAULTS[name] == getattr(defaults, name)

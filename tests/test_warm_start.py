@@ -7,6 +7,7 @@ cache key holds every setting of the recipe (a changed recipe is trained again).
 """
 
 import os
+import re
 
 import pytest
 
@@ -67,7 +68,11 @@ def test_label_smoothing_leaves_each_answer_token_near_1_minus_eps():
     assert torch.allclose(logp[batch.completion_mask].exp(), torch.tensor(optimum), atol=0.02)
 
 
-def test_a_converged_warm_start_reproduces_its_answers_greedily():
+def last_bar(err: str) -> str:
+    return err.replace("\r", "\n").strip().splitlines()[-1]
+
+
+def test_a_converged_warm_start_reproduces_its_answers_greedily(capsys):
     """`exact` = 1 means every answer token has probability above 1/2: greedy decoding gives the answer."""
     answer = "4721"
     task = Task("constant", lambda rng: Problem(f"q{rng.randrange(1000)}", answer), [Problem("q5", answer)])
@@ -75,6 +80,9 @@ def test_a_converged_warm_start_reproduces_its_answers_greedily():
     report = sft.sft(model, tokenizer, task, steps=60, batch_size=16, lr=3e-3, seed=0)
     assert report["exact"] == 1.0 and report["converged_at"] is not None
     assert report["steps"] == report["converged_at"] + 60 // 4  # converged, then annealed over steps // 4
+    assert report["steps"] < 60 + 60 // 4
+    # The bar counts to the budget plus annealing; converged early, its total moved down to the end it reached.
+    assert f"{report['steps']}/{report['steps']} [" in last_bar(capsys.readouterr().err)
     texts = sample(model, tokenizer, ["q5", "q77"], max_new_tokens=8, greedy=True).texts
     assert texts == [answer, answer]
 
@@ -84,6 +92,14 @@ def test_an_unconverged_warm_start_says_so():
     model, tokenizer = load_model("tiny-qwen3")
     report = sft.sft(model, tokenizer, task, steps=2, batch_size=8, lr=3e-3, seed=0)
     assert report == {"exact": 0.0, "converged_at": None, "steps": 3}  # 2 steps, then 1 of annealing
+
+
+def test_the_warm_start_bar_has_a_total_and_time_left(capsys):
+    task = make_task("reverse", size=8)
+    model, tokenizer = load_model("tiny-qwen3")
+    sft.sft(model, tokenizer, task, steps=8, batch_size=8, lr=3e-3, seed=0)
+    # 8 steps + 2 of annealing; tqdm shows [elapsed<left] once it has a total and a rate.
+    assert re.search(r" 10/10 \[[0-9:]+<[0-9:]+,", last_bar(capsys.readouterr().err))
 
 
 def test_a_smaller_sft_task_size_warms_up_on_short_strings_of_the_same_training_split(monkeypatch):
@@ -103,3 +119,27 @@ def test_a_smaller_sft_task_size_warms_up_on_short_strings_of_the_same_training_
     assert seen["key"]["task_size"] == 12 and seen["task"].fingerprint() != rl_task.fingerprint()
     with pytest.raises(ValueError, match="sft_task_size"):
         TrainConfig(task="data.jsonl", sft_task_size=12)
+
+
+def test_the_warm_start_is_cached_where_the_readme_says_and_deleting_it_trains_afresh(capsys, monkeypatch):
+    import shutil
+    from pathlib import Path
+
+    from nano_respo.models import cache_dir
+
+    readme = " ".join((Path(__file__).parents[1] / "README.md").read_text().split())
+    assert "`$NANO_RESPO_CACHE/sft/` (default `~/.cache/nano_respo/sft/`)" in readme
+    with monkeypatch.context() as unset:
+        unset.delenv("NANO_RESPO_CACHE")
+        assert cache_dir() == Path.home() / ".cache" / "nano_respo"
+    args = ("tiny-qwen3", make_task("reverse", size=4), {}, 2, 4, 1e-3, 0, "float32", "cpu")
+    sft.warm_start(*args)
+    (entry,) = [p for p in (cache_dir() / "sft").iterdir() if p.name.startswith("tiny-qwen3-reverse-")]
+    assert (entry / "warm_start.json").is_file() and (entry / "config.json").is_file()
+    capsys.readouterr()
+    sft.warm_start(*args)
+    assert f"warm start: cached {entry}" in capsys.readouterr().out
+    shutil.rmtree(entry)
+    sft.warm_start(*args)
+    out = capsys.readouterr().out
+    assert "cached" not in out and "warm start: not converged within 2 steps" in out and entry.is_dir()

@@ -1,13 +1,18 @@
 """Break the kernel on purpose and check that the derivation tests notice.
 
-    python tools/mutation_check.py            # all mutants, ~1 minute each on one core
-    python tools/mutation_check.py tilt SAPO  # only the mutants whose names contain these
+    python tools/mutation_check.py              # every mutant, a test run of ~30 s each on one core
+    python tools/mutation_check.py tilt SAPO    # only the mutants whose names contain these
+    python tools/mutation_check.py --fail-fast  # each test run stops at its first failure (what CI runs)
 
-Each mutant is one textual edit of nano_respo/kernel.py, applied to a temporary copy of the
-package; the kernel tests run against the copy and the families that fail are printed. A
-mutant that no test catches is a hole in the suite.
+Each mutant is one textual edit of nano_respo/kernel.py (or of the surrogate the tests compare
+it with, nano_respo/lab/surrogate.py), applied to a temporary copy of the package; the kernel
+tests run against the copy and the families that fail are printed. A mutant that no test
+catches is a hole in the suite. Every site is looked up before any test runs: one the code no
+longer holds stops the check (exit 2), naming it. Exit 0 only when every mutant is caught.
 """
 
+import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -22,52 +27,72 @@ FAMILIES = {  # test-name prefix -> its family number in tests/test_kernel_deriv
     "test_corners": "4", "test_alpha_divergence": "5", "test_variational": "6",
     "test_positive_branch": "7", "test_negative_branch": "7", "test_aggregation": "agg",
 }
+KERNEL, SURROGATE = "nano_respo/kernel.py", "nano_respo/lab/surrogate.py"
 MUTANTS = [
-    ("flip the sign of the loss", "terms = -(phi * advantages", "terms = (phi * advantages"),
-    ("drop the tilt", "log_phi = alpha * log_w - lam * torch.expm1", "log_phi = alpha * log_w - 0 * torch.expm1"),
-    ("swap the branches", "power_tilt(log_w, alpha_pos, lambda_pos, log_w_max),\n                       power_tilt(log_w, alpha_neg, lambda_neg, log_w_max))",
+    ("flip the sign of the loss", KERNEL, "terms = -(phi * advantages", "terms = (phi * advantages"),
+    ("drop the tilt", KERNEL, "log_phi = alpha * log_w - lam * torch.expm1", "log_phi = alpha * log_w - 0 * torch.expm1"),
+    ("swap the branches", KERNEL, "power_tilt(log_w, alpha_pos, lambda_pos, log_w_max),\n                       power_tilt(log_w, alpha_neg, lambda_neg, log_w_max))",
      "power_tilt(log_w, alpha_neg, lambda_neg, log_w_max),\n                       power_tilt(log_w, alpha_pos, lambda_pos, log_w_max))"),
-    ("token mean where the sum belongs", "    if length_norm:\n        s = s / mask", "    if True:\n        s = s / mask"),
-    ("tilt on w instead of w - 1", "lam * torch.expm1(log_w", "lam * torch.exp(log_w"),
-    ("clip both sides with eps_low", "r > 1 + eps[1]", "r > 1 + eps[0]"),
-    ("SAPO gate without the half", "torch.cosh(tau * (r - 1) / 2)", "torch.cosh(tau * (r - 1))"),
-    ("dual clip on c instead of log c", "log_r > math.log(cfg.dual_clip_c)", "log_r > cfg.dual_clip_c"),
-    ("CISPO clipped at eps instead of log(1 + eps)", "log_r.clamp(max=math.log1p(eps[1]))", "log_r.clamp(max=eps[1])"),
-    ("TOPR truncation on positives", "torch.where(positive, torch.ones_like(log_w), torch.exp(log_w.clamp(max=0.0)))",
+    ("token mean where the sum belongs", KERNEL, "    if length_norm:\n        s = s / mask", "    if True:\n        s = s / mask"),
+    ("tilt on w instead of w - 1", KERNEL, "lam * torch.expm1(log_w", "lam * torch.exp(log_w"),
+    ("clip both sides with eps_low", KERNEL, "r > 1 + eps[1]", "r > 1 + eps[0]"),
+    ("SAPO gate without the half", KERNEL, "torch.cosh(tau * (r - 1) / 2)", "torch.cosh(tau * (r - 1))"),
+    ("dual clip on c instead of log c", KERNEL, "log_r > math.log(cfg.dual_clip_c)", "log_r > cfg.dual_clip_c"),
+    ("CISPO clipped at eps instead of log(1 + eps)", KERNEL, "log_r.clamp(max=math.log1p(eps[1]))", "log_r.clamp(max=eps[1])"),
+    ("TOPR truncation on positives", KERNEL, "torch.where(positive, torch.ones_like(log_w), torch.exp(log_w.clamp(max=0.0)))",
      "torch.where(positive, torch.exp(log_w.clamp(max=0.0)), torch.ones_like(log_w))"),
-    ("surrogate Phi off by the e^lambda scale", "scale = math.exp(lam - alpha", "scale = math.exp(- alpha"),
-    ("E1 series sign", "series = series - term / k", "series = series + term / k"),
-    ("token-mean over sequences", "return terms.sum() / lengths.sum().clamp(min=1)", "return terms.sum() / n_seq"),
-    ("advantages not centred", "adv = grouped - grouped.mean(-1, keepdim=True)", "adv = grouped.clone()"),
-    ("no log-space guard", "torch.exp(log_phi.clamp(max=log_w_max))", "torch.exp(log_phi)"),
-    ("plain IS truncated at 1", "return torch.exp(log_w.clamp(max=cfg.log_w_max))", "return torch.exp(log_w.clamp(max=0.0))"),
-    ("empty responses divide by zero", "(terms.sum(-1) / lengths.clamp(min=1))", "(terms.sum(-1) / lengths)"),
+    ("surrogate Phi off by the e^lambda scale", SURROGATE, "scale = math.exp(lam - alpha", "scale = math.exp(- alpha"),
+    ("E1 series sign", SURROGATE, "series = series - term / k", "series = series + term / k"),
+    ("token-mean over sequences", KERNEL, "        return lengths.sum()", "        return (lengths > 0).sum()"),
+    ("advantages not centred", KERNEL, "adv = grouped - grouped.mean(-1, keepdim=True)", "adv = grouped.clone()"),
+    ("no log-space guard", KERNEL, "torch.exp(log_phi.clamp(max=log_w_max))", "torch.exp(log_phi)"),
+    ("plain IS truncated at 1", KERNEL, "return torch.exp(log_w.clamp(max=cfg.log_w_max))", "return torch.exp(log_w.clamp(max=0.0))"),
+    ("empty responses divide by zero", KERNEL, "(terms.sum(-1) / mask.sum(-1).clamp(min=1))", "(terms.sum(-1) / mask.sum(-1))"),
 ]
 
 
-def run_mutant(old: str, new: str) -> tuple[str, list[str]]:
-    source = (ROOT / "nano_respo/kernel.py").read_text()
-    if source.count(old) != 1:
-        return "mutation site not found (kernel changed?)", []
+def missing_sites() -> list[str]:
+    """The mutants whose text is not exactly once in its file (the code moved on: update MUTANTS)."""
+    return [f"{name}: {old!r} is not exactly once in {path}" for name, path, old, _ in MUTANTS
+            if (ROOT / path).read_text().count(old) != 1]
+
+
+def run_mutant(path: str, old: str, new: str, fail_fast: bool = False) -> tuple[bool, str]:
+    """(caught, which test families failed) for one edit of `path`, tested on a copy of the package."""
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copytree(ROOT / "nano_respo", Path(tmp) / "nano_respo")
         shutil.copytree(ROOT / "tests", Path(tmp) / "tests")
-        (Path(tmp) / "nano_respo/kernel.py").write_text(source.replace(old, new))
-        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS],
-                             cwd=tmp, capture_output=True, text=True).stdout
+        (Path(tmp) / path).write_text((ROOT / path).read_text().replace(old, new))
+        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                              *(["-x"] if fail_fast else []), *TESTS],
+                             cwd=tmp, env={**os.environ, "PYTHONPATH": tmp}, capture_output=True, text=True).stdout
     failed = sorted(set(re.findall(r"^FAILED (\S+)::(\w+)", out, re.M)))
     families = sorted({"8" if "numerics" in path else FAMILIES.get(next((p for p in FAMILIES if name.startswith(p)), ""), "?")
                        for path, name in failed})
-    return ("caught" if failed else "SURVIVED"), [f"families {','.join(families) or '-'} ({len(failed)} tests:",
-                                                 ", ".join(name for _, name in failed) + ")"]
+    return bool(failed), (f"families {','.join(families) or '-'} ({len(failed)} tests: "
+                          + ", ".join(name for _, name in failed) + ")")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
+    parser.add_argument("only", nargs="*", help="run only the mutants whose names contain one of these")
+    parser.add_argument("--fail-fast", action="store_true", help="stop each test run at its first failure")
+    args = parser.parse_args(argv)
+    missing = missing_sites()
+    if missing:
+        print("mutation sites not found (the code changed; update MUTANTS in tools/mutation_check.py):\n  "
+              + "\n  ".join(missing))
+        return 2
+    chosen = [m for m in MUTANTS if not args.only or any(o in m[0] for o in args.only)]
+    survived = 0
+    for name, path, old, new in chosen:
+        caught, detail = run_mutant(path, old, new, args.fail_fast)
+        survived += not caught
+        print(f"{'caught' if caught else 'SURVIVED':8s} {name:45s} {detail}", flush=True)
+    print(f"{survived} of {len(chosen)} mutants survived" if survived
+          else f"every mutant was caught ({len(chosen)} of {len(chosen)})")
+    return 1 if survived else 0
 
 
 if __name__ == "__main__":
-    only = sys.argv[1:]  # optional substrings of mutant names
-    survived = 0
-    for name, old, new in [m for m in MUTANTS if not only or any(o in m[0] for o in only)]:
-        verdict, detail = run_mutant(old, new)
-        survived += verdict != "caught"
-        print(f"{verdict:8s} {name:45s} {' '.join(detail)}", flush=True)
-    print(f"{survived} mutant(s) survived" if survived else "every mutant was caught")
-    sys.exit(1 if survived else 0)
+    sys.exit(main())

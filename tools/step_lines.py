@@ -227,7 +227,7 @@ def span(node: ast.AST, methods_apart: bool) -> int:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("roots", nargs="*", default=["trainer.rl_iteration"],
                         help="module.function of the package to start from")
     parser.add_argument("--method", default="respo",

@@ -6,7 +6,7 @@ Importing this module registers, in verl's own POLICY_LOSS_REGISTRY:
     nano_respo_<method>     every other kernel method: nano_respo_grpo, nano_respo_vespo, ...
 
 verl imports it in each worker when the actor's policy-loss config names the class below
-as its `_target_` (README, "Using ReSPO in TRL and verl"):
+as its `_target_` (nano_respo/integrations/README.md, "verl (0.9.1)"):
 
     actor_rollout_ref.actor.policy_loss._target_=nano_respo.integrations.verl.ReSPOPolicyLossConfig
     actor_rollout_ref.actor.policy_loss.loss_mode=respo

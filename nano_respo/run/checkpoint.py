@@ -58,6 +58,21 @@ def write_text_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def publish_directory(path: Path, write) -> None:
+    """write(tmp) fills a temporary directory beside `path`, which is then renamed to `path`: a reader
+    sees all of it or nothing. A cache entry another process published first is kept (both hold the same)."""
+    tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, path)
+    except OSError:
+        if not path.is_dir():
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def save_checkpoint(run_dir: Path, model, tokenizer, iteration: int, step: int, config: dict,
                     optimizer_state: dict, model_state: dict | None = None, payload=None, ranks=None,
                     keep: int = 2, extra: dict | None = None) -> Path:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 
 import torch
 
 from .checkpoint import STATE_FILE, checkpoint_dtype, load_trainer_state
+from .config import TrainConfig
 from ..evaluation import evaluate
 from ..models import load_model, resolve_device, resolve_model_path
 from ..tasks import make_task
@@ -25,21 +26,21 @@ class EvalConfig:
     """Required. A run directory (runs/<name>: its latest checkpoint), a checkpoint directory, a hub id, a local
     model directory, or tiny-qwen3[-moe] (the untrained offline model: a floor to compare with)."""
     task: str | None = None
-    """Task name or .jsonl file; None = the checkpoint's training task (reverse otherwise)."""
+    """Task name or .jsonl file; None = the checkpoint's training task (else train.py's default)."""
     task_size: int | None = None
     """Task difficulty; None = the checkpoint's when its task is evaluated (else the task's default)."""
     heldout_file: str | None = None
     """JSONL tasks: the held-out file; None = the checkpoint's when its task is evaluated."""
     eval_problems: int | None = None
-    """Held-out problems; None = the checkpoint's (128 otherwise)."""
+    """Held-out problems; None = the checkpoint's (else train.py's default)."""
     samples: int | None = None
-    """Tempered samples per problem; None = the checkpoint's eval_samples (4 otherwise)."""
+    """Tempered samples per problem; None = the checkpoint's eval_samples (else train.py's default)."""
     k: int | None = None
     """pass@k's k (<= samples); None = samples."""
     temperature: float | None = None
-    """Sampling temperature; None = the checkpoint's (1.0 otherwise)."""
+    """Sampling temperature; None = the checkpoint's (else train.py's default)."""
     max_new_tokens: int | None = None
-    """Generation budget; None = the checkpoint's (48 otherwise)."""
+    """Generation budget; None = the checkpoint's (else train.py's default)."""
     batch_size: int | None = None
     """Sequences per generate call; None = the checkpoint's rollout_batch (256 otherwise)."""
     dtype: str | None = None
@@ -52,9 +53,11 @@ class EvalConfig:
     """Also write the figures to this JSON file."""
 
 
-DEFAULTS = {"task": "reverse", "task_size": None, "heldout_file": None, "eval_problems": 128,
-            "samples": 4, "temperature": 1.0, "max_new_tokens": 48}
-FROM_TRAINING = {"samples": "eval_samples"}  # EvalConfig name -> TrainConfig name where they differ
+# EvalConfig field -> the TrainConfig field it falls back to: the run's value, else train.py's default.
+FROM_TRAINING = {"task": "task", "task_size": "task_size", "heldout_file": "heldout_file",
+                 "eval_problems": "eval_problems", "samples": "eval_samples", "temperature": "temperature",
+                 "max_new_tokens": "max_new_tokens"}
+TRAIN_DEFAULTS = {f.name: f.default for f in fields(TrainConfig) if f.default is not MISSING}
 # Settings that describe the training task: taken from the run only when that task is the one evaluated.
 OF_THE_TASK = ("task_size", "heldout_file")
 
@@ -82,7 +85,7 @@ def run_eval(cfg: EvalConfig) -> dict:
     if cfg.task is not None and cfg.task != trained.get("task"):
         trained = {k: v for k, v in trained.items() if k not in OF_THE_TASK}
     settings = {key: getattr(cfg, key) if getattr(cfg, key) is not None
-                else trained.get(FROM_TRAINING.get(key, key), default) for key, default in DEFAULTS.items()}
+                else trained.get(name, TRAIN_DEFAULTS[name]) for key, name in FROM_TRAINING.items()}
     task = make_task(settings["task"], settings["task_size"], settings["eval_problems"], settings["heldout_file"])
     # A run evaluates in the dtype it trained in: its logged held-out figures were sampled in it.
     dtype = cfg.dtype or (checkpoint_dtype(Path(path)) if trained else None) or "float32"

@@ -11,6 +11,8 @@ import json
 import math
 from pathlib import Path
 
+from .checkpoint import write_text_atomic
+
 TIMING_KEYS = {"gen_tokens_per_s", "train_tokens_per_s", "iteration_s"}
 
 
@@ -65,9 +67,7 @@ class MetricsLog:
             self.records = [r for r in read_metrics(run_dir) if r["iteration"] < keep_until_iteration
                             or (r["kind"] == "eval" and r["iteration"] == keep_until_iteration)]
             if write:
-                tmp = self.path.with_suffix(".tmp")
-                tmp.write_text("".join(json.dumps(r) + "\n" for r in self.records))
-                tmp.replace(self.path)
+                write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in self.records))
         self.file = open(self.path, "a") if write else None
         self.tensorboard = None
         if write:
@@ -183,16 +183,21 @@ def plot_run(run_dir: Path):
     ax.set(title="drift of each answer's weight w during reuse", xlabel="optimizer step", ylabel="log w")
     ax.legend(loc="best", fontsize=8)
 
-    ax = axes[1, 1]
+    ax = axes[1, 1]  # how many are under-generated (left axis), what one of them gets (right axis)
     x, share = series(train, "low_w_pos_frac")
-    ax.plot(x, share, marker="o", markersize=3, label=f"share of correct answers with w < 1 - eps = {1 - eps:g}")
-    x2, mass = series(train, "low_w_pos_phi_mass")
-    ax.plot(x2, mass, marker="x", markersize=4, linestyle="--", alpha=0.8,
-            label="their share of the total phi correct answers get (below the solid line: starved)")
-    top = max(share + mass, default=0.0)
+    ax.plot(x, share, color="tab:blue", marker="o", markersize=3,
+            label=f"left: share of correct answers with w < 1 - eps = {1 - eps:g}")
     ax.set(title="under-generated correct answers (what clipping starves)", xlabel="optimizer step",
-           ylabel="share", ylim=(-0.002, max(0.05, 1.25 * top)))
-    ax.legend(loc="upper right", fontsize=8)
+           ylabel=f"share of correct answers with w < {1 - eps:g}",
+           ylim=(-0.002, max(0.05, 1.25 * max(share, default=0.0))))
+    weight = ax.twinx()
+    x2, phi = series(train, "phi_low_w_pos")
+    weight.plot(x2, phi, color="tab:orange", marker="x", markersize=4, linestyle="--",
+                label="right: the weight phi one of them gets")
+    weight.axhline(1 - eps, color="grey", linewidth=0.8, linestyle=":",
+                   label=f"right: {1 - eps:g}; a sequence clip gives each less (its w), ReSPO about 1.1")
+    weight.set(ylabel="phi of one such answer (1 = on-policy)", ylim=(0, max(1.3, 1.1 * max(phi, default=0.0))))
+    ax.legend(handles=ax.get_lines() + weight.get_lines(), loc="upper left", fontsize=8)
     seen = sum(value > 0 for value in share)
     if seen < 0.1 * max(len(share), 1):  # an (almost) empty panel says why, and what it would show
         ax.text(0.5, 0.63, f"Rare in this run: correct answers with w < {1 - eps:g} appeared at {seen} of "

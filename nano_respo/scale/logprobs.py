@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
+from ..rollout import training_forward
+
 
 # Working set of float32 logits per chunk when none is given. A GPU wants larger matmuls
 # than a CPU: with too small a chunk each one re-reads the head or the hidden states for little work.
@@ -161,12 +163,8 @@ def chunked_policy_logprobs(model, batch, temperature: float, with_entropy: bool
     The model's own forward runs (masks, positions, MoE routing, FSDP gathering) with the
     head handed zero positions; its input and weight go to token_logprobs.
     """
-    width = batch.completion_mask.shape[1]
-    position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # [B, P + C]
-    extra = {"output_router_logits": True} if hasattr(model.config, "output_router_logits") else {}  # MoE
     with head_inputs(model) as collected:
-        out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
-                    logits_to_keep=width + 1, use_cache=False, **extra)
+        out, width = training_forward(model, batch)
     hidden = collected[0]  # [B, C + 1, H] position t predicts completion token t, the last one nothing
     # All C + 1 positions, the last with a placeholder target and dropped after: the head's
     # gradient is then one matmul of the same shape as in rollout.policy_logprobs, so on the
