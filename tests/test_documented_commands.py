@@ -39,6 +39,7 @@ CONFIGS = {
     "experiments/run.py": lambda: script_module("experiments/run.py").ExperimentConfig,
     "experiments/across.py": lambda: script_module("experiments/across.py").AcrossConfig,
     "experiments/select_lr.py": lambda: script_module("experiments/select_lr.py").SelectConfig,
+    "experiments/figures.py": lambda: script_module("experiments/figures.py").FiguresConfig,
 }
 # Scripts this file runs, each with the flags that make it cheap (appended: argparse keeps the last value).
 SHORTENED = {
@@ -62,6 +63,7 @@ RUN_BY = {
     "experiments/run.py": "tests/test_experiments.py",
     "experiments/across.py": "tests/test_experiments.py",
     "experiments/select_lr.py": "tests/test_experiments.py",
+    "experiments/figures.py": "tests/test_figures.py",  # --check over the prose
     "tools/mutation_check.py": "tests/test_mutation_check.py",
     "pytest": ".ci/run",
     ".ci/integrations.sh": ".ci/run",
