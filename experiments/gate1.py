@@ -1,6 +1,7 @@
 """Gate 1 of experiments/PREREGISTRATION.md: does RL on digit_sum start where long answers are rare but found?
 
-    NANO_RESPO_CACHE=$(mktemp -d) python experiments/gate1.py --sft-task-size 20 --out experiments/results/gate1/default-sft20.json
+    NANO_RESPO_CACHE=$(mktemp -d) python experiments/gate1.py --sft-task-size 20 \
+        --out experiments/results/gate1/default-sft20.json
     ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 NANO_RESPO_CACHE=$(mktemp -d) python experiments/gate1.py ...
 
 Warm-starts the tiny model exactly as train.py does (the same cached recipe, demonstrations of the

@@ -126,8 +126,8 @@ def train_command(cfg: ExperimentConfig, model: str, method: str, reuse: int, la
                   resume: bool) -> list[str]:
     path = run_dir(cfg, model, method, reuse, lag, seed)
     lr = ["--lr", str(cfg.lr_of[method])] if method in cfg.lr_of else []
-    task = [item for flag, value in (("--task-size", cfg.task_size), ("--sft-task-size", cfg.sft_task_size),
-                                     ("--sft-steps", cfg.sft_steps)) if value is not None for item in (flag, str(value))]
+    sizes = (("--task-size", cfg.task_size), ("--sft-task-size", cfg.sft_task_size), ("--sft-steps", cfg.sft_steps))
+    task = [item for flag, value in sizes if value is not None for item in (flag, str(value))]
     return [sys.executable, str(ROOT / "train.py"), "--model", model, "--task", cfg.task, *task, "--method", method,
             "--reuse", str(reuse), "--epochs", str(cfg.epochs_at(reuse)), "--lag", str(lag), *lr, "--seed", str(seed),
             "--iterations", str(cfg.iterations), "--prompts-per-iteration", str(cfg.prompts_per_iteration),
