@@ -69,7 +69,7 @@ class SelectConfig:
     sft_steps: int | None = None
     """train.py --sft-steps; None = train.py's default."""
     rule: str = "score"
-    """score: the toy's (early AUC + final + held-out) / 3; final: PREREGISTRATION.md's lr* (final reward, no collapse)."""
+    """score: the toy's (early AUC + final + held-out) / 3; final: PREREGISTRATION.md's lr*."""
 
     def __post_init__(self):
         if self.rule not in RULES:
