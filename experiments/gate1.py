@@ -74,6 +74,8 @@ class Gate1Config:
     """Sequences per sampler call."""
     out: str | None = None
     """Where the JSON record goes; None = printed only."""
+    summarise: str | None = None
+    """Only print the table of the records in this folder (the search's steps), in the order they were made."""
 
     def __post_init__(self):
         if self.samples < 8:
@@ -107,8 +109,25 @@ def measure(model, tokenizer, task, target: int, cfg: Gate1Config, seed: int) ->
     return int(score(task.reward, texts, [witness] * cfg.samples)[0].sum().item())
 
 
+def summary(folder: str) -> str:
+    """One line per record: CPU setting, demonstrated targets, the gate's two figures (and per seed), the outcome."""
+    records = sorted((json.loads(p.read_text()) for p in Path(folder).glob("*.json")),
+                     key=lambda r: (r.get("finished", ""), r["config"]["sft_task_size"]))  # the first had no time
+    lines = ["| step | CPU setting | demonstrations | success, t >= 27 (per seed) | pass@8, t >= 27 (per seed) | "
+             "gate | warm start |", "|---|---|---|---|---|---|---|"]
+    for step, r in enumerate(records, 1):
+        per_seed = [" / ".join(f"{v:.3f}" for v in r[f"{key}_long_per_seed"]) for key in ("success", "pass@8")]
+        lines.append(f"| {step} | {r['cpu_setting']} | t = 6-{r['config']['sft_task_size']} | {r['success_long']:.3f} "
+                     f"({per_seed[0]}) | {r['pass@8_long']:.3f} ({per_seed[1]}) | {r['gate']} | "
+                     f"{r['warm_start']['steps']} steps, {r['warm_start']['seconds']} s |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> dict:
     cfg = parse_config(Gate1Config, argv)
+    if cfg.summarise:
+        print(summary(cfg.summarise))
+        return {}
     cache = require_empty_cache()
     torch.set_num_threads(1)
     train_cfg = TrainConfig(model=cfg.model, task="digit_sum", task_size=cfg.task_size,
@@ -127,7 +146,7 @@ def main(argv=None) -> dict:
         correct = [measure(model, tokenizer, task, target, cfg, seed) for seed in cfg.seeds]
         per_target[target] = {
             "split": ("demonstrated" if target <= cfg.sft_task_size and target in training else
-                      "trained" if target in training else "held-out"),
+                      "trained" if target in training else "held-out" if target in DIGIT_SUM_HELDOUT else "beyond"),
             "success_per_seed": [c / cfg.samples for c in correct],
             "pass@8_per_seed": [pass_at_k(cfg.samples, c, 8) for c in correct]}
     long_targets = [t for t in per_target if t >= cfg.long_from and t in training]
@@ -151,7 +170,7 @@ def main(argv=None) -> dict:
         "success_long_per_seed": [mean_over(long_targets, "success_per_seed", i) for i in range(len(cfg.seeds))],
         "pass@8_long_per_seed": [mean_over(long_targets, "pass@8_per_seed", i) for i in range(len(cfg.seeds))],
         "gate": "PASS" if passed else "FAIL", "per_target": per_target,
-        "seconds": round(time.perf_counter() - start)}
+        "seconds": round(time.perf_counter() - start), "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
     print("| target | split | success (per seed) | pass@8 (per seed) |\n|---|---|---|---|")
     for target, row in per_target.items():
         print(f"| {target} | {row['split']} | " + " / ".join(f"{v:.3f}" for v in row["success_per_seed"]) + " | "
