@@ -114,11 +114,15 @@ def summary(folder: str) -> str:
     records = sorted((json.loads(p.read_text()) for p in Path(folder).glob("*.json")),
                      key=lambda r: (r.get("finished", ""), r["config"]["sft_task_size"]))  # the first had no time
     lines = ["| step | CPU setting | demonstrations | success, t >= 27 (per seed) | pass@8, t >= 27 (per seed) | "
-             "gate | warm start |", "|---|---|---|---|---|---|---|"]
+             "gate | success / pass@8 on S+1, S+2, S+3 | warm start |", "|---|---|---|---|---|---|---|---|"]
     for step, r in enumerate(records, 1):
         per_seed = [" / ".join(f"{v:.3f}" for v in r[f"{key}_long_per_seed"]) for key in ("success", "pass@8")]
-        lines.append(f"| {step} | {r['cpu_setting']} | t = 6-{r['config']['sft_task_size']} | {r['success_long']:.3f} "
-                     f"({per_seed[0]}) | {r['pass@8_long']:.3f} ({per_seed[1]}) | {r['gate']} | "
+        largest = r["config"]["sft_task_size"]
+        beyond = [r["per_target"][str(t)] for t in range(largest + 1, largest + 4) if str(t) in r["per_target"]]
+        edge = ", ".join(f"{sum(row['success_per_seed']) / len(row['success_per_seed']):.3f} / "
+                         f"{sum(row['pass@8_per_seed']) / len(row['pass@8_per_seed']):.2f}" for row in beyond)
+        lines.append(f"| {step} | {r['cpu_setting']} | t = 6-{largest} | {r['success_long']:.3f} "
+                     f"({per_seed[0]}) | {r['pass@8_long']:.3f} ({per_seed[1]}) | {r['gate']} | {edge} | "
                      f"{r['warm_start']['steps']} steps, {r['warm_start']['seconds']} s |")
     return "\n".join(lines)
 
