@@ -16,6 +16,8 @@ settings; --rule final is experiments/PREREGISTRATION.md's lr*: the highest mean
 
 from __future__ import annotations
 
+import json
+import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +70,8 @@ class SelectConfig:
     """train.py --sft-task-size; None = --task-size."""
     sft_steps: int | None = None
     """train.py --sft-steps; None = train.py's default."""
+    records: str | None = None
+    """Where the selection runs' records (experiments/run.py's format) and the choice go as JSON; None = not written."""
     rule: str = "score"
     """score: the toy's (early AUC + final + held-out) / 3; final: PREREGISTRATION.md's lr*."""
 
@@ -138,6 +142,11 @@ def main(argv=None):
     best, table = (choose_final if cfg.rule == "final" else choose)(records, cfg.methods, cfg.lr_grid)
     print(table)
     print("\nexperiments/run.py --lrs " + " ".join(f"{m}={lr:g}" for m, lr in best.items()))
+    if cfg.records:
+        Path(cfg.records).parent.mkdir(parents=True, exist_ok=True)
+        command = shlex.join(["python", "experiments/select_lr.py", *(sys.argv[1:] if argv is None else argv)])
+        Path(cfg.records).write_text(json.dumps({"command": command, "rule": cfg.rule, "chosen": best, "table": table,
+                                                 "runs": records}, indent=0) + "\n")
 
 
 if __name__ == "__main__":
