@@ -110,7 +110,7 @@ def main(argv=None) -> dict:
     prefix = " ".join(f"{k}={v}" for k, v in setting.items() if v)
     record = {"command": " ".join(filter(None, [prefix, "python", shlex.join(
                   ["experiments/gate2.py", *(sys.argv[1:] if argv is None else argv)])])),
-              "cpu_setting": "avx2" if setting["ATEN_CPU_CAPABILITY"] == "avx2" else "default",
+              "cpu_setting": {"avx2": "avx2", "default": "unvectorised"}.get(setting["ATEN_CPU_CAPABILITY"], "default"),
               "config": asdict(cfg), "per_seed": per_seed, "pooled": pooled, "gate": "PASS" if passed else "FAIL"}
     for seed, row in per_seed.items():
         print(f"seed {seed}: " + ", ".join(f"{k} {v:.3g}" for k, v in row.items()))
