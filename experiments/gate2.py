@@ -65,8 +65,12 @@ class Gate2Config:
     """Where the runs are written."""
     out: str | None = None
     """Where the JSON record goes; None = printed only."""
+    summarise: str | None = None
+    """Only print the table of the records in this folder."""
 
     def __post_init__(self):
+        if self.summarise:
+            return
         if not self.lr > 0:
             raise ValueError(f"lr: pass lr* (> 0), got {self.lr}")
         if not 0 <= self.first_batch <= self.last_batch < self.iterations:
@@ -93,8 +97,24 @@ def mean(values) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
+def summary(folder: str) -> str:
+    """One line per record: setting, cell, the gate's figures pooled over seeds, the outcome."""
+    lines = ["| record | CPU setting | R | lag | low-w share | length low-w / high-w / all positives | approx_kl | "
+             "gate |", "|---|---|---|---|---|---|---|---|"]
+    for path in sorted(Path(folder).glob("*.json")):
+        r = json.loads(path.read_text())
+        p = r["pooled"]
+        lines.append(f"| `{path.name}` | {r['cpu_setting']} | {r['config']['reuse']} | {r['config']['lag']} | "
+                     f"{p['low_w_pos_frac']:.3f} | {p['len_low_w_pos']:.1f} / {p['len_high_w_pos']:.1f} / "
+                     f"{p['len_pos']:.1f} | {p['approx_kl']:.3f} | {r['gate']} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> dict:
     cfg = parse_config(Gate2Config, argv)
+    if cfg.summarise:
+        print(summary(cfg.summarise))
+        return {}
     grid = experiment(cfg)
     run_grid(grid)
     per_seed = {}
