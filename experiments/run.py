@@ -60,6 +60,12 @@ class ExperimentConfig:
     """train.py --prompts-per-iteration: prompts per rollout batch (x 8 samples each)."""
     task: str = "reverse"
     """train.py --task (the long-answer task by default)."""
+    task_size: int | None = None
+    """train.py --task-size; None = the task's default."""
+    sft_task_size: int | None = None
+    """train.py --sft-task-size (digit_sum: the largest demonstrated target, fixed by gate 1); None = --task-size."""
+    sft_steps: int | None = None
+    """train.py --sft-steps; None = train.py's default."""
     eval_every: int = 12
     """train.py --eval-every: held-out evaluation period in iterations (always at the start and end)."""
     eval_problems: int = 64
@@ -120,7 +126,9 @@ def train_command(cfg: ExperimentConfig, model: str, method: str, reuse: int, la
                   resume: bool) -> list[str]:
     path = run_dir(cfg, model, method, reuse, lag, seed)
     lr = ["--lr", str(cfg.lr_of[method])] if method in cfg.lr_of else []
-    return [sys.executable, str(ROOT / "train.py"), "--model", model, "--task", cfg.task, "--method", method,
+    sizes = (("--task-size", cfg.task_size), ("--sft-task-size", cfg.sft_task_size), ("--sft-steps", cfg.sft_steps))
+    task = [item for flag, value in sizes if value is not None for item in (flag, str(value))]
+    return [sys.executable, str(ROOT / "train.py"), "--model", model, "--task", cfg.task, *task, "--method", method,
             "--reuse", str(reuse), "--epochs", str(cfg.epochs_at(reuse)), "--lag", str(lag), *lr, "--seed", str(seed),
             "--iterations", str(cfg.iterations), "--prompts-per-iteration", str(cfg.prompts_per_iteration),
             "--eval-every", str(cfg.eval_every), "--eval-problems", str(cfg.eval_problems),
@@ -183,7 +191,7 @@ def record_of(path: Path, model: str, method: str, reuse: int, lag: int, seed: i
     record = {"model": model, "method": method, "reuse": reuse, "lag": lag, "seed": seed,
               "lr": json.loads((path / "config.json").read_text())["lr"],
               "reward_curve": curve, "early_auc": sum(curve[:quarter]) / quarter, "full_auc": sum(curve) / len(curve),
-              "final_reward": sum(curve[-tail:]) / tail,
+              "final_reward": sum(curve[-tail:]) / tail, "skipped_steps": sum(r.get("skipped", 0) for r in train),
               # Sampled like the training reward: the warm start leaves greedy decoding right almost always.
               "heldout_reward": evals[-1]["heldout_pass@1"], "heldout_start": evals[0]["heldout_pass@1"],
               "heldout_greedy": evals[-1]["heldout_acc"],

@@ -4,14 +4,20 @@
 
 Every (method, learning rate) runs on the selection seeds at every setting given,
 through experiments/run.py (each learning rate's runs in <out-dir>/lr<lr>/, resumable: stop
-it any time and start it again). The criterion is the toy's, report.selection_score:
+it any time and start it again). The criterion (--rule score) is the toy's, report.selection_score:
 (early AUC + final training reward + held-out accuracy) / 3, averaged over seeds and
-settings. Prints the score table and the `--lrs` to pass to experiments/run.py, whose
-evaluation seeds must differ from these.
+settings; --rule final is experiments/PREREGISTRATION.md's lr*: the highest mean final reward
+(the last 5 batches) among the learning rates with no collapsed run. Prints the table and the
+`--lrs` to pass to experiments/run.py, whose evaluation seeds must differ from these.
+
+    python experiments/select_lr.py --task digit_sum --sft-task-size S --methods respo --settings 1 \
+        --iterations 30 --rule final        # lr*: on-policy, where every method takes the same step
 """
 
 from __future__ import annotations
 
+import json
+import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +30,12 @@ from nano_respo.run.cli import parse_config  # noqa: E402
 from nano_respo.run.metrics import read_metrics  # noqa: E402
 from nano_respo.lab.report import mean_scores  # noqa: E402
 from run import ExperimentConfig, finished, grid, record_of, run_dir, run_grid  # noqa: E402
+
+
+RULES = ("score", "final")
+# PREREGISTRATION.md's lr*: the final reward is the mean of the last FINAL_BATCHES batches; a run collapsed when
+# it ends below COLLAPSED_BELOW of its batch-0 reward or skipped a step; lrs within TIE of the best count as tied.
+FINAL_BATCHES, COLLAPSED_BELOW, TIE = 5, 0.5, 0.01
 
 
 @dataclass
@@ -50,6 +62,22 @@ class SelectConfig:
     """Runs in parallel, one torch thread each."""
     out_dir: str = "runs/experiments-selection"
     """Where the runs are written, one folder per learning rate."""
+    task: str = "reverse"
+    """train.py --task."""
+    task_size: int | None = None
+    """train.py --task-size; None = the task's default."""
+    sft_task_size: int | None = None
+    """train.py --sft-task-size; None = --task-size."""
+    sft_steps: int | None = None
+    """train.py --sft-steps; None = train.py's default."""
+    records: str | None = None
+    """Where the selection runs' records (experiments/run.py's format) and the choice go as JSON; None = not written."""
+    rule: str = "score"
+    """score: the toy's (early AUC + final + held-out) / 3; final: PREREGISTRATION.md's lr*."""
+
+    def __post_init__(self):
+        if self.rule not in RULES:
+            raise ValueError(f"rule: choose one of {', '.join(RULES)}, got {self.rule!r}")
 
 
 def grid_at(cfg: SelectConfig, lr: float) -> ExperimentConfig:
@@ -58,7 +86,9 @@ def grid_at(cfg: SelectConfig, lr: float) -> ExperimentConfig:
                             seeds=cfg.seeds, iterations=cfg.iterations, eval_every=cfg.iterations,
                             prompts_per_iteration=cfg.prompts_per_iteration, eval_problems=cfg.eval_problems,
                             workers=cfg.workers,
-                            out_dir=str(Path(cfg.out_dir) / f"lr{lr:g}"), lrs=[f"{m}={lr}" for m in cfg.methods])
+                            out_dir=str(Path(cfg.out_dir) / f"lr{lr:g}"), lrs=[f"{m}={lr}" for m in cfg.methods],
+                            task=cfg.task, task_size=cfg.task_size, sft_task_size=cfg.sft_task_size,
+                            sft_steps=cfg.sft_steps)
 
 
 def choose(records, methods, lr_grid) -> tuple[dict, str]:
@@ -76,6 +106,31 @@ def choose(records, methods, lr_grid) -> tuple[dict, str]:
     return best, "\n".join(lines)
 
 
+def collapsed(record) -> bool:
+    curve = record["reward_curve"]
+    return sum(curve[-FINAL_BATCHES:]) / FINAL_BATCHES < COLLAPSED_BELOW * curve[0] or record["skipped_steps"] > 0
+
+
+def choose_final(records, methods, lr_grid) -> tuple[dict, str]:
+    """PREREGISTRATION.md's lr*: ({method: lr}, the table): the highest mean final reward over the runs among
+    the learning rates none of whose runs collapsed; within TIE of the best, the smallest such lr."""
+    lines = ["| method | " + " | ".join(f"lr {lr:g}: final (collapsed)" for lr in lr_grid) + " |",
+             "|---|" + "---|" * len(lr_grid)]
+    best = {}
+    for method in methods:
+        runs = {lr: [r for r in records if (r["method"], r["lr"]) == (method, lr)] for lr in lr_grid}
+        final = {lr: sum(sum(r["reward_curve"][-FINAL_BATCHES:]) / FINAL_BATCHES for r in rs) / len(rs)
+                 for lr, rs in runs.items() if rs}
+        eligible = [lr for lr in final if not any(collapsed(r) for r in runs[lr])]
+        if eligible:
+            top = max(final[lr] for lr in eligible)
+            best[method] = min(lr for lr in eligible if final[lr] >= top - TIE)
+        lines.append(f"| {method} | " + " | ".join(
+            f"{final[lr]:.3f} ({sum(map(collapsed, runs[lr]))} of {len(runs[lr])})" if lr in final else "-"
+            for lr in lr_grid) + " |")
+    return best, "\n".join(lines)
+
+
 def main(argv=None):
     cfg = parse_config(SelectConfig, argv)
     records = []
@@ -84,9 +139,14 @@ def main(argv=None):
         run_grid(experiment)
         records += [record_of(run_dir(experiment, *cell), *cell) for cell in grid(experiment)
                     if finished(read_metrics(run_dir(experiment, *cell)), experiment.iterations)]
-    best, table = choose(records, cfg.methods, cfg.lr_grid)
+    best, table = (choose_final if cfg.rule == "final" else choose)(records, cfg.methods, cfg.lr_grid)
     print(table)
     print("\nexperiments/run.py --lrs " + " ".join(f"{m}={lr:g}" for m, lr in best.items()))
+    if cfg.records:
+        Path(cfg.records).parent.mkdir(parents=True, exist_ok=True)
+        command = shlex.join(["python", "experiments/select_lr.py", *(sys.argv[1:] if argv is None else argv)])
+        Path(cfg.records).write_text(json.dumps({"command": command, "rule": cfg.rule, "chosen": best, "table": table,
+                                                 "runs": records}, indent=0) + "\n")
 
 
 if __name__ == "__main__":

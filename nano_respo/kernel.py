@@ -208,6 +208,12 @@ def topr_coefficient(log_w, positive, cfg, eps):
     return torch.where(positive, torch.ones_like(log_w), torch.exp(log_w.clamp(max=0.0)))
 
 
+def respo_pos_clip_neg_coefficient(log_w, positive, cfg, eps):
+    """The branch ablation: ReSPO's phi_+ on positives, the sequence clip's w (0 below 1 - eps_low) on negatives."""
+    return torch.where(positive, power_tilt(log_w, cfg.alpha_pos, cfg.lambda_pos, cfg.log_w_max),
+                       clip_coefficient(log_w, positive, cfg, eps))
+
+
 def is_coefficient(log_w, positive, cfg, eps):
     return torch.exp(log_w.clamp(max=cfg.log_w_max))
 
@@ -218,19 +224,20 @@ def no_is_coefficient(log_w, positive, cfg, eps):
 
 TOKEN, SEQUENCE = "token", "sequence"
 METHOD_TABLE = {
-    # method:    (ratio level, coefficient,               (eps_low, eps_high), length_norm)
-    "respo":     (SEQUENCE, respo_method_coefficient,     (0.2, 0.2),   False),
-    "grpo":      (TOKEN,    clip_coefficient,             (0.2, 0.2),   False),
-    "dapo":      (TOKEN,    clip_coefficient,             (0.2, 0.28),  False),
-    "dual_clip": (TOKEN,    dual_clip_coefficient,        (0.2, 0.2),   False),
-    "seq_clip":  (SEQUENCE, clip_coefficient,             (0.2, 0.2),   False),
-    "gspo":      (SEQUENCE, clip_coefficient,             (3e-4, 4e-4), True),
-    "cispo":     (TOKEN,    cispo_coefficient,            (0.2, 0.28),  False),
-    "sapo":      (TOKEN,    sapo_coefficient,             (0.2, 0.2),   False),
-    "vespo":     (SEQUENCE, vespo_coefficient,            (0.2, 0.2),   False),
-    "topr":      (SEQUENCE, topr_coefficient,             (0.2, 0.2),   False),
-    "is":        (SEQUENCE, is_coefficient,               (0.2, 0.2),   False),
-    "no_is":     (SEQUENCE, no_is_coefficient,            (0.2, 0.2),   False),
+    # method:              (ratio level, coefficient,                    (eps_low, eps_high), length_norm)
+    "respo":               (SEQUENCE, respo_method_coefficient,        (0.2, 0.2),   False),
+    "grpo":                (TOKEN,    clip_coefficient,                (0.2, 0.2),   False),
+    "dapo":                (TOKEN,    clip_coefficient,                (0.2, 0.28),  False),
+    "dual_clip":           (TOKEN,    dual_clip_coefficient,           (0.2, 0.2),   False),
+    "seq_clip":            (SEQUENCE, clip_coefficient,                (0.2, 0.2),   False),
+    "gspo":                (SEQUENCE, clip_coefficient,                (3e-4, 4e-4), True),
+    "cispo":               (TOKEN,    cispo_coefficient,               (0.2, 0.28),  False),
+    "sapo":                (TOKEN,    sapo_coefficient,                (0.2, 0.2),   False),
+    "vespo":               (SEQUENCE, vespo_coefficient,               (0.2, 0.2),   False),
+    "topr":                (SEQUENCE, topr_coefficient,                (0.2, 0.2),   False),
+    "respo_pos_clip_neg":  (SEQUENCE, respo_pos_clip_neg_coefficient,  (0.2, 0.2),   False),
+    "is":                  (SEQUENCE, is_coefficient,                  (0.2, 0.2),   False),
+    "no_is":               (SEQUENCE, no_is_coefficient,               (0.2, 0.2),   False),
 }
 METHODS = tuple(METHOD_TABLE)
 
@@ -353,8 +360,9 @@ def minibatch_order(n_groups: int, group_size: int, minibatches: int, generator:
 
 # The statistics `diagnostics` returns, in its order: every list of logged kernel statistics derives from these.
 DIAGNOSTIC_KEYS = (
-    "frac_pos", "frac_neg", "low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "len_low_w_pos", "len_pos",
-    "phi_mean_pos", "phi_mean_neg", "phi_max_neg", "clip_frac_token", "clip_frac_seq", "approx_kl",
+    "frac_pos", "frac_neg", "low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "len_low_w_pos",
+    "len_high_w_pos", "len_pos", "phi_mean_pos", "phi_mean_neg", "phi_max_neg", "clip_frac_token", "clip_frac_seq",
+    "approx_kl",
     *(f"log_w_q{q}_{sign}" for sign in ("pos", "neg") for q in (10, 50, 90)),
 )
 # Those that describe the tails of the weights under reuse (all trivial at w = 1): what the tables show.
@@ -371,6 +379,7 @@ def diagnostics(phi, logp, old_logp, advantages, mask, cfg) -> dict[str, float]:
     d = torch.where(mask, logp.detach().to(phi.dtype) - old_logp.to(phi.dtype), torch.zeros_like(phi))  # [B, T]
     true_log_w = d.sum(-1)  # [B] always the true product, whatever the method uses
     low_w = pos & (true_log_w < math.log(1 - cfg.diag_eps))  # [B] what a sequence clip starves
+    high_w = pos & (true_log_w > math.log1p(cfg.diag_eps))  # [B] the control: drift sends long ones both ways
     r, w_true = torch.exp(d.clamp(max=cfg.log_w_max)), torch.exp(true_log_w.clamp(max=cfg.log_w_max))  # [B, T], [B]
     tok_pos, tok_neg = pos[:, None] & mask, neg[:, None] & mask  # [B, T]
     tok_clipped = (tok_pos & (r > 1 + cfg.diag_eps)) | (tok_neg & (r < 1 - cfg.diag_eps))  # [B, T]
@@ -383,6 +392,7 @@ def diagnostics(phi, logp, old_logp, advantages, mask, cfg) -> dict[str, float]:
         "low_w_pos_phi_mass": phi_seq[low_w].sum() / phi_seq[pos].sum().clamp(min=1e-30) if pos.any() else nan,
         "phi_low_w_pos": phi_seq[low_w].mean() if low_w.any() else nan,  # what one starved positive gets
         "len_low_w_pos": lengths[low_w].float().mean() if low_w.any() else nan,  # are the starved ones long?
+        "len_high_w_pos": lengths[high_w].float().mean() if high_w.any() else nan,  # log w sums |y| terms
         "len_pos": lengths[pos].float().mean() if pos.any() else nan,
         "phi_mean_pos": phi_seq[pos].mean() if pos.any() else nan,
         "phi_mean_neg": phi_seq[neg].mean() if neg.any() else nan,

@@ -2,9 +2,10 @@
 
 Every task yields Problems (a prompt and its reference answer) from a train split and a
 held-out split. Procedural splits are disjoint by construction: a problem belongs to the
-held-out split exactly when a hash of its prompt says so, so no seed can leak one into the
-other. The reward is 1 when the answer extracted from a completion (the last \\boxed{...},
-else the last number) equals the reference, else 0.
+held-out split exactly when a hash of its prompt says so (digit_sum: when its target is one of
+the held-out targets), so no seed can leak one into the other. The reward is 1 when the answer
+extracted from a completion (the last \\boxed{...}, else the last number) equals the
+reference, else 0; digit_sum's verifier sums the completion instead (any valid answer earns it).
 
 JSONL files are checked as they load, so that bad data stops a run before any model loads:
 every line must hold a non-empty string prompt and a string or number answer (a null would
@@ -93,11 +94,48 @@ def reverse(rng: random.Random, digits: int) -> Problem:
     return Problem(f"reverse {text}", text[::-1])
 
 
+# digit_sum: the prompt names a target t; any string of the digits 1-3 summing to t, then EOS, is right.
+DIGIT_SUM_DIGITS = "123"
+DIGIT_SUM_SIZES = (36, 6)  # (default, smallest) largest training target
+# Never trained, whatever the size: targets inside the training range and beyond it.
+DIGIT_SUM_INTERPOLATION = (17, 23, 29, 35)
+DIGIT_SUM_EXTRAPOLATION = (38, 40)
+DIGIT_SUM_HELDOUT = DIGIT_SUM_INTERPOLATION + DIGIT_SUM_EXTRAPOLATION
+
+
+def random_decomposition(rng: random.Random, target: int) -> str:
+    """A random string of the digits 1, 2, 3 summing to target: each digit uniform among those that fit.
+
+    Not a canonical answer (there are many per target): a warm start on these learns to track
+    the running sum, not to recite one string.
+    """
+    digits, left = [], target
+    while left:
+        digit = rng.randint(1, min(3, left))
+        digits.append(str(digit))
+        left -= digit
+    return "".join(digits)
+
+
+def digit_sum_reward(completion: str, answer: str) -> float:
+    """1 when the completion is a non-empty string of the digits 1, 2, 3 summing to the target, else 0.
+
+    `answer` is one valid string (the warm start's demonstration): only its sum, the target, is
+    read, so every decomposition earns the same reward. The completion ends at its first EOS; one
+    cut at the budget without an EOS holds max_new_tokens digits or something else, so under
+    Task.min_new_tokens (a budget above every target) it sums past the target and scores 0.
+    """
+    target = sum(map(int, answer))
+    return float(bool(completion) and set(completion) <= set(DIGIT_SUM_DIGITS)
+                 and sum(map(int, completion)) == target)
+
+
 PROCEDURAL: dict[str, tuple[Callable[[random.Random, int], Problem], int, int]] = {
     # name: (generator, default size, smallest size); size = digits per operand / string length
     "addition": (addition, 3, 1),
     "reverse": (reverse, 40, 2),
 }
+TASK_NAMES = (*PROCEDURAL, "digit_sum")
 # Far beyond any prompt these tasks need; a longer one is a data error, not a problem to sample.
 MAX_PROMPT_CHARS = 32_768
 # Problems of a procedural task's fingerprint: enough that a change of size or generator shows.
@@ -118,6 +156,8 @@ class Task:
     """Generated tasks: the sizes `train_problem_of_size` accepts, smallest to the task's own; None for files."""
     train_problem_of_size: Callable[[random.Random, int], Problem] | None = None
     """Generated tasks: a training problem of at most the given size (the warm start's curriculum)."""
+    min_new_tokens: int = 1
+    """The smallest generation budget the task is scored correctly under (digit_sum: above every target)."""
 
     def train_batch(self, n: int, seed: int, size: int | None = None) -> list[Problem]:
         """n training problems, a pure function of the seed (so a resumed run sees the same ones).
@@ -128,6 +168,12 @@ class Task:
         if size is None:
             return [self.train_problem(rng) for _ in range(n)]
         return [self.train_problem_of_size(rng, size) for _ in range(n)]
+
+    def check_budget(self, max_new_tokens: int) -> None:
+        """A one-line error when completions cut at this budget could be scored wrongly or miss their answer."""
+        if max_new_tokens < self.min_new_tokens:
+            raise ValueError(f"max_new_tokens: {self.name} needs a budget of at least {self.min_new_tokens} tokens "
+                             f"(the longest answer and its EOS), got {max_new_tokens}")
 
     def fingerprint(self) -> str:
         """A hash of the problems training draws from: it changes exactly when their content does.
@@ -166,6 +212,38 @@ def procedural_task(name: str, size: int | None, n_heldout: int, seed: int) -> T
             break
     return Task(name, lambda rng: draw(rng, heldout=False), heldout, sizes=range(smallest, size + 1),
                 train_problem_of_size=lambda rng, up_to: draw(rng, heldout=False, up_to=up_to))
+
+
+def digit_sum_prompt(target: int) -> str:
+    return f"sum {target}"
+
+
+def digit_sum_targets(up_to: int) -> list[int]:
+    """The training targets of at most `up_to`: the smallest to it, the held-out targets left out."""
+    return [t for t in range(DIGIT_SUM_SIZES[1], up_to + 1) if t not in DIGIT_SUM_HELDOUT]
+
+
+def digit_sum_task(size: int | None, n_heldout: int, seed: int) -> Task:
+    """Targets uniform over the training targets up to `size`; held-out: DIGIT_SUM_HELDOUT in turn.
+
+    Every correct answer to a target t is at least t / 3 tokens long, so large targets need long
+    answers. The budget must exceed the largest target (held-out ones included): the longest
+    answer (t ones) then fits with its EOS, and a truncated completion cannot sum to a target.
+    """
+    default_size, smallest = DIGIT_SUM_SIZES
+    size = default_size if size is None else size
+    if size < smallest:
+        raise ValueError(f"task_size: digit_sum needs a size (largest target) >= {smallest}, got {size}")
+
+    def draw(rng: random.Random, up_to: int = size) -> Problem:
+        target = rng.choice(digit_sum_targets(up_to))
+        return Problem(digit_sum_prompt(target), random_decomposition(rng, target))
+
+    rng = random.Random(f"heldout-digit_sum-{seed}")
+    heldout = [Problem(digit_sum_prompt(t), random_decomposition(rng, t))
+               for t in (DIGIT_SUM_HELDOUT[i % len(DIGIT_SUM_HELDOUT)] for i in range(n_heldout))]
+    return Task("digit_sum", draw, heldout, reward=digit_sum_reward, sizes=range(smallest, size + 1),
+                train_problem_of_size=draw, min_new_tokens=max(size, *DIGIT_SUM_HELDOUT) + 1)
 
 
 def is_answer(value) -> bool:
@@ -268,9 +346,11 @@ def make_task(name: str, size: int | None = None, n_heldout: int = 128, heldout_
         if heldout_file:
             check_data_file(heldout_file, "heldout_file")
         return jsonl_task(name, heldout_file, n_heldout)
-    if name not in PROCEDURAL:
-        raise ValueError(f"task: unknown task {name!r}; choose one of {', '.join(PROCEDURAL)} or a .jsonl file")
+    if name not in TASK_NAMES:
+        raise ValueError(f"task: unknown task {name!r}; choose one of {', '.join(TASK_NAMES)} or a .jsonl file")
     if heldout_file:
         raise ValueError(f"heldout_file: only .jsonl tasks take a held-out file; {name} draws its own held-out "
                          f"split")
+    if name == "digit_sum":
+        return digit_sum_task(size, n_heldout, seed)
     return procedural_task(name, size, n_heldout, seed)

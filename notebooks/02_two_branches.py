@@ -208,10 +208,10 @@ at = drifts.index(0.3)
 n = 64
 print(f"drift δ = 0.3 (std of log w {spread[at]:.2f}); "
       f"mse of a mean over n = {n} responses = bias^2 + std^2 / n (relative to |g*|^2)")
-print(f"{'method':>10} {'level':>9} {'bias':>6} {'std':>6} {'mse':>6}")
+print(f"{'method':>18} {'level':>9} {'bias':>6} {'std':>6} {'mse':>6}")
 for method, (level, *_rest) in METHOD_TABLE.items():
     bias, std = results[method][at]
-    print(f"{method:>10} {level:>9} {bias:6.2f} {std:6.2f} {bias ** 2 + std ** 2 / n:6.3f}")
+    print(f"{method:>18} {level:>9} {bias:6.2f} {std:6.2f} {bias ** 2 + std ** 2 / n:6.3f}")
 
 # %% [markdown]
 # Read the two pictures together. The exact weight (`is`) has no bias and a spread that

@@ -72,6 +72,26 @@ def test_selection_runs_every_method_at_each_learning_rate_and_picks_the_best_sc
     assert "| respo | 0.200" in table
 
 
+def test_the_preregistered_lr_rule_skips_collapsed_learning_rates_and_breaks_near_ties_to_the_smaller():
+    def run(lr, start, end, seed, skipped=0):
+        return {"method": "respo", "lr": lr, "seed": seed, "reward_curve": [start] * 25 + [end] * 5,
+                "skipped_steps": skipped}
+
+    records = [run(1e-4, 0.4, 0.50, 900), run(1e-4, 0.4, 0.52, 901),  # final 0.51
+               run(3e-4, 0.4, 0.515, 900), run(3e-4, 0.4, 0.515, 901),  # 0.515: within 0.01 of the best
+               run(1e-3, 0.4, 0.90, 900), run(1e-3, 0.4, 0.15, 901)]  # best mean, but one run collapsed
+    best, table = select.choose_final(records, ["respo"], [1e-4, 3e-4, 1e-3])
+    assert best == {"respo": 1e-4} and "0.525 (1 of 2)" in table
+    records[1]["skipped_steps"] = 1  # a skipped step is a collapse too
+    assert select.choose_final(records, ["respo"], [1e-4, 3e-4, 1e-3])[0] == {"respo": 3e-4}
+    command = experiments.train_command(select.grid_at(select.SelectConfig(task="digit_sum", sft_task_size=24), 1e-3),
+                                        "tiny-qwen3", "respo", 1, 0, 900, resume=False)
+    run_cfg = parse_config(TrainConfig, command[2:])
+    assert (run_cfg.task, run_cfg.sft_task_size, run_cfg.task_size) == ("digit_sum", 24, None)
+    with pytest.raises(ValueError, match="^rule:"):
+        select.SelectConfig(rule="best")
+
+
 def test_a_rerun_is_checked_against_committed_records_model_by_model(tmp_path):
     committed = Path(__file__).parents[1] / "experiments" / "results" / "default" / "records.json"
     reference = json.loads(committed.read_text())

@@ -120,6 +120,9 @@ def surrogate_terms(method, logp, old_logp, adv, mask, cfg):
         return torch.where(adv > 0, respo_surrogate(log_w, 2.0, 3.0), respo_surrogate(log_w, 3.0, 2.0)) * adv
     if method == "topr":
         return torch.where(adv > 0, adv * log_pi_y, w.clamp(max=1).detach() * adv * log_pi_y)
+    if method == "respo_pos_clip_neg":  # ReSPO's positive surrogate, the sequence clip's negative objective
+        return torch.where(adv > 0, respo_surrogate(d.sum(-1), 0.0, 0.1) * adv,
+                           torch.minimum(w * adv, w.clamp(1 - el, 1 + eh) * adv))
     if method == "is":
         return w * adv
     if method == "no_is":
@@ -129,7 +132,7 @@ def surrogate_terms(method, logp, old_logp, adv, mask, cfg):
 
 BASELINE_EPS = {"grpo": (0.2, 0.2), "dapo": (0.2, 0.28), "dual_clip": (0.2, 0.2), "seq_clip": (0.2, 0.2),
                 "gspo": (3e-4, 4e-4), "cispo": (0.2, 0.28), "sapo": (0.2, 0.2), "vespo": (0.2, 0.2),
-                "topr": (0.2, 0.2), "is": (0.2, 0.2), "no_is": (0.2, 0.2)}
+                "topr": (0.2, 0.2), "respo_pos_clip_neg": (0.2, 0.2), "is": (0.2, 0.2), "no_is": (0.2, 0.2)}
 
 
 def baseline_case(method, seed):

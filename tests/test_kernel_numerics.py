@@ -1,6 +1,7 @@
 """Family 8: numerics at the extremes, bad input, and the small helpers around the loss."""
 
 import dataclasses
+import math
 import subprocess
 import sys
 
@@ -144,7 +145,7 @@ def test_importing_the_kernel_does_not_import_transformers():
 
 
 def test_diagnostics_on_a_hand_sized_batch():
-    """Two positives (one drifted to w = e^-0.8, 4 tokens; one at w = 1, 2 tokens), one negative."""
+    """Two positives (one drifted to w = e^-0.8, 4 tokens; one at w = 1, then e^0.4, 2 tokens), one negative."""
     old = torch.zeros(3, 4)
     old[0] = 0.2
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0]], dtype=torch.bool)
@@ -155,5 +156,9 @@ def test_diagnostics_on_a_hand_sized_batch():
     assert stats["phi_low_w_pos"] == pytest.approx(w)  # the sequence clip gives it its own weight
     assert stats["low_w_pos_phi_mass"] == pytest.approx(w / (w + 1))
     assert (stats["len_low_w_pos"], stats["len_pos"]) == (4.0, 3.0)
+    assert math.isnan(stats["len_high_w_pos"])  # no positive above w = 1.2
     assert stats["log_w_q50_pos"] == pytest.approx(-0.4) and stats["phi_max_neg"] == pytest.approx(1.0)
     assert stats["clip_frac_token"] == 0 and stats["clip_frac_seq"] == 0
+    old[1] = -0.2  # the short positive drifts up to w = e^0.4 > 1.2
+    _, stats = policy_loss(torch.zeros(3, 4, requires_grad=True), old, adv, mask, LossConfig(method="seq_clip"))
+    assert (stats["len_low_w_pos"], stats["len_high_w_pos"], stats["len_pos"]) == (4.0, 2.0, 3.0)

@@ -267,3 +267,43 @@ def chi_square(counts: dict, probabilities: dict, n: int) -> tuple[float, int]:
     observed = [counts.get(c, 0) for c in frequent] + [n - sum(counts.get(c, 0) for c in frequent)]
     expected = [n * probabilities[c] for c in frequent] + [n - sum(n * probabilities[c] for c in frequent)]
     return sum((o - e) ** 2 / e for o, e in zip(observed, expected) if e > 0), len(frequent)
+
+
+def test_at_reuse_1_without_lag_every_method_takes_the_same_first_step(tmp_path, monkeypatch):
+    """The claim lr* rests on (PREREGISTRATION.md): on-policy, one gradient for every kernel. Through the
+    trainer's own path, where log mu comes from the KV-cache sampler and log pi from the training forward,
+    so w = 1 up to their float noise: the steps agree to that noise, and a drifted mu makes them differ."""
+    from nano_respo.models import load_model
+    from nano_respo.trainer import StepConfig, collect_rollouts, rl_step
+    from nano_respo.kernel import LossConfig, group_advantages
+    from nano_respo.rollout import RolloutBatch
+
+    monkeypatch.setenv("NANO_RESPO_CACHE", str(tmp_path))
+    model, tokenizer = load_model("tiny-qwen3")
+    task = make_task("digit_sum")
+    task.reward = lambda completion, answer: float(len(completion) % 2)  # any reward with spread will do
+    cfg = StepConfig(prompts_per_iteration=4, reuse=1, epochs=1, seed=0)
+    torch.manual_seed(0)
+    samples, rewards, _ = collect_rollouts(model, tokenizer, task, cfg, iteration=0)
+    advantages, _ = group_advantages(rewards, cfg.group_size)
+    assert advantages.abs().sum() > 0
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def first_step(method, old_logp):
+        model.load_state_dict(start)
+        batch = RolloutBatch(samples.input_ids, samples.attention_mask, samples.completion_mask, old_logp, rewards,
+                             advantages)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        stats = rl_step(model, optimizer, batch, StepConfig(**{**vars(cfg), "loss": LossConfig(method=method)}))
+        return torch.cat([p.grad.flatten() for p in model.parameters()]), stats
+
+    methods = ("respo", "seq_clip", "gspo", "grpo", "topr", "respo_pos_clip_neg", "vespo")
+    reference, stats = first_step("respo", samples.old_logp)
+    assert stats["log_w_q90_pos"] < 1e-4 and stats["log_w_q10_neg"] > -1e-4  # w = 1 up to float noise
+    for method in methods[1:]:
+        grad, _ = first_step(method, samples.old_logp)
+        assert (grad - reference).norm() < 1e-5 * reference.norm(), method
+    drifted = samples.old_logp + 0.05 * torch.randn(samples.old_logp.shape, generator=torch.Generator().manual_seed(1))
+    grad_respo, _ = first_step("respo", drifted)
+    grad_clip, _ = first_step("seq_clip", drifted)
+    assert (grad_respo - grad_clip).norm() > 1e-2 * reference.norm()

@@ -23,7 +23,7 @@ T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
         2.052, 2.048, 2.045, 2.042)
 OUTCOMES = (("early_auc", "early AUC"), ("full_auc", "full AUC"), ("final_reward", "final train"),
             ("heldout_reward", "held-out"))
-DIAGNOSTICS = (*TAIL_KEYS, "len_low_w_pos", "len_pos", "zero_var_frac", "response_length", "final_entropy",
+DIAGNOSTICS = (*TAIL_KEYS, "len_low_w_pos", "len_high_w_pos", "len_pos", "zero_var_frac", "response_length", "final_entropy",
                "grad_norm", "tokens_per_s")
 
 

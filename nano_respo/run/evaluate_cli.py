@@ -87,6 +87,7 @@ def run_eval(cfg: EvalConfig) -> dict:
     settings = {key: getattr(cfg, key) if getattr(cfg, key) is not None
                 else trained.get(name, TRAIN_DEFAULTS[name]) for key, name in FROM_TRAINING.items()}
     task = make_task(settings["task"], settings["task_size"], settings["eval_problems"], settings["heldout_file"])
+    task.check_budget(settings["max_new_tokens"])
     # A run evaluates in the dtype it trained in: its logged held-out figures were sampled in it.
     dtype = cfg.dtype or (checkpoint_dtype(Path(path)) if trained else None) or "float32"
     model, tokenizer = load_model(path, dtype, resolve_device(cfg.device))

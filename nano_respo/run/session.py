@@ -106,7 +106,9 @@ class StopRequest:
 
 
 def build_task(cfg: TrainConfig):
-    return make_task(cfg.task, cfg.task_size, cfg.eval_problems, cfg.heldout_file, seed=0)
+    task = make_task(cfg.task, cfg.task_size, cfg.eval_problems, cfg.heldout_file, seed=0)
+    task.check_budget(cfg.max_new_tokens)
+    return task
 
 
 def initial_model(cfg: TrainConfig, task, device: str, logprobs=policy_logprobs):
