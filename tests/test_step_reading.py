@@ -45,9 +45,13 @@ def test_importing_the_trainer_leaves_fsdp_unimported():
     assert out.stdout.strip() == "False"
 
 
-def test_a_single_device_run_imports_no_scale_out_or_lab_code():
+def test_a_single_device_run_imports_no_scale_out_or_lab_code(tmp_path):
     """train.py's whole single-device path (config, session, trainer) leaves scale/ and lab/ unimported."""
+    # The answer goes to a file, not a pipe: a helper process that an import may start (multiprocessing's
+    # resource tracker) inherits the child's pipes and would keep them open after the child exits.
+    answer = tmp_path / "imported.txt"
     code = ("import sys, nano_respo.run.config, nano_respo.run.session, nano_respo.trainer; "
-            "print(sorted(m for m in sys.modules if m.startswith(('nano_respo.scale', 'nano_respo.lab'))))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    assert out.stdout.strip() == "[]"
+            f"open({str(answer)!r}, 'w').write(repr(sorted(m for m in sys.modules "
+            "if m.startswith(('nano_respo.scale', 'nano_respo.lab')))))")
+    subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, check=True, cwd=ROOT, timeout=300)
+    assert answer.read_text() == "[]"
