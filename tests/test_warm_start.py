@@ -121,14 +121,14 @@ def test_a_smaller_sft_task_size_warms_up_on_short_strings_of_the_same_training_
         TrainConfig(task="data.jsonl", sft_task_size=12)
 
 
-def test_the_warm_start_is_cached_where_the_readme_says_and_deleting_it_trains_afresh(capsys, monkeypatch):
+def test_the_warm_start_is_cached_where_docs_training_says_and_deleting_it_trains_afresh(capsys, monkeypatch):
     import shutil
     from pathlib import Path
 
     from nano_respo.models import cache_dir
 
-    readme = " ".join((Path(__file__).parents[1] / "README.md").read_text().split())
-    assert "`$NANO_RESPO_CACHE/sft/` (default `~/.cache/nano_respo/sft/`)" in readme
+    docs = " ".join((Path(__file__).parents[1] / "docs" / "training.md").read_text().split())
+    assert "`$NANO_RESPO_CACHE/sft/` (default `~/.cache/nano_respo/sft/`)" in docs
     with monkeypatch.context() as unset:
         unset.delenv("NANO_RESPO_CACHE")
         assert cache_dir() == Path.home() / ".cache" / "nano_respo"
