@@ -56,9 +56,12 @@ def llm(cell: str) -> dict[str, list[dict]]:
 @functools.cache
 def toy(lr: str) -> dict[str, list[dict]]:
     """The toy's fresh evaluation per setting: 'protocol' (ReSPO at lr 0.03) or 'equal' (ReSPO at 0.01, the baselines' step)."""
-    extra = {"protocol": "", "equal": "+toy/results/eval-fresh-{s}-respo-lr0.01"}[lr]
-    return {s: record_set(f"{s}=" + str(ROOT / f"toy/results/eval-fresh-{s}") +
-                          extra.format(s=s).replace("+toy", "+" + str(ROOT / "toy")))[1] for s in SETTINGS}
+    sets = {}
+    for s in SETTINGS:
+        paths = [ROOT / f"toy/results/eval-fresh-{s}"] + ([ROOT / f"toy/results/eval-fresh-{s}-respo-lr0.01"]
+                                                          if lr == "equal" else [])
+        sets[s] = record_set(f"{s}=" + "+".join(map(str, paths)))[1]  # later folders replace whole cells
+    return sets
 
 
 @functools.cache
