@@ -245,18 +245,34 @@ display(Markdown("\n\n".join(parts + [diagnostics_table(stress["default"])])))
 # %% [markdown]
 # ## The main finding, in words
 #
-# The starved positives on the language model are the long correct answers: under reuse
-# they are the responses whose weight falls below $0.8$ (27-35 tokens on average against
-# 22-26 for all positives), and the methods treat them exactly as their coefficients say:
-# the sequence clip gives one about 0.2-0.6 (its own $w$), ReSPO slightly above 1. How often
-# that happens depends on how fast the policy moves. At the learning rates each method scored
-# best on selection seeds, it touches 0.2-1.6% of the positives and the methods end within a
-# few hundredths of each other; the differences that hold under both kernel settings are
-# small gains over GRPO and GSPO. With every method at 3e-4, 10-25% of the positives starve,
-# the sequence clip collapses on some seeds, and ReSPO keeps learning: its whole-curve reward
-# is resolved above GRPO's, the sequence clip's and VESPO's on both settings. Faster *early*
-# learning is not shown at this scale, and these runs neither confirm nor refute the paper's
-# claims on real Qwen3 models (RESULTS.md gives the verdict per claim).
+# Every figure below is computed from the committed records by `experiments/figures.py`, the
+# same code that checks the numbers quoted in README.md and RESULTS.md.
+
+# %%
+import importlib.util  # noqa: E402
+import sys  # noqa: E402
+
+spec = importlib.util.spec_from_file_location("figures", ROOT / "experiments" / "figures.py")
+figures = sys.modules["figures"] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
+spec.loader.exec_module(figures)
+for name in ("llm_low_w_share_selected", "llm_selected_gains", "llm_selected_gain_baselines",
+             "llm_low_w_share_stress", "llm_len_low_w_stress", "llm_len_pos_stress", "llm_phi_low_w_stress_seq_clip",
+             "llm_phi_low_w_stress_respo", "llm_stress_full_auc_beaten", "llm_stress_gspo_carried",
+             "llm_stuck_stress_seq_clip", "llm_first_batch_identical"):
+    print(f"{figures.value(name):>24}  {figures.FIGURES[name].what}")
+
+# %% [markdown]
+# Read them in order. At the learning rates each method scored best on selection seeds, few
+# positives sit in the low-$w$ tail and the only differences that hold on both settings are
+# small ones against the baselines printed (whose learning rates were tuned apart, so recipes,
+# not kernels). With every method at 3e-4 the tail fills; the positives in it are longer than
+# the average positive, which any drift predicts (long responses fill both tails of $\log w$,
+# and this study did not record the high-$w$ lengths), the sequence clip gives them its own
+# small $w$ and ReSPO slightly above 1, and ReSPO's whole-curve reward is above the baselines
+# printed but not above GSPO's. The sequence clip's stuck runs do not travel between the two
+# settings, and early AUC includes a first batch identical for every method, so no
+# early-optimisation claim is resolved. These runs neither confirm nor refute the paper's
+# claims (RESULTS.md gives the verdict per claim).
 #
 # *Takeaway:* read the coefficient tables, not only the curves: the kernel does what the
 # derivation says on every batch; whether that moves the score depends on how many
