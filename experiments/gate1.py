@@ -50,6 +50,8 @@ class Gate1Config:
     """train.py --task-size: the largest RL target."""
     sft_task_size: int = 20
     """train.py --sft-task-size: the largest target of the warm start's demonstrations."""
+    sft_full_share: float = 0.0
+    """train.py --sft-full-share: the share of demonstrations drawn from every RL target (amendment 1)."""
     sft_steps: int = 1000
     """train.py --sft-steps (random demonstrations are never all reproduced, so the warm start runs its budget)."""
     sft_seed: int = 0
@@ -124,7 +126,9 @@ def summary(folder: str) -> str:
                          f"{sum(row['pass@8_per_seed']) / len(row['pass@8_per_seed']):.2f}" for row in beyond)
         shown = [sum(row["success_per_seed"]) / len(row["success_per_seed"]) for row in r["per_target"].values()
                  if row["split"] == "demonstrated"]
-        lines.append(f"| {step} | {r['cpu_setting']} | t = 6-{largest} | {r['success_long']:.3f} "
+        share = r["config"].get("sft_full_share", 0.0)
+        shown_as = f"t = 6-{largest}" + (f", {share:.0%} from 6-{r['config']['task_size']}" if share else "")
+        lines.append(f"| {step} | {r['cpu_setting']} | {shown_as} | {r['success_long']:.3f} "
                      f"({per_seed[0]}) | {r['pass@8_long']:.3f} ({per_seed[1]}) | {r['gate']} | "
                      f"{min(shown):.3f}-{max(shown):.3f} | {edge} | "
                      f"{r['warm_start']['steps']} steps, {r['warm_start']['seconds']} s |")
@@ -139,7 +143,8 @@ def main(argv=None) -> dict:
     cache = require_empty_cache()
     torch.set_num_threads(1)
     train_cfg = TrainConfig(model=cfg.model, task="digit_sum", task_size=cfg.task_size,
-                            sft_task_size=cfg.sft_task_size, sft_steps=cfg.sft_steps, sft_seed=cfg.sft_seed,
+                            sft_task_size=cfg.sft_task_size, sft_full_share=cfg.sft_full_share,
+                            sft_steps=cfg.sft_steps, sft_seed=cfg.sft_seed,
                             max_new_tokens=cfg.max_new_tokens, device="cpu")
     task = build_task(train_cfg)
     start = time.perf_counter()

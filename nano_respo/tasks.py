@@ -22,7 +22,7 @@ import math
 import random
 import re
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Callable
@@ -244,6 +244,20 @@ def digit_sum_task(size: int | None, n_heldout: int, seed: int) -> Task:
                for t in (DIGIT_SUM_HELDOUT[i % len(DIGIT_SUM_HELDOUT)] for i in range(n_heldout))]
     return Task("digit_sum", draw, heldout, reward=digit_sum_reward, sizes=range(smallest, size + 1),
                 train_problem_of_size=draw, min_new_tokens=max(size, *DIGIT_SUM_HELDOUT) + 1)
+
+
+def mixed_task(small: Task, full: Task, share: float) -> Task:
+    """`small`, except that each training problem is drawn from `full` with probability `share`.
+
+    The warm start's demonstrations with a few from the whole RL task: long answers are then
+    demonstrated rarely, so the warm start finds them rarely, at a rate `share` moves smoothly
+    (a size alone moves the rate in steps of one target: experiments/results/gates.md).
+    """
+    def pick(rng: random.Random, draw_small: Callable[[random.Random], Problem]) -> Problem:
+        return full.train_problem(rng) if rng.random() < share else draw_small(rng)
+
+    return replace(small, train_problem=lambda rng: pick(rng, small.train_problem),
+                   train_problem_of_size=lambda rng, up_to: pick(rng, lambda r: small.train_problem_of_size(r, up_to)))
 
 
 def is_answer(value) -> bool:

@@ -13,7 +13,7 @@ from nano_respo.run.config import TrainConfig
 from nano_respo.run.session import build_task
 from nano_respo.sft import curriculum_size
 from nano_respo.tasks import (DIGIT_SUM_EXTRAPOLATION, DIGIT_SUM_HELDOUT, DIGIT_SUM_INTERPOLATION, hash_seed,
-                              make_task, random_decomposition)
+                              digit_sum_targets, make_task, mixed_task, random_decomposition)
 
 
 def target_of(problem) -> int:
@@ -123,3 +123,21 @@ def test_the_character_tokenizer_encodes_every_prompt_and_answer():
     for problem in problems[:20]:
         ids = tokenizer(problem.prompt + problem.answer, add_special_tokens=False)["input_ids"]
         assert tokenizer.decode(ids) == problem.prompt + problem.answer
+
+
+def test_a_full_share_mixes_long_demonstrations_in_at_that_rate_and_names_another_warm_start():
+    small, full, share = make_task("digit_sum", 20), make_task("digit_sum", 36), 0.2
+    mixed = mixed_task(small, full, share)
+    long_in_full = sum(t > 20 for t in digit_sum_targets(36)) / len(digit_sum_targets(36))
+    n = 20_000
+    for draws in (mixed.train_batch(n, seed=1), mixed.train_batch(n, seed=2, size=12)):  # the curriculum too
+        long = sum(target_of(p) > 20 for p in draws) / n
+        assert abs(long - share * long_in_full) < 4 * (share * long_in_full / n) ** 0.5  # binomial, 4 sd
+        assert not any(target_of(p) in DIGIT_SUM_HELDOUT for p in draws)
+        assert all(sum(map(int, p.answer)) == target_of(p) for p in draws[:500])
+    assert mixed.fingerprint() not in (small.fingerprint(), full.fingerprint())  # its own cache entry
+    assert mixed.heldout_problems == small.heldout_problems
+    with pytest.raises(ValueError, match="sft_full_share: .*give --sft-task-size"):
+        TrainConfig(task="digit_sum", sft_full_share=0.1)
+    with pytest.raises(ValueError, match="sft_full_share: must lie in"):
+        TrainConfig(task="digit_sum", sft_task_size=20, sft_full_share=1.5)

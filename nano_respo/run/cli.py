@@ -45,7 +45,7 @@ TRAIN_GROUPS = {
         "Which model to train and where the run goes (runs/<name>/: metrics.jsonl, plots.png, "
         "checkpoints). The tiny models start from a cached supervised warm start.",
         ["model", "name", "out_dir", "resume", "seed", "save_every", "keep_checkpoints", "plots",
-         "sft_steps", "sft_batch", "sft_lr", "sft_label_smoothing", "sft_task_size", "sft_seed"]),
+         "sft_steps", "sft_batch", "sft_lr", "sft_label_smoothing", "sft_task_size", "sft_full_share", "sft_seed"]),
     "task": (
         "What the model must answer and how the held-out split is scored.",
         ["task", "task_size", "heldout_file", "eval_every", "eval_problems", "eval_samples"]),

@@ -47,6 +47,8 @@ class TrainConfig(StepConfig):
     """Warm-start label smoothing eps: the converged model keeps about eps off each answer token, so samples err more on long answers."""
     sft_task_size: int | None = None
     """Warm-start task size (shorter demonstrations than RL's task); None = --task-size. Generated tasks only."""
+    sft_full_share: float = 0.0
+    """Share of warm-start demonstrations drawn from the whole RL task instead of --sft-task-size (long answers shown rarely)."""
     sft_seed: int = 0
     """Warm-start seed, fixed apart from --seed so that every RL seed starts from the same model."""
     eval_every: int = 10
@@ -113,6 +115,11 @@ class TrainConfig(StepConfig):
             raise ValueError(f"sft_label_smoothing: must lie in [0, 1), got {self.sft_label_smoothing}")
         if self.sft_task_size is not None and self.task.endswith(".jsonl"):
             raise ValueError("sft_task_size: only generated tasks have a size; a .jsonl task warms up on its file")
+        if not 0 <= self.sft_full_share <= 1:
+            raise ValueError(f"sft_full_share: must lie in [0, 1], got {self.sft_full_share}")
+        if self.sft_full_share and self.sft_task_size is None:
+            raise ValueError("sft_full_share: mixes --sft-task-size's demonstrations with the whole task's; "
+                             "give --sft-task-size too")
         check_device(self.device)
         if self.model not in TINY_MODELS:  # a local directory is checked now (a few small files, nothing loaded)
             resolve_model_path(self.model)

@@ -25,7 +25,7 @@ from ..evaluation import evaluate
 from ..models import TINY_WARM_START_STEPS, load_model, refuse_unknown_characters, resolve_device
 from ..rollout import policy_logprobs
 from ..sft import warm_start
-from ..tasks import make_task
+from ..tasks import make_task, mixed_task
 from ..trainer import ONE_PROCESS, LaggedPolicy
 from .checkpoint import (is_sharded, latest_checkpoint, load_trainer_state, newest_intact_checkpoint,
                          remove_temporary_checkpoints, save_checkpoint, set_rng_state)
@@ -119,7 +119,10 @@ def initial_model(cfg: TrainConfig, task, device: str, logprobs=policy_logprobs)
     # A smaller size draws from the same training split (held-out prompts are excluded by hash).
     sft_task = task if cfg.sft_task_size is None else make_task(cfg.task, cfg.sft_task_size, cfg.eval_problems,
                                                                 cfg.heldout_file, seed=0)
-    task_key = {"task": cfg.task, "task_size": cfg.sft_task_size or cfg.task_size}
+    if cfg.sft_full_share:
+        sft_task = mixed_task(sft_task, task, cfg.sft_full_share)
+    task_key = {"task": cfg.task, "task_size": cfg.sft_task_size or cfg.task_size,
+                **({"full_share": cfg.sft_full_share} if cfg.sft_full_share else {})}
     model, tokenizer = warm_start(cfg.model, sft_task, task_key, sft_steps, cfg.sft_batch, cfg.sft_lr, cfg.sft_seed,
                                   cfg.dtype, device, logprobs, cfg.sft_label_smoothing)
     if cfg.gradient_checkpointing:
