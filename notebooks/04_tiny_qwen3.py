@@ -9,45 +9,67 @@
 # %% [markdown]
 # # 04 · The LLM as data: starved responses on a tiny Qwen3
 #
-# The toy showed the mechanism; here it is on a language model. A 0.3M-parameter Qwen3
-# (`tiny-qwen3`, offline, character tokenizer) after its warm start answers the long-answer
-# `reverse` task ("reverse 48213" → "31284") some of the time. We sample one rollout batch,
-# reuse it for 8 sequence-clip updates, and then *read* the responses: which correct answers
-# fell to a low weight $w$, what each method would give them, and which wrong answers the
-# policy now over-generates. Then the committed records of the full LLM runs, and what they
-# found.
+# The toy (notebook 03) showed the mechanism; here it is on a language model. A 0.3M-parameter
+# Qwen3 (`tiny-qwen3`, offline, character tokenizer) after its warm start answers the
+# long-answer `reverse` task ("reverse 48213" → "31284") most of the time. (1) We train it with
+# RL for a few rollout batches as the committed `reverse` study did, at the two learning rates
+# that study used; (2) we *read* the last batch after its reuse steps: which correct answers
+# fell to a low weight $w$, what each method would give them, and whether a prefix shared with
+# the wrong answers is why. Then (3) the committed records of the full runs, (4) what they
+# found, (5) two exercises on the batch and (6) quick questions.
 
 # %%
 import contextlib
+import importlib.util
 import io
-import json
 import math
 import re
+import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
 from IPython.display import Image, Markdown, display
+from matplotlib.ticker import PercentFormatter
+from PIL import Image as PILImage
 
+import checks
 import toy
-from nano_respo.kernel import LossConfig, coefficients, sequence_log_weight
-from nano_respo.lab.report import diagnostics_table, outcome_table, paired_across, plot_low_w, plot_rewards
+from nano_respo.kernel import METHOD_TABLE, LossConfig, coefficients, sequence_log_weight
+from nano_respo.lab.report import diagnostics_table, mean_ci, outcome_table, paired_across
 
 torch.set_num_threads(1)
-plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})
+plt.rcParams.update({"figure.dpi": 100, "font.size": 11, "axes.titlesize": 11, "legend.fontsize": 9,
+                     "axes.grid": True, "grid.alpha": 0.3})
 ROOT = Path(toy.__file__).resolve().parent.parent
 
+
+def load_script(name, path):
+    """A script of experiments/ as a module (they run as scripts, not installed); dataclasses need it registered."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def show_figure(fig):
+    """Show a figure as a 256-colour PNG: full size and sharp, a third of the bytes (the notebook stays small)."""
+    buffer, small = io.BytesIO(), io.BytesIO()
+    fig.savefig(buffer, dpi=90, format="png")
+    plt.close(fig)
+    PILImage.open(buffer).convert("RGB").quantize(colors=256).save(small, format="PNG", optimize=True)
+    display(Image(small.getvalue()))
+
+
+figures = load_script("figures", ROOT / "experiments" / "figures.py")             # the committed records, read back
+experiment = load_script("experiment_run", ROOT / "experiments" / "run.py")       # the study's protocol
+
 # %% [markdown]
-# ## 1. One rollout batch, reused
+# ## 1. A few rollout batches, reused, at the study's learning rates
 #
-# The one cell that calls the trainer: the warm-started model (supervised training to
-# convergence, 1014 steps, about 3 minutes on one CPU thread the first time, then cached under
-# `NANO_RESPO_CACHE`), one rollout
-# batch of 32 prompts × 8 samples with the sampling log-probs $\log\mu$ stored, and 8
-# sequence-clip optimizer steps on it (2 epochs × 4 mini-batches), as `train.py --method
-# seq_clip --reuse 8 --epochs 2` does for each batch. The learning rate is 1e-3, ten times
-# the 1e-4 the committed runs selected, so that one batch shows the drift that many batches
-# at a high learning rate show there.
+# Which learning rates? The committed `reverse` study (RESULTS.md) selected one for the
+# sequence clip on the dense model at heavy reuse, which is also `train.py`'s default, and ran
+# a stress cell with every method at a higher one. Both are read from the records, not typed:
 
 # %%
 from nano_respo.rollout import policy_logprobs  # noqa: E402
@@ -55,50 +77,126 @@ from nano_respo.run.config import TrainConfig  # noqa: E402
 from nano_respo.run.session import build_task, initial_model  # noqa: E402
 from nano_respo.trainer import rl_iteration  # noqa: E402
 
-cfg = TrainConfig(model="tiny-qwen3", task="reverse", loss=LossConfig(method="seq_clip"), reuse=8, epochs=2,
-                  lr=1e-3, seed=0)
-task = build_task(cfg)
-with contextlib.redirect_stdout(io.StringIO()):            # the warm start prints its cache path
-    model, tokenizer = initial_model(cfg, task, "cpu", policy_logprobs)
-torch.manual_seed(cfg.seed)
-optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
-# One iteration of train.py: sample (log mu stored per token), reward, advantages, 8 reuse steps.
-batch, records, _ = rl_iteration(model, tokenizer, task, optimizer, cfg, iteration=0, step=0)
-with torch.no_grad():
-    logp, _, _ = policy_logprobs(model, batch, cfg.temperature)                    # [N, C] log pi after 8 steps
-width = batch.completion_mask.shape[1]
-prompts = tokenizer.batch_decode(batch.input_ids[:, :-width], skip_special_tokens=True)
-completion_ids = torch.where(batch.completion_mask, batch.input_ids[:, -width:], tokenizer.pad_token_id)
-completions = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
-old_logp, mask, adv, rewards = batch.old_logp, batch.completion_mask, batch.advantages, batch.rewards
+selected_runs = [r for r in figures.llm("selected")["default"]
+                 if (r["model"], r["method"], r["reuse"], r["lag"]) == ("tiny-qwen3", "seq_clip", 8, 0)]
+stress_runs = [r for r in figures.llm("stress")["default"] if r["method"] == "seq_clip"]
+(selected_lr,) = {r["lr"] for r in selected_runs}
+(stress_lr,) = {r["lr"] for r in stress_runs}
+protocol = experiment.ExperimentConfig()                     # what experiments/run.py passed to every train.py
+rates = (selected_lr, stress_lr)
+print(f"selected lr {selected_lr:g}: experiments/results/default/records.json, the sequence clip on tiny-qwen3 at R = 8 "
+      f"({len(selected_runs)} seeds); train.py's default lr is {TrainConfig().lr:g}")
+print(f"stress lr {stress_lr:g}: experiments/results/default/lr3e-4.json, every method at R = 8 ({len(stress_runs)} "
+      f"seeds of the sequence clip)")
+print(f"protocol of experiments/run.py: {protocol.prompts_per_iteration} prompts x 8 samples per rollout batch, "
+      f"{protocol.epochs} epochs over each batch, {protocol.iterations} batches a run")
 
 # %% [markdown]
-# ## 2. Read the batch
+# The one cell that calls the trainer. For each rate: the warm-started model (supervised
+# training to convergence, cached under `NANO_RESPO_CACHE` after its first build), then
+# `BATCHES` iterations of `trainer.rl_iteration`, the loop `train.py --method seq_clip --reuse 8
+# --epochs 2` runs: sample a rollout batch of the study's size (storing $\log\mu$ per token),
+# reward it, centre the advantages in each group of 8, take 8 sequence-clip optimizer steps on
+# it (2 epochs × 4 mini-batches of whole groups). After the last batch's 8 steps we recompute
+# $\log\pi$ on that batch: its $w=\pi/\mu$ is what the batch's last step saw, give or take that
+# step's own update.
 
 # %%
-log_w = sequence_log_weight(logp, old_logp, mask)              # [N] log of the true product weight
-positive, negative = adv > 0, adv < 0
-low = positive & (log_w < math.log(0.8))
-high = negative & (log_w > math.log(1.2))
-print(f"{len(rewards)} responses, reward {rewards.mean():.2f}; "
-      f"{int(positive.sum())} positives, {int(negative.sum())} negatives, "
-      f"{int((adv == 0).sum())} in all-equal groups (no signal)")
-print(f"after 8 updates: {int(low.sum())} positives with w < 0.8 (starved by a sequence clip), "
-      f"{int(high.sum())} negatives with w > 1.2")
-for i in range(3):
-    print(f"  {prompts[i]!r} -> {completions[i]!r}  reward {rewards[i]:.0f}")
+BATCHES = 3
+
+
+def train_a_few_batches(lr):
+    """The warm start, then BATCHES rl_iterations at `lr`; per batch a summary, and the last batch read back."""
+    cfg = TrainConfig(model="tiny-qwen3", task="reverse", loss=LossConfig(method="seq_clip"), reuse=8,
+                      epochs=protocol.epochs, prompts_per_iteration=protocol.prompts_per_iteration, lr=lr, seed=0)
+    task = build_task(cfg)
+    torch.manual_seed(cfg.seed)
+    with contextlib.redirect_stdout(io.StringIO()):            # the warm start prints its cache path
+        model, tokenizer = initial_model(cfg, task, "cpu", policy_logprobs)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    step, summary = 0, []
+    for iteration in range(BATCHES):
+        batch, _, step = rl_iteration(model, tokenizer, task, optimizer, cfg, iteration=iteration, step=step)
+        with torch.no_grad():
+            logp, _, _ = policy_logprobs(model, batch, cfg.temperature)      # [N, C] log pi after the 8 steps
+        log_w = sequence_log_weight(logp, batch.old_logp, batch.completion_mask)   # [N]
+        adv = batch.advantages
+        summary.append((batch.rewards.mean().item(), int((adv > 0).sum()), int((adv < 0).sum()),
+                        int(((adv > 0) & (log_w < math.log(0.8))).sum()), int(((adv < 0) & (log_w > math.log(1.2))).sum())))
+    width = batch.completion_mask.shape[1]
+    ids = torch.where(batch.completion_mask, batch.input_ids[:, -width:], tokenizer.pad_token_id)   # [N, C]
+    return {"cfg": cfg, "summary": summary, "logp": logp, "old_logp": batch.old_logp, "mask": batch.completion_mask,
+            "adv": batch.advantages, "rewards": batch.rewards, "log_w": log_w, "ids": ids,
+            "prompts": tokenizer.batch_decode(batch.input_ids[:, :-width], skip_special_tokens=True),
+            "completions": tokenizer.batch_decode(ids, skip_special_tokens=True),
+            "tokens": [[tokenizer.decode([t]) for t in row[m].tolist()] for row, m in zip(ids, batch.completion_mask)]}
+
+
+views = {lr: train_a_few_batches(lr) for lr in rates}
+print("batch | reward | positives | negatives | positives with w < 0.8 | negatives with w > 1.2   (after its 8 steps)")
+for lr, view in views.items():
+    for b, (reward, n_pos, n_neg, n_low, n_high) in enumerate(view["summary"], 1):
+        print(f"lr {lr:g}, batch {b} | {reward:.2f} | {n_pos:>3} | {n_neg:>3} | {n_low:>3} | {n_high:>3}")
 
 # %% [markdown]
-# The starved positives, as text: correct answers whose weight fell below $0.8$. For each,
-# the coefficient each method would give it on this drifted batch (token-level methods: the
-# mean over the response's tokens; 1 is what every method gives on-policy).
+# ## 2. Read the last batch
+#
+# The counts of the last batch, at each rate, and the finding they give:
+
+# %%
+for lr, view in views.items():
+    adv, log_w = view["adv"], view["log_w"]
+    positive, negative = adv > 0, adv < 0
+    n_low = int((positive & (log_w < math.log(0.8))).sum())
+    print(f"lr {lr:g}: {len(adv)} responses, reward {view['rewards'].mean():.2f}; {int(positive.sum())} positives, "
+          f"{int(negative.sum())} negatives, {int((adv == 0).sum())} in all-equal groups (no signal); "
+          f"w of the positives from {log_w[positive].exp().min():.3f} to {log_w[positive].exp().max():.3f}, "
+          f"{n_low} below 0.8; largest w of a negative {log_w[negative].exp().max():.2g}")
+starved_at = {lr: sum(s[3] for s in view["summary"]) for lr, view in views.items()}
+print(f"Finding: over {BATCHES} batches, {starved_at[selected_lr]} positives ended a batch below w = 0.8 at the selected "
+      f"lr {selected_lr:g} and {starved_at[stress_lr]} at the stress lr {stress_lr:g}. "
+      + ("At the selected rate the sequence clip starves no positive here: the drift that starves them needs the "
+         "larger step." if starved_at[selected_lr] == 0 else
+         "Both rates starve some positives here."))
+print("The committed runs over 12 batches (experiments/figures.py): share of positives below w = 0.8 "
+      f"{figures.value('llm_low_w_share_selected')} at the selected rates, {figures.value('llm_low_w_share_stress')} "
+      "in the stress cell")
+
+# %% [markdown]
+# Every response's $\log w$ against its length, at both rates (the axis is linear between
+# $\pm0.5$, where the $w=0.8$ and $w=1.2$ lines sit, and logarithmic beyond, where the stress
+# rate sends some responses far down):
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(13, 4.6), sharey=True)
+for ax, (lr, view) in zip(axes, views.items()):
+    lengths, log_w, adv = view["mask"].sum(-1), view["log_w"], view["adv"]
+    for rows, colour, name in ((adv > 0, "tab:red", "positives"), (adv < 0, "tab:blue", "negatives"),
+                               (adv == 0, "0.6", "no signal (A = 0)")):
+        jitter = 0.2 * torch.randn(int(rows.sum()), generator=torch.Generator().manual_seed(0))
+        ax.scatter(lengths[rows] + jitter, log_w[rows], s=16, alpha=0.6, color=colour, label=name)
+    ax.axhline(math.log(0.8), color="k", ls=":", lw=1.2, label="w = 0.8")
+    ax.axhline(math.log(1.2), color="0.4", ls="--", lw=1.2, label="w = 1.2")
+    ax.set_yscale("symlog", linthresh=0.5)
+    ax.set(xlabel="response length (tokens, EOS included)", title=f"lr {lr:g}: batch {BATCHES} after its 8 updates")
+axes[0].set_ylabel("log w (symlog)")
+axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
+fig.tight_layout()
+show_figure(fig)
+
+# %% [markdown]
+# The lowest-$w$ correct answers, as text, and the coefficient each method would give them on
+# this drifted batch (token-level methods: the mean over the response's tokens; every method
+# gives 1 on-policy). All correct answers to one prompt are the same string (the reversal is
+# unique), so copies in a group are counted, not repeated.
 
 # %%
 methods = ("seq_clip", "grpo", "gspo", "cispo", "vespo", "respo")
-per_method = {}
-for m in methods:
-    phi_t, _ = coefficients(logp, old_logp, adv, mask, LossConfig(method=m))          # [N, T]
-    per_method[m] = (phi_t * mask).sum(-1) / mask.sum(-1).clamp(min=1)                # [N] mean over tokens
+for view in views.values():
+    view["phi"] = {m: coefficients(view["logp"], view["old_logp"], view["adv"], view["mask"], LossConfig(method=m))[0]
+                   for m in methods}                                                   # [N, T] per method
+    view["per_response"] = {m: (phi * view["mask"]).sum(-1) / view["mask"].sum(-1).clamp(min=1)
+                            for m, phi in view["phi"].items()}                        # [N] mean over tokens
 
 
 def problem(prompt: str) -> str:
@@ -106,105 +204,280 @@ def problem(prompt: str) -> str:
     return f"reverse {found.group(1)}" if found else prompt
 
 
-def show(rows, title):
-    """A markdown table of distinct (prompt, response) pairs; copies in a group are counted."""
-    header = "| prompt | response | copies | reward | w | " + " | ".join(methods) + " |"
-    lines = [f"**{title}**", "", header, "|---" * (5 + len(methods)) + "|"]
+def show(view, rows, title):
+    """A markdown table of distinct (prompt, response) pairs among `rows`, in their order."""
+    header = "| row | prompt | response | copies | reward | w | " + " | ".join(methods) + " |"
+    lines = [f"**{title}**", "", header, "|---" * (6 + len(methods)) + "|"]
     seen = {}
     for i in rows.tolist():
-        seen.setdefault((prompts[i], completions[i]), []).append(i)
+        seen.setdefault((view["prompts"][i], view["completions"][i]), []).append(i)
     for (prompt, completion), copies in seen.items():
         i = copies[0]
-        coefficients_i = " | ".join(f"{per_method[m][i]:.2f}" for m in methods)
-        lines.append(f"| `{problem(prompt)}` | `{completion}` | {len(copies)} | {rewards[i]:.0f} | "
-                     f"{log_w[i].exp():.2g} | {coefficients_i} |")
+        given = " | ".join(f"{view['per_response'][m][i]:.2f}" for m in methods)
+        lines.append(f"| {i} | `{problem(prompt)}` | `{completion}` | {len(copies)} | {view['rewards'][i]:.0f} | "
+                     f"{view['log_w'][i].exp():.2g} | {given} |")
     display(Markdown("\n".join(lines)))
 
 
-starved = low.nonzero().squeeze(1)
-show(starved[log_w[starved].argsort()], "Every correct answer with w < 0.8")
-wrong = negative.nonzero().squeeze(1)
-show(wrong[log_w[wrong].argsort(descending=True)][:6], "The highest-w wrong answers (six samples)")
+for lr, view in views.items():
+    rows = (view["adv"] > 0).nonzero().squeeze(1)
+    rows = rows[view["log_w"][rows].sort(stable=True).indices]
+    distinct = list(dict.fromkeys(view["completions"][i] for i in rows.tolist()))[:5]
+    show(view, rows[[view["completions"][i] in distinct for i in rows.tolist()]],
+         f"lr {lr:g}: the five lowest-w correct answers")
 
 # %% [markdown]
-# Why did the lowest one fall? Its whole group (8 samples of one prompt), with advantages:
-
-# %%
-lowest = starved[log_w[starved].argmin()].item()
-group = range(lowest // cfg.group_size * cfg.group_size, (lowest // cfg.group_size + 1) * cfg.group_size)
-for i in group:
-    print(f"  {problem(prompts[i])} -> {completions[i]:<10} reward {rewards[i]:.0f}  "
-          f"A {adv[i]:+.3f}  w {log_w[i].exp():.2g}")
-
-# %% [markdown]
-# The group explains it: five samples are right (each a positive advantage) and three are
-# wrong, and the wrong ones share their first digits with the right answer. Pushing the wrong
-# ones down pushed that shared prefix down, and the correct answer with it: the shared-prefix
-# mechanism of notebook 03, on a language model. Its weight is the product of its token
-# ratios over 38 tokens (EOS included), so many slightly fallen tokens send it to almost 0.
+# ### Why did the lowest one fall? A test of the shared-prefix story
 #
-# Read a row of the first table: a correct reversal, the weight it fell to, and what it would
-# receive. The sequence clip gives it its $w$ (about 0), and so does VESPO's $w^2$ branch;
-# the token-level GRPO and CISPO keep most of it, since only the tokens whose own ratio fell
-# are clipped; GSPO's length-normalised ratio keeps about half; ReSPO's positive branch gives
-# it slightly more than 1. The long answers top the table: the longer the response, the more
-# ratios multiply into $w$. The second table is the other side: at this learning rate every
-# wrong answer's weight fell too (none rose above 1.2), so no negative is over-weighted here;
-# the committed runs below show that side over many batches (`phi_max_neg`).
+# One story says: the wrong answers of its group share their first digits with the right one,
+# pushing them down pushed that prefix down, and the right answer fell with it. First the
+# group's arithmetic. With $k$ of 8 right, $A=1-k/8$ on each right answer and $-k/8$ on each
+# wrong one, so $\sum_gA=0$. On-policy ($\phi=1$) a token of a prefix shared by a set $S$ of
+# the group's responses gets the net push $\sum_{i\in S}A_i$; every right answer shares all its
+# prefixes (they are one string), so $S$ is the $k$ right answers plus the $m$ wrong ones that
+# share that prefix, and the net push is $k(1-k/8)-mk/8=\tfrac k8(8-k-m)\ge0$: zero where every
+# wrong answer shares the prefix, positive elsewhere. Computed for the lowest positive's group
+# at the stress rate:
 
 # %%
-fig, ax = plt.subplots(figsize=(7, 3))
-for rows, colour, name in ((positive, "tab:red", "positives"), (negative, "tab:blue", "negatives")):
-    ax.scatter(mask.sum(-1)[rows] + 0.15 * torch.randn(int(rows.sum()), generator=torch.Generator().manual_seed(0)),
-               log_w[rows], s=9, alpha=0.5, color=colour, label=name)
-ax.axhline(math.log(0.8), color="k", ls=":", lw=1, label="w = 0.8")
-ax.axhline(math.log(1.2), color="0.5", ls=":", lw=1, label="w = 1.2")
-ax.set(xlabel="response length (tokens, EOS included)", ylabel="log w after 8 updates",
-       title="one batch of the tiny Qwen3 after 8 sequence-clip updates")
-ax.legend(fontsize=7)
-fig.tight_layout()
-plt.show()
+group_size = views[stress_lr]["cfg"].group_size
+
+
+def lowest_positive(v):
+    """The row of the positive with the smallest w (its copies tie; the first is taken)."""
+    return int(torch.where(v["adv"] > 0, v["log_w"], torch.full_like(v["log_w"], math.inf)).argmin())
+
+
+def group_of(i):
+    return range(i // group_size * group_size, (i // group_size + 1) * group_size)
+
+
+def shared_prefix(v, i, j):
+    """Tokens response j shares with response i from the start (EOS included)."""
+    same = (v["ids"][i] == v["ids"][j]) & v["mask"][i] & v["mask"][j]
+    return int(same.int().cumprod(0).sum())
+
+
+view = views[stress_lr]
+adv, log_w = view["adv"], view["log_w"]
+lowest = lowest_positive(view)
+group = group_of(lowest)
+length = int(view["mask"][lowest].sum())
+
+
+print(f"row {lowest}: {problem(view['prompts'][lowest])} -> {view['completions'][lowest]}  ({length} tokens, "
+      f"w {log_w[lowest].exp():.2g})")
+for i in group:
+    print(f"  row {i:>3}  {view['completions'][i]:<42} reward {view['rewards'][i]:.0f}  A {adv[i]:+.3f}  "
+          f"w {log_w[i].exp():.2g}  shares {shared_prefix(view, lowest, i):>2} tokens with it")
+right = [i for i in group if adv[i] > 0]
+wrong = [i for i in group if adv[i] < 0]
+k = len(right)
+print(f"k = {k} right of {group_size}: {k} x {adv[right[0]]:+.3f} + {len(wrong)} x {adv[wrong[0]]:+.3f} = "
+      f"{adv[list(group)].sum():+.1e}")
+pushes = []
+for t in range(1, length + 1):
+    m = sum(shared_prefix(view, lowest, j) >= t for j in wrong)
+    pushes.append(adv[right].sum().item() + m * adv[wrong[0]].item())
+print("net on-policy push on each prefix of it (sum of A over the responses sharing it), tokens 1.." + str(length) + ":")
+print("  " + " ".join(f"{p:+.2f}" for p in pushes))
+print(f"smallest: {min(pushes):+.3f}; the formula k/8 (8 - k - m) never goes below 0")
+clip_phi = view["per_response"]["seq_clip"]                                   # [N] the clip's coefficient after the steps
+late = [sum(clip_phi[i].item() * adv[i].item() for i in group if shared_prefix(view, lowest, i) >= t) for t in range(1, length + 1)]
+print(f"the same sum with the sequence clip's coefficients after the 8 steps (phi A): smallest {min(late):+.3f}")
 
 # %% [markdown]
-# *Takeaway:* on a language model the starved responses are ordinary correct answers whose
-# probability fell while the batch was reused; the sequence clip scales their gradient by
+# So, on-policy, nothing in its group pushes the shared prefix down. But the batch is reused and
+# the parameters are shared with every other group, so the test is empirical: where along the
+# response did $\log\pi-\log\mu$ fall? Below, the per-token log-ratio $d_t=\log\pi(y_t|y_{<t})-\log\mu(y_t|y_{<t})$
+# along the lowest positive (red; $\log w=\sum_td_t$), and, as the control, along each wrong
+# answer of its group (blue) up to where it leaves the right answer's prefix (a dot marks each
+# divergence) and after. On a shared prefix a wrong answer's $d_t$ equals the right one's (same
+# tokens, same context), so the curves coincide there by construction; the question is whether
+# the right answer's fall sits on those shared tokens.
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(13, 4.4), sharey=True)
+for ax, (lr, v) in zip(axes, views.items()):
+    low = lowest_positive(v)
+    d = (v["logp"] - v["old_logp"])                                                 # [N, C] per-token log-ratio
+    for j in (j for j in group_of(low) if v["adv"][j] < 0):
+        n = int(v["mask"][j].sum())
+        same = shared_prefix(v, low, j)
+        ax.plot(range(1, n + 1), d[j, :n], color="tab:blue", alpha=0.5, lw=1)
+        if same < n:
+            ax.plot(same + 1, d[j, same], "o", color="tab:blue", ms=5)
+    n = int(v["mask"][low].sum())
+    ax.plot(range(1, n + 1), d[low, :n], color="tab:red", lw=2.2, label=f"lowest positive (w {v['log_w'][low].exp():.3g})")
+    ax.plot([], [], color="tab:blue", label="wrong answers of its group (dot: where each diverges)")
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set(xlabel="token position", title=f"lr {lr:g}: {problem(v['prompts'][low])}")
+    ax.legend(loc="lower left")
+axes[0].set_ylabel("d_t = log π − log μ of the token")
+fig.tight_layout()
+show_figure(fig)
+
+
+def prefix_split(v, i):
+    """(tokens of response i, how many of them some wrong answer of its group shares, log w on them, log w on the rest)."""
+    same = max([shared_prefix(v, i, j) for j in group_of(i) if v["adv"][j] < 0] or [0])
+    d = (v["logp"][i] - v["old_logp"][i])[v["mask"][i]]
+    return len(d), same, d[:same].sum().item(), d[same:].sum().item()
+
+
+for lr, v in views.items():
+    low = lowest_positive(v)
+    n, same, on_shared, on_rest = prefix_split(v, low)
+    print(f"lr {lr:g}, lowest positive: {same} of its {n} tokens are shared with a wrong answer; log w {on_shared + on_rest:+.2f} = "
+          f"{on_shared:+.2f} on them + {on_rest:+.2f} on the rest")
+    starved = [i for i in range(len(v["adv"])) if v["adv"][i] > 0 and v["log_w"][i] < math.log(0.8)
+               and i == next(j for j in group_of(i) if v["completions"][j] == v["completions"][i])]   # one per answer
+    if starved:
+        parts = torch.tensor([prefix_split(v, i) for i in starved])                      # [S, 4], one per distinct answer
+        print(f"  every starved positive ({len(starved)} distinct answers): shared tokens are {parts[:, 1].sum() / parts[:, 0].sum():.0%} "
+              f"of their tokens and carry {parts[:, 2].sum() / (parts[:, 2] + parts[:, 3]).sum():.0%} of their total log w")
+    else:
+        print("  no positive below w = 0.8 at this rate")
+    for text in dict.fromkeys(v["completions"][j] for j in group_of(low) if v["adv"][j] < 0):
+        j = next(j for j in group_of(low) if v["completions"][j] == text)
+        d = (v["logp"][j] - v["old_logp"][j])[v["mask"][j]]
+        same = shared_prefix(v, low, j)
+        print(f"  wrong answer row {j}: {same} tokens shared with it, log w {d.sum():+.2f} = {d[:same].sum():+.2f} on "
+              f"them + {d[same:].sum():+.2f} after it diverges")
+
+# %% [markdown]
+# What the test shows, at the stress rate (right panel and the printout). The right answer's
+# fall sits on a few of the tokens it shares with wrong answers of its group: over every starved
+# positive, those shared tokens carry nearly all of the fall in $\log w$, more than their share
+# of the tokens, and the tokens after the last divergence carry almost none. The wrong answers fall
+# further once they diverge, on their own wrong digits. So the prefix did go down, as the story
+# says, but not for its reason: the group's own net push on those tokens is never negative,
+# on-policy (the arithmetic above) or with the clip's coefficients after the steps (which give
+# the wrong answers below $w=0.8$ nothing). What lowered the shared tokens came from outside
+# the group, through weights every prompt shares, with steps whose length Adam sets (notebook
+# 03 §2 separates the two on the toy; this batch cannot). At the selected rate (left) the
+# lowest positive's $d_t$ stay near 0 and there is nothing to explain.
+#
+# ### Reading the coefficients of the lowest positive
+#
+# Each method's number in the first table, taken apart for the lowest positive at each rate:
+
+# %%
+eps_low, eps_high = METHOD_TABLE["grpo"][2]                                  # GRPO's clip range, also the sequence clip's
+gspo_eps_high = METHOD_TABLE["gspo"][2][1]
+for lr, v in views.items():
+    low = lowest_positive(v)
+    n = int(v["mask"][low].sum())
+    r = (v["logp"][low] - v["old_logp"][low])[v["mask"][low]].exp()                # [n] token ratios
+    grpo_by_hand = torch.where(r > 1 + eps_high, torch.zeros_like(r), r).mean()
+    gspo_ratio = v["log_w"][low].div(n).exp()                                     # w^(1/|y|)
+    print(f"lr {lr:g}, row {low}, {n} tokens, w {v['log_w'][low].exp():.3g}:")
+    print(f"  sequence clip (A > 0): w where w <= {1 + eps_high:g}, 0 above: {v['per_response']['seq_clip'][low]:.3g}")
+    print(f"  GRPO (token clip, A > 0): zeroes the {int((r > 1 + eps_high).sum())} tokens with r_t > {1 + eps_high:g}, keeps r_t on the "
+          f"other {int((r <= 1 + eps_high).sum())}, {int((r < 1 - eps_low).sum())} of them below {1 - eps_low:g}; mean {grpo_by_hand:.3f} "
+          f"(kernel {v['per_response']['grpo'][low]:.3f})")
+    change = (f"the tokens fell by a factor {1 / gspo_ratio:.3f} each on average" if gspo_ratio < 1 else
+              f"the tokens rose by a factor {gspo_ratio:.4f} each on average")
+    print(f"  GSPO: its length-normalised ratio s = w^(1/{n}) = {gspo_ratio:.4f}, the geometric mean of the token ratios: "
+          f"{change}; it gives s where s <= 1 + {gspo_eps_high:g}, 0 above: {v['per_response']['gspo'][low]:.3f}")
+    print(f"  ReSPO: phi_+ = exp(-lambda_+ (w - 1)) = {v['per_response']['respo'][low]:.3f}, at most e^lambda_+ = "
+          f"{math.exp(LossConfig().lambda_pos):.3f} as w -> 0")
+
+# %% [markdown]
+# Read them against the first table. The sequence clip gives a positive its $w$ up to $1+\epsilon$
+# and 0 above. GRPO's token clip, for $A>0$, zeroes only the tokens whose ratio *rose* above
+# $1+\epsilon$ and keeps $r_t$ on every other token, including those whose ratio fell below
+# $1-\epsilon$ (the printout counts both); the stress rate's lowest positive lost its $w$ on a
+# few tokens and keeps $r_t\approx1$ on the rest, so GRPO keeps most of its gradient. GSPO's
+# value is its length-normalised ratio $s=w^{1/|y|}$, the geometric mean of the token ratios:
+# $s<1$ says the tokens' probabilities fell by a factor $1/s$ each *on average* (here the fall
+# sits on a few tokens, so the average hides it), and $w=s^{|y|}$; above
+# $1+\epsilon_{\rm high}$, which is tiny for GSPO, it gives 0, as it does to the selected
+# rate's lowest positive, whose tokens rose. ReSPO's positive
+# branch gives slightly more than 1 below $w=1$, its maximum $e^{\lambda_+}$ reached as $w\to0$.
+#
+# *Takeaway:* at the rate the study selected, one batch's reuse leaves the correct answers near
+# $w=1$, and the kernels barely differ on it; at the stress rate the long correct answers fall,
+# on the tokens they share with wrong answers, and the sequence clip scales their gradient by
 # that fallen weight.
 #
 # ## 3. The committed runs
 #
 # `experiments/run.py` trained both tiny models (dense, and MoE with 8 experts top-2) from
-# the same converged warm start with RL on `reverse`: 12 rollout batches of 16 prompts × 8
-# samples per run, five methods at the learning rate each scored best on two selection seeds,
-# eight evaluation seeds, under heavy reuse ($R=8$) and under reuse with stale rollouts
-# ($R=4$, sampled by the policy of two batches earlier: `--lag 2`). The whole evaluation ran
-# twice, on the machine's default (AVX-512) kernels and on its AVX2 kernels, because float
-# rounding decides which seeds learn; its per-run records are committed in
-# `experiments/results/default/records.json` and `experiments/results/avx2/records.json` and
-# read back here. `RESULTS.md` gives the commands.
+# the same converged warm start with RL on `reverse`, five methods at the learning rate each
+# scored best on two selection seeds, under heavy reuse and under reuse with stale rollouts.
+# **What `--lag K` means:** each rollout batch is sampled by the policy of $K$ batches earlier
+# (`trainer.LaggedPolicy` keeps those weights), and $\log\mu$ is that old policy's. So at the
+# first of the $R$ steps on a batch $w=\pi_{\rm now}/\mu_{\rm lag}$ is already not 1: it carries
+# the $K$ batches of updates since the sample (staleness), and the $R$ steps on the batch add
+# their own drift on top (reuse); $w$ folds both. Notebook 03 §6 shows it on the toy. The
+# whole evaluation ran twice, on two CPU settings, because float rounding decides which seeds
+# learn; the per-run records are committed and read back here (`RESULTS.md` gives the commands).
+# The protocol, from the records:
 
 # %%
-records = {setting: json.load(open(ROOT / f"experiments/results/{setting}/records.json"))
-           for setting in ("default", "avx2")}
+records = figures.llm("selected")
+stress = figures.llm("stress")
 models = list(dict.fromkeys(r["model"] for r in records["default"]))
+for model_name in models:
+    runs = [r for r in records["default"] if r["model"] == model_name]
+    cells = sorted({(r["reuse"], r["lag"]) for r in runs})
+    print(f"{model_name}: {len(runs)} runs per setting; cells " + ", ".join(f"R = {R}" + (f" with --lag {K}" if K else "")
+                                                                          for R, K in cells)
+          + f"; {len({r['seed'] for r in runs})} seeds; {len(runs[0]['reward_curve'])} rollout batches a run; lrs "
+          + ", ".join(f"{m} {lr:g}" for m, lr in sorted({(r['method'], r['lr']) for r in runs})))
+
+# %% [markdown]
+# Training reward per rollout batch, mean and 95% band over seeds; ReSPO (thick) in every
+# panel, against the sequence-level baselines (top row) and the token-level or
+# length-normalised ones (bottom row), so no panel holds more than three bands:
+
+# %%
+PANELS = (("respo", "seq_clip", "vespo"), ("respo", "grpo", "gspo"))
+COLOURS = {"respo": "tab:red", "seq_clip": "tab:blue", "vespo": "tab:brown", "grpo": "tab:green", "gspo": "tab:orange"}
 
 
-def show_png(plot, runs, **kwargs):
-    """Draw with nano_respo.lab.report and show the 256-colour PNG it writes (keeps the notebook small)."""
-    png = io.BytesIO()
-    plot(runs, png, **kwargs)
-    display(Image(png.getvalue()))
+def cell_name(reuse, lag):
+    return f"R = {reuse}" + (f", lag {lag}" if lag else "")
+
+
+def reward_panels(columns, title):
+    """columns: {column title: records}; one column per entry, a row per PANELS group."""
+    fig, axes = plt.subplots(len(PANELS), len(columns), figsize=(4.6 * len(columns), 7), sharey=True, squeeze=False)
+    for col, (name, runs) in enumerate(columns.items()):
+        for row, methods_here in enumerate(PANELS):
+            ax = axes[row][col]
+            for method in methods_here:
+                curves = [r["reward_curve"] for r in runs if r["method"] == method]
+                if not curves:
+                    continue
+                stats = [mean_ci(list(batch)) for batch in zip(*curves)]
+                mean = torch.tensor([m for m, _ in stats])
+                half = torch.tensor([h for _, h in stats])
+                x = range(1, len(mean) + 1)
+                ax.plot(x, mean, color=COLOURS[method], lw=2.6 if method == "respo" else 1.5,
+                        label=f"{method} (lr {runs[[r['method'] for r in runs].index(method)]['lr']:g})")
+                ax.fill_between(x, mean - half, mean + half, color=COLOURS[method], alpha=0.15)
+            ax.set_title(name)
+            ax.legend(loc="lower left")
+            if row == len(PANELS) - 1:
+                ax.set_xlabel("rollout batch")
+    for row in axes:
+        row[0].set_ylabel("training reward")
+    fig.suptitle(title)
+    fig.tight_layout()
+    show_figure(fig)
 
 
 for model_name in models:
     runs = [r for r in records["default"] if r["model"] == model_name]
-    print(f"{model_name}: {len(runs)} runs (default kernels), methods {', '.join(sorted({r['method'] for r in runs}))}")
-    show_png(plot_rewards, runs, title=f"{model_name}, default kernels")
+    reward_panels({cell_name(*cell): [r for r in runs if (r["reuse"], r["lag"]) == cell]
+                   for cell in sorted({(r["reuse"], r["lag"]) for r in runs})}, f"{model_name}, default kernels")
 
 # %% [markdown]
-# Outcomes on the default kernels (mean ± 95% interval over 8 seeds; held-out is pass@1 on
-# 64 held-out problems, 4 samples each), then ReSPO minus each baseline on the same seeds,
-# side by side for the two kernel settings: a difference counts only where both columns are
-# bold on the same side.
+# Outcomes on the default kernels (mean ± 95% interval over the seeds; held-out is pass@1 on
+# held-out problems), then ReSPO minus each baseline on the same seeds, side by side for the
+# two kernel settings: a difference counts only where both columns are bold on the same side.
 
 # %%
 for model_name in models:
@@ -216,45 +489,76 @@ for model_name in models:
     display(Markdown("\n\n".join(parts)))
 
 # %% [markdown]
-# Does the starvation appear during those runs? Averaged over the off-policy steps: the
-# share of positives with $w<0.8$, their share of the positives' coefficient mass, and the
-# mean $\phi$ one of them receives (dotted: 1, its on-policy weight); the table adds how long
+# Does the starvation appear during those runs? Averaged over the off-policy steps: the share
+# of positives with $w<0.8$, their share of the positives' coefficient mass, and the mean
+# $\phi$ one of them receives (dotted: 1, its on-policy weight). Every bar carries its value; a
+# cell with no positive below 0.8 says "none" instead of a coefficient. The table adds how long
 # the starved positives are against all positives.
 
 # %%
+def low_w_panels(columns, title):
+    """Per column (a cell's records): the low-w share and phi mass (top), the phi a low-w positive gets (bottom)."""
+    fig, axes = plt.subplots(2, len(columns), figsize=(4.6 * len(columns), 6.4), sharey="row", squeeze=False)
+    for col, (name, runs) in enumerate(columns.items()):
+        here = [m for m in methods if any(r["method"] == m for r in runs)]
+        x = torch.arange(len(here)).float()
+
+        def mean_of(key):
+            return [mean_ci([r[key] for r in runs if r["method"] == m])[0] for m in here]
+
+        top, bottom = axes[0][col], axes[1][col]
+        for shift, key, label in ((-0.2, "low_w_pos_frac", "share of positives with w < 0.8"),
+                                  (0.2, "low_w_pos_phi_mass", "their share of the positives' φ mass")):
+            values = mean_of(key)
+            bars = top.bar(x + shift, values, 0.4, label=label, edgecolor="0.3", lw=0.5)
+            top.bar_label(bars, labels=[f"{v:.1%}" for v in values], fontsize=7, padding=1, rotation=90)
+        phi = mean_of("phi_low_w_pos")
+        bars = bottom.bar(x, [0 if math.isnan(p) else p for p in phi], 0.6, color="tab:green", edgecolor="0.3", lw=0.5)
+        bottom.bar_label(bars, labels=["none" if math.isnan(p) else f"{p:.2f}" for p in phi], fontsize=8, padding=1)
+        bottom.axhline(1.0, color="k", ls=":", lw=1)
+        top.set_title(name)
+        top.margins(y=0.3)
+        bottom.margins(y=0.15)
+        top.set_xticks(x.tolist(), [])
+        top.yaxis.set_major_formatter(PercentFormatter(1))
+        bottom.set_xticks(x.tolist(), here, rotation=30)
+    axes[0][0].set_ylabel("share")
+    axes[1][0].set_ylabel("mean φ of one\nlow-w positive")
+    axes[0][0].legend(loc="upper left")
+    fig.suptitle(title)
+    fig.tight_layout()
+    show_figure(fig)
+
+
 for model_name in models:
     runs = [r for r in records["default"] if r["model"] == model_name]
-    display(Markdown(f"### {model_name}"))
-    show_png(plot_low_w, runs)
+    low_w_panels({cell_name(*cell): [r for r in runs if (r["reuse"], r["lag"]) == cell]
+                  for cell in sorted({(r["reuse"], r["lag"]) for r in runs})}, f"{model_name}, default kernels")
     display(Markdown(diagnostics_table(runs)))
 
 # %% [markdown]
-# The selected learning rates keep the policy close to the sampler: at most 2% of positives
-# fall below $w=0.8$. The stress cell runs every method at 3e-4 (reuse 8, dense), where the
-# policy moves fast; both kernel settings side by side.
+# At the selected learning rates few positives fall below $w=0.8$ (the range over every cell,
+# model and setting is printed below). The stress cell runs every method at the stress rate
+# (reuse 8, dense), where the policy moves fast; both kernel settings side by side.
 
 # %%
-stress = {setting: json.load(open(ROOT / f"experiments/results/{setting}/lr3e-4.json")) for setting in ("default", "avx2")}
-for setting, runs in stress.items():
-    show_png(plot_rewards, runs, title=f"tiny-qwen3, every method at lr 3e-4, {setting} kernels")
+print(f"share of positives below w = 0.8, seed means per cell: selected lrs {figures.value('llm_low_w_share_selected')}, "
+      f"stress cell {figures.value('llm_low_w_share_stress')} (experiments/figures.py)")
+reward_panels({f"{setting} kernels": runs for setting, runs in stress.items()},
+              f"tiny-qwen3, every method at lr {stress_lr:g}, R = 8")
+low_w_panels({f"{setting} kernels": runs for setting, runs in stress.items()}, f"the stress cell, lr {stress_lr:g}")
 parts = [outcome_table(stress["default"], 0.1)]
 for key, name in (("full_auc", "full AUC"), ("heldout_reward", "held-out pass@1")):
     parts += [f"**{name}**, ReSPO minus baseline", paired_across(stress, key)]
 display(Markdown("\n\n".join(parts + [diagnostics_table(stress["default"])])))
 
 # %% [markdown]
-# ## The main finding, in words
+# ## 4. The main finding, in words
 #
 # Every figure below is computed from the committed records by `experiments/figures.py`, the
 # same code that checks the numbers quoted in README.md and RESULTS.md.
 
 # %%
-import importlib.util  # noqa: E402
-import sys  # noqa: E402
-
-spec = importlib.util.spec_from_file_location("figures", ROOT / "experiments" / "figures.py")
-figures = sys.modules["figures"] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
-spec.loader.exec_module(figures)
 for name in ("llm_low_w_share_selected", "llm_selected_gains", "llm_selected_gain_baselines",
              "llm_low_w_share_stress", "llm_len_low_w_stress", "llm_len_pos_stress", "llm_phi_low_w_stress_seq_clip",
              "llm_phi_low_w_stress_respo", "llm_stress_full_auc_beaten", "llm_stress_gspo_carried",
@@ -263,18 +567,75 @@ for name in ("llm_low_w_share_selected", "llm_selected_gains", "llm_selected_gai
 
 # %% [markdown]
 # Read them in order. At the learning rates each method scored best on selection seeds, few
-# positives sit in the low-$w$ tail and the only differences that hold on both settings are
-# small ones against the baselines printed (whose learning rates were tuned apart, so recipes,
-# not kernels). With every method at 3e-4 the tail fills; the positives in it are longer than
-# the average positive, which any drift predicts (long responses fill both tails of $\log w$,
-# and this study did not record the high-$w$ lengths), the sequence clip gives them its own
-# small $w$ and ReSPO slightly above 1, and ReSPO's whole-curve reward is above the baselines
-# printed but not above GSPO's. The sequence clip's stuck runs do not travel between the two
-# settings, and early AUC includes a first batch identical for every method, so no
-# early-optimisation claim is resolved. These runs neither confirm nor refute the paper's
-# claims (RESULTS.md gives the verdict per claim).
+# positives sit in the low-$w$ tail (§2's finding line counts them in its batches) and the
+# only differences that hold on both settings are small ones against the baselines printed
+# (whose learning rates were tuned apart, so recipes, not kernels). With every method at the
+# stress rate the tail fills; the positives in it are longer than the average positive, which
+# any drift predicts (long responses fill both tails of $\log w$, and this study did not record
+# the high-$w$ lengths), the sequence clip gives them its own small $w$ and ReSPO slightly
+# above 1, and ReSPO's whole-curve reward is above the baselines printed but not above GSPO's.
+# The sequence clip's stuck runs do not travel between the two settings, and early AUC
+# includes a first batch identical for every method, so no early-optimisation claim is
+# resolved. These runs neither confirm nor refute the paper's claims (RESULTS.md gives the
+# verdict per claim).
 #
 # *Takeaway:* read the coefficient tables, not only the curves: the kernel does what the
-# derivation says on every batch; whether that moves the score depends on how many
-# responses sit in the tails, which grows with the learning rate, the reuse and the length
-# of the responses.
+# derivation says on every batch; whether that moves the score depends on how many responses
+# sit in the tails, which grows with the learning rate, the reuse and the length of the
+# responses.
+#
+# ## 5. Exercises
+#
+# **Exercise 1: find and read a high-$w$ negative.** In §2's last batch at the stress rate,
+# which row is the wrong answer (negative advantage) with the largest $w$? Find it from
+# `views[stress_lr]` (its `adv`, `log_w`), put its row index below and run the check; then
+# print its prompt and response, compare the response with the right answer, and read what
+# each method gives it (the table function `show` takes a view and rows).
+
+# %%
+my_high_w_negative = None  # your answer: a row index of views[stress_lr]
+checks.check_high_w_negative(my_high_w_negative, views[stress_lr]["log_w"], views[stress_lr]["adv"])
+
+# %% [markdown]
+# **Exercise 2: a coefficient by hand.** Write the coefficient the sequence clip and ReSPO give
+# one response of the batch, from its token log-probs under $\pi$ and $\mu$, its mask and its
+# advantage, without calling the kernel. The check runs your function on responses of the
+# batch (and on copies shifted to other weights) and compares it with `kernel.coefficients`.
+
+# %%
+def my_coefficient(logp, old_logp, mask, advantage, method):
+    """phi of one response: logp, old_logp [C] token log-probs under pi and mu, mask [C] bool, advantage a float,
+    method "seq_clip" or "respo" (at LossConfig()'s defaults). Returns a float."""
+    return None  # your code
+
+
+v = views[stress_lr]
+checks.check_coefficient_by_hand(my_coefficient, v["logp"], v["old_logp"], v["mask"], v["adv"])
+
+# %% [markdown]
+# ## 6. Quick questions
+#
+# 1. §2's batches starved far fewer positives at the selected rate than at the stress rate.
+#    Why does a few-times larger step do that, and why do the long answers go first?
+#    <details><summary>Answer</summary>Each update moves every token's log-prob by an amount that
+#    grows with the step; $\log w=\sum_td_t$ adds those moves over the response, so the spread of
+#    $\log w$ grows with the step and with the length, and long responses reach both tails first
+#    (§2's scatter).</details>
+# 2. A group has $k$ right answers of 8 and the wrong ones share the right answer's first
+#    digits. On-policy, does pushing the wrong ones down push that prefix down?
+#    <details><summary>Answer</summary>No: the net push on a shared prefix is the sum of $A$ over
+#    the responses sharing it, $\tfrac k8(8-k-m)\ge0$ with $m$ the wrong answers sharing it; it
+#    is zero only where every wrong answer shares it (§2's printout). Off-policy the shared
+#    parameters can still move it, which is why §2 measures where $d_t$ fell.</details>
+# 3. Which tokens of a correct answer does GRPO's token clip zero, and which does it keep?
+#    <details><summary>Answer</summary>For $A>0$ the clip is active where $r_t>1+\epsilon$: those
+#    tokens get 0. A token whose ratio fell keeps its $r_t$ (the min picks the unclipped term), so
+#    a starved correct answer keeps most of its gradient under GRPO (§2's breakdown).</details>
+# 4. GSPO gives a 30-token correct answer the value $s$. What did its tokens do?
+#    <details><summary>Answer</summary>$s=w^{1/|y|}$ is the geometric mean of the token ratios:
+#    each token's probability changed by a factor $s$ on average, a fall by $1/s$ if $s<1$. A
+#    value that looks like "about half" is a large per-token fall, and $w=s^{30}$ (§2).</details>
+# 5. What does `--lag 2` change about $w$ at the first optimizer step on a batch?
+#    <details><summary>Answer</summary>The batch was sampled by the policy of two batches
+#    earlier, so $\log\mu$ is that policy's and $w=\pi_{\rm now}/\mu$ is not 1 even before any
+#    step on it; the reuse steps then add their drift: $w$ folds staleness and reuse (§3).</details>

@@ -350,3 +350,64 @@ def check_starved_prediction(prediction, log_w_after_one_step: torch.Tensor, pos
             "count came from that step's length: how does the length scale with lr, and how far below log 0.8 "
             "did §2's starved positives sit after one step at lr 0.01?")
     return verdict(ok, "the number of positives below w = 0.8 after one clip step at the smaller lr", hint)
+
+
+# =========================================================================================
+# Notebook 04's exercises (§5): read the rollout batch. Graded against the batch itself and
+# against kernel.coefficients; a wrong answer gets a hint, never the answer.
+# =========================================================================================
+
+def check_high_w_negative(row, log_w: torch.Tensor, advantages: torch.Tensor) -> bool:
+    """row: the index of a negative (A < 0) whose w is the largest among the negatives (copies tie)."""
+    negative = advantages < 0
+    is_index = isinstance(row, int) and not isinstance(row, bool) and 0 <= row < len(log_w)
+    if not is_index:
+        hint = f"answer with a row index, a whole number from 0 to {len(log_w) - 1}."
+    elif not negative[row]:
+        hint = "that row's advantage is not negative: a wrong answer is a row with A < 0."
+    else:
+        hint = ("that row is a wrong answer, but another wrong answer has a larger w: compare log w over "
+                "the rows with A < 0 only (torch.where or a boolean mask, then argmax).")
+    ok = is_index and bool(negative[row]) and bool(log_w[row] >= log_w[negative].max() - 1e-9)
+    return verdict(ok, "the wrong answer with the largest w in the batch", hint)
+
+
+def coefficient_rows(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor):
+    """The responses the coefficient check grades on: the batch's lowest- and highest-w positive and negative,
+    and copies of each shifted to sequence weights on both sides of the clip band (logp, old_logp, mask, adv)."""
+    log_w = kernel.sequence_log_weight(logp, old_logp, mask)                     # [N]
+    picks = []
+    for sign in (advantages > 0, advantages < 0):
+        if sign.any():
+            masked = torch.where(sign, log_w, torch.full_like(log_w, math.nan))
+            picks += [int(masked.nan_to_num(math.inf).argmin()), int(masked.nan_to_num(-math.inf).argmax())]
+    rows = [(logp[i], old_logp[i], mask[i], advantages[i]) for i in picks]
+    for i in picks:
+        length = int(mask[i].sum())
+        for target in (0.5, 0.9, 1.1, 1.5):                                       # w of the shifted copy
+            shift = (math.log(target) - log_w[i].item()) / length                 # the same change on every token
+            rows.append((logp[i] + shift * mask[i], old_logp[i], mask[i], advantages[i]))
+    return rows
+
+
+def check_coefficient_by_hand(coefficient, logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor,
+                              advantages: torch.Tensor) -> bool:
+    """coefficient(logp [C], old_logp [C], mask [C], advantage, method) must equal kernel.coefficients' phi."""
+    ok = True
+    for method in ("seq_clip", "respo"):
+        for lp, old, m, a in coefficient_rows(logp, old_logp, mask, advantages):
+            phi, _ = kernel.coefficients(lp[None], old[None], a[None], m[None], LossConfig(method=method))
+            answer = attempt(coefficient, lp.clone(), old.clone(), m.clone(), a.item(), method)
+            try:
+                ok &= math.isclose(float(answer), phi[0, 0].item(), rel_tol=1e-4, abs_tol=1e-9)  # float32 sums
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                break
+        if not ok:
+            break
+    return verdict(ok, "the sequence clip's and ReSPO's coefficient of one response, by hand",
+                   "log w is a sum of token log-ratios over the response's own tokens only (the mask); the sign "
+                   "of the advantage picks the branch; the clip table (notebook 01 §1) says where the sequence "
+                   "clip keeps w and where it gives 0, and LossConfig() holds ReSPO's (alpha, lambda) of each "
+                   "sign (docs/math.md §3).")
