@@ -1,15 +1,13 @@
 """Notebook 03's exercise checks accept the right answer and reject wrong ones, with a hint that holds no answer."""
 
-import importlib.util
 import math
 from pathlib import Path
 
 import torch
 
+from test_exercises import checks  # notebooks/checks.py, loaded with the course module it imports
+
 ROOT = Path(__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("checks", ROOT / "notebooks" / "checks.py")
-checks = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(checks)
 
 SELECTION = ROOT / "toy" / "results" / "selection"
 METHODS = ("seq_clip", "grpo", "gspo", "cispo", "vespo", "respo")
