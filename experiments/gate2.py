@@ -45,6 +45,8 @@ class Gate2Config:
     """train.py --lag; the second fallback is 8."""
     sft_task_size: int | None = None
     """train.py --sft-task-size, as gate 1 fixed it."""
+    sft_full_share: float | None = None
+    """train.py --sft-full-share, as gate 1 fixed it (amendment 1); None = train.py's default 0."""
     sft_steps: int = 1000
     """train.py --sft-steps."""
     model: str = "tiny-qwen3"
@@ -82,7 +84,8 @@ def experiment(cfg: Gate2Config) -> ExperimentConfig:
     return ExperimentConfig(models=[cfg.model], methods=["seq_clip"], settings=[f"{cfg.reuse}+lag{cfg.lag}"
                                                                                if cfg.lag else str(cfg.reuse)],
                             lrs=[f"seq_clip={cfg.lr}"], seeds=cfg.seeds, iterations=cfg.iterations, task="digit_sum",
-                            sft_task_size=cfg.sft_task_size, sft_steps=cfg.sft_steps, eval_every=cfg.iterations,
+                            sft_task_size=cfg.sft_task_size, sft_full_share=cfg.sft_full_share,
+                            sft_steps=cfg.sft_steps, eval_every=cfg.iterations,
                             eval_problems=12, workers=cfg.workers, out_dir=cfg.out_dir)
 
 

@@ -64,6 +64,8 @@ class ExperimentConfig:
     """train.py --task-size; None = the task's default."""
     sft_task_size: int | None = None
     """train.py --sft-task-size (digit_sum: the largest demonstrated target, fixed by gate 1); None = --task-size."""
+    sft_full_share: float | None = None
+    """train.py --sft-full-share (digit_sum, amendment 1: the share gate 1 fixed); None = train.py's default 0."""
     sft_steps: int | None = None
     """train.py --sft-steps; None = train.py's default."""
     eval_every: int = 12
@@ -126,7 +128,8 @@ def train_command(cfg: ExperimentConfig, model: str, method: str, reuse: int, la
                   resume: bool) -> list[str]:
     path = run_dir(cfg, model, method, reuse, lag, seed)
     lr = ["--lr", str(cfg.lr_of[method])] if method in cfg.lr_of else []
-    sizes = (("--task-size", cfg.task_size), ("--sft-task-size", cfg.sft_task_size), ("--sft-steps", cfg.sft_steps))
+    sizes = (("--task-size", cfg.task_size), ("--sft-task-size", cfg.sft_task_size),
+             ("--sft-full-share", cfg.sft_full_share), ("--sft-steps", cfg.sft_steps))
     task = [item for flag, value in sizes if value is not None for item in (flag, str(value))]
     return [sys.executable, str(ROOT / "train.py"), "--model", model, "--task", cfg.task, *task, "--method", method,
             "--reuse", str(reuse), "--epochs", str(cfg.epochs_at(reuse)), "--lag", str(lag), *lr, "--seed", str(seed),

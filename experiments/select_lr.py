@@ -68,6 +68,8 @@ class SelectConfig:
     """train.py --task-size; None = the task's default."""
     sft_task_size: int | None = None
     """train.py --sft-task-size; None = --task-size."""
+    sft_full_share: float | None = None
+    """train.py --sft-full-share; None = train.py's default 0."""
     sft_steps: int | None = None
     """train.py --sft-steps; None = train.py's default."""
     records: str | None = None
@@ -88,7 +90,7 @@ def grid_at(cfg: SelectConfig, lr: float) -> ExperimentConfig:
                             workers=cfg.workers,
                             out_dir=str(Path(cfg.out_dir) / f"lr{lr:g}"), lrs=[f"{m}={lr}" for m in cfg.methods],
                             task=cfg.task, task_size=cfg.task_size, sft_task_size=cfg.sft_task_size,
-                            sft_steps=cfg.sft_steps)
+                            sft_full_share=cfg.sft_full_share, sft_steps=cfg.sft_steps)
 
 
 def choose(records, methods, lr_grid) -> tuple[dict, str]:

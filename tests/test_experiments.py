@@ -58,6 +58,9 @@ def test_learning_rates_must_name_a_method_of_the_grid():
 SELECT = importlib.util.spec_from_file_location("experiments_select", Path(__file__).parents[1] / "experiments" / "select_lr.py")
 select = sys.modules["experiments_select"] = importlib.util.module_from_spec(SELECT)
 SELECT.loader.exec_module(select)
+GATE2 = importlib.util.spec_from_file_location("experiments_gate2", Path(__file__).parents[1] / "experiments" / "gate2.py")
+gate2 = sys.modules["experiments_gate2"] = importlib.util.module_from_spec(GATE2)
+GATE2.loader.exec_module(gate2)
 
 
 def test_selection_runs_every_method_at_each_learning_rate_and_picks_the_best_score():
@@ -84,10 +87,15 @@ def test_the_preregistered_lr_rule_skips_collapsed_learning_rates_and_breaks_nea
     assert best == {"respo": 1e-4} and "0.525 (1 of 2)" in table
     records[1]["skipped_steps"] = 1  # a skipped step is a collapse too
     assert select.choose_final(records, ["respo"], [1e-4, 3e-4, 1e-3])[0] == {"respo": 3e-4}
-    command = experiments.train_command(select.grid_at(select.SelectConfig(task="digit_sum", sft_task_size=24), 1e-3),
-                                        "tiny-qwen3", "respo", 1, 0, 900, resume=False)
+    selection = select.SelectConfig(task="digit_sum", sft_task_size=20, sft_full_share=0.02)
+    command = experiments.train_command(select.grid_at(selection, 1e-3), "tiny-qwen3", "respo", 1, 0, 900, resume=False)
     run_cfg = parse_config(TrainConfig, command[2:])
-    assert (run_cfg.task, run_cfg.sft_task_size, run_cfg.task_size) == ("digit_sum", 24, None)
+    assert (run_cfg.task, run_cfg.sft_task_size, run_cfg.sft_full_share, run_cfg.task_size) == ("digit_sum", 20, 0.02,
+                                                                                                   None)
+    gate2_cfg = parse_config(TrainConfig, experiments.train_command(
+        gate2.experiment(gate2.Gate2Config(lr=1e-4, sft_task_size=20, sft_full_share=0.02)), "tiny-qwen3", "seq_clip",
+        8, 0, 900, resume=False)[2:])
+    assert (gate2_cfg.sft_task_size, gate2_cfg.sft_full_share, gate2_cfg.reuse) == (20, 0.02, 8)
     with pytest.raises(ValueError, match="^rule:"):
         select.SelectConfig(rule="best")
 
