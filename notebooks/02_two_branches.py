@@ -56,7 +56,8 @@ for ax, xscale, xmax in zip(axes, ("log", "linear"), (1e2, 5.0)):
     ax.plot(w[keep], phi(log_w, False)[keep], color="tab:blue", lw=2, label="φ₋ (A < 0)")
     ax.plot([w_star], [peak], "o", color="tab:blue")
     ax.set(xscale=xscale, xlabel="w", ylim=(0, 2.2))
-axes[0].annotate(f"φ₊ → e^λ₊ = {math.exp(DEFAULT.lambda_pos):.2f} as w → 0: the most\na low-w positive gets (never below 1)",
+limit_label = f"φ₊ → e^λ₊ = {math.exp(DEFAULT.lambda_pos):.2f} as w → 0: the most\na low-w positive gets (never below 1)"
+axes[0].annotate(limit_label,
                  xy=(2e-3, 1.11), xytext=(2e-3, 1.6), fontsize=8, arrowprops=dict(arrowstyle="->"))
 axes[0].annotate("φ₋ → 0: over-generated\nnegatives are released", xy=(8, 0.02), xytext=(4, 0.6), fontsize=8,
                  arrowprops=dict(arrowstyle="->"))

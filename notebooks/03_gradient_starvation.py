@@ -662,10 +662,12 @@ for temperature in (1.0, 0.7, 1.3):
     first_step_view(f"{temperature:g}", batch, env.log_probs(AtTemperature(policy, temperature), batch).detach())
 cold = sequence_log_weight(env.log_probs(AtTemperature(policy, 0.7), batch).detach(), batch.old_logp, batch.mask)
 short = lengths <= lengths.median()
-likely = (batch.old_logp * batch.mask).sum(-1) / lengths > ((batch.old_logp * batch.mask).sum(-1) / lengths).median()
-print(f"at T = 0.7: mean |log w| {cold[short].abs().mean():.2f} over responses of at most {int(lengths.median())} tokens, "
-      f"{cold[~short].abs().mean():.2f} over the longer; share with w > 1: {(cold[likely] > 0).float().mean():.0%} "
-      f"of the responses made of likelier tokens (mean log mu above the median), {(cold[~likely] > 0).float().mean():.0%} of the rest")
+mean_token_logp = (batch.old_logp * batch.mask).sum(-1) / lengths                    # [B] mean log mu per token
+likely = mean_token_logp > mean_token_logp.median()
+print(f"at T = 0.7: mean |log w| {cold[short].abs().mean():.2f} over responses of at most {int(lengths.median())} "
+      f"tokens, {cold[~short].abs().mean():.2f} over the longer; share with w > 1: "
+      f"{(cold[likely] > 0).float().mean():.0%} of the responses made of likelier tokens (mean log mu above the "
+      f"median), {(cold[~likely] > 0).float().mean():.0%} of the rest")
 
 # %% [markdown]
 # At $T=1$ in both places $w=1$ exactly. At any other training temperature every response
@@ -847,5 +849,6 @@ checks.check_starved_prediction(my_starved, log_weights(one_step)[1], positive)
 #    of them get $w>1$, the rest $w<1$, and the clip cuts from step 1 (§8).</details>
 # 5. Why does raising $\lambda_+$ both help and hurt?
 #    <details><summary>Answer</summary>$\phi_+=e^{-\lambda_+(w-1)}$: above $w=1$ a larger
-#    $\lambda_+$ brakes an over-generated positive sooner; below $w=1$ it raises what a drifted-away positive gets, up to
+#    $\lambda_+$ brakes an over-generated positive sooner; below $w=1$ it raises what a drifted-away
+#    positive gets, up to
 #    $e^{\lambda_+}$, so drifted-away positives are up-weighted more (§9).</details>
