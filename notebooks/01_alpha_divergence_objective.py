@@ -25,7 +25,7 @@
 # | PPO's clipped surrogate $\min(rA,\mathrm{clip}(r,1\pm\epsilon)A)$ | §2: the clip as a coefficient table |
 # | KL divergence and f-divergences $D_f(\pi\|\mu)=\mathbb E_\mu[f(\pi/\mu)]$, $f$ convex, $f(1)=0$ | §4: Amari's α-divergence |
 # | Lagrange multipliers for a constrained minimum | §5: the variational proposal $Q^*$ |
-# | Adam (a per-weight step of about the learning rate, whatever the gradient's scale) | §0's picture: $R$ steps move $w$ even when the coefficients are small |
+# | Adam (a per-weight step of about the learning rate, whatever the gradient's scale) | §0's picture: $R$ steps move $w$ even when the coefficients are small; notebook 03 §2 and §7 (starvation after one step, stuck runs) |
 #
 # **Notation.** A prompt $x$, a response $y$, the behaviour policy $\mu$ that sampled it
 # (the policy when the rollouts were drawn), the current policy $\pi_\theta$, the sequence
@@ -39,8 +39,11 @@
 # step $\pi_\theta=\mu$ and every $w=1$; each step moves $\pi_\theta$, so every response's $w$
 # drifts, and by the last step each one sits in one cell of the clip table of §2. With
 # `--lag k` the sampler is the learner of $k$ iterations ago, so $w\ne1$ already at the first
-# step. The picture below is computed, not sketched: a group of 4 responses on the
-# 27-response space of §1, $R=8$ Adam steps of the ReSPO loss.
+# step. In `train.py` the $R$ steps are epochs × mini-batches of whole groups, the advantages
+# computed once for the batch (notebook 03 §1 writes the loop out). The picture below is
+# computed, not sketched: a group of 4 responses on the 27-response space of §1, $R=8$ Adam
+# steps of the ReSPO loss on the whole group; the stale sampler is a stand-in (the sampler's
+# parameters moved at random), not a trained older learner.
 
 # %%
 import math
@@ -64,27 +67,28 @@ reward = (space.seqs.sum(-1) >= 4).double()          # [N] the verifier: 1 when 
 
 
 def one_iteration(theta_sampler, theta_learner, picks, steps, lr=0.05, cfg=LossConfig(agg="seq-mean-token-sum")):
-    """R Adam steps of cfg's loss on one group sampled by theta_sampler; log w of each response per step."""
+    """R Adam steps of cfg's loss on one group sampled by theta_sampler: log w per step, A, the last step's weights."""
     token_logp_mu = space.token_log_probs(theta_sampler)[picks].detach()          # [G, 3] the sampler's log-probs
     adv = reward[picks] - reward[picks].mean()                                     # [G] group-centred
     theta = theta_learner.clone().requires_grad_(True)
     opt = torch.optim.Adam([theta], lr=lr)
     trace = []
     for _ in range(steps):
+        at_last_step = theta.detach().clone()
         logp = space.token_log_probs(theta)[picks]                                 # [G, 3]
         trace.append((logp - token_logp_mu).sum(-1).detach())                      # log w at this step
         loss, _ = policy_loss(logp, token_logp_mu, adv, torch.ones_like(logp, dtype=torch.bool), cfg)
         opt.zero_grad()
         loss.backward()
         opt.step()
-    return torch.stack(trace), adv                                                 # [R, G], [G]
+    return torch.stack(trace), adv, at_last_step                                   # [R, G], [G], [P]
 
 
 picks = torch.tensor([14, 13, 12, 10])               # 112 is correct; 111, 110 share its prefix, 101 does not
 R = 8
-fresh, adv4 = one_iteration(theta_mu, theta_mu, picks, R)
-theta_older = theta_mu - 0.5 * space.random_theta(g)  # the learner two iterations ago: the --lag sampler
-lagged, _ = one_iteration(theta_older, theta_mu, picks, R)
+fresh, adv4, theta_end = one_iteration(theta_mu, theta_mu, picks, R)
+theta_older = theta_mu - 0.5 * space.random_theta(g)  # a stand-in for an older learner: the --lag sampler
+lagged, _, _ = one_iteration(theta_older, theta_mu, picks, R)
 
 fig = plt.figure(figsize=(10, 3.6))
 ax0 = fig.add_axes([0.01, 0.05, 0.27, 0.9])
@@ -149,11 +153,8 @@ for i, y in enumerate(picks.tolist()):
 #
 # **Claim.** $\nabla J=\mathbb E_{\pi}[A\,\nabla\log\pi]=\mathbb E_{\mu}[w\,A\,\nabla\log\pi]$.
 # *Reason:* the first is $\nabla\pi=\pi\nabla\log\pi$; the second multiplies and divides each
-# term of $\sum_y\pi(y)A\nabla\log\pi$ by $\mu(y)$.
-#
-# So the importance weight $w$ is the *exact* correction, and under rollout reuse it is all
-# we have. Check it exactly on the 27-response space: a tabular autoregressive policy, $\pi$
-# a drifted copy of $\mu$, reward 1 when the tokens sum to at least 4.
+# term of $\sum_y\pi(y)A\nabla\log\pi$ by $\mu(y)$. So $w$ is the *exact* correction. Check it on
+# the 27-response space: a tabular autoregressive policy, $\pi$ a drifted copy of $\mu$.
 
 # %%
 theta = (theta_mu + 0.8 * space.random_theta(g)).requires_grad_(True)
@@ -260,11 +261,16 @@ plt.show()
 for d in drifts:
     print(f"δ = {d}: E_mu[w^2] = {second_moment[d][-1]:.3g} at L = 7; "
           f"E_mu[phi_+^2] = {phi_moment[d][0]:.3g}, E_mu[phi_-^2] = {phi_moment[d][1]:.3g} (ReSPO, defaults)")
+d_cfg = LossConfig()                                   # sup phi_+^2 = e^(2 lambda_+); sup phi_-^2 = its squared peak
+caps = (math.exp(2 * d_cfg.lambda_pos),
+        ((d_cfg.alpha_neg / d_cfg.lambda_neg) ** d_cfg.alpha_neg * math.exp(d_cfg.lambda_neg - d_cfg.alpha_neg)) ** 2)
+confirm("at every drift E_mu[phi_s^2] <= sup phi_s^2 (e^(2 lambda_+) and the squared peak of phi_-)",
+        max(0.0, max(m[k] - caps[k] for m in phi_moment.values() for k in (0, 1))), 1e-12)
 
 # %% [markdown]
 # The printout puts the two next to each other: the exact weight's second moment grows with
-# the drift, ReSPO's stays below the bound of its coefficient, $\max\phi^2$, at every drift
-# (the argument of §5 and docs/math.md §4.4).
+# the drift; ReSPO's positive one grows too, but cannot pass $\sup\phi_+^2=e^{2\lambda_+}$, and
+# neither branch passes its cap at any drift (the check; the argument of §5 and docs/math.md §4.4).
 #
 # **The objection, answered.** "$w\to0$ *is* the correct weight of a response the current
 # policy rarely writes, so why call it starvation?" Because of *which* cell the variance comes
@@ -305,15 +311,10 @@ confirm("E_mu[A_+ grad log pi] = -Z_+ grad KL(q_+ || pi): the flat branch fits m
         (by_flat_branch - by_kl).abs().max(), 1e-12)
 
 # %% [markdown]
-# So the question is not "exact or biased" but "which bias where": the clip (next section)
-# keeps the exact weight in the two cells where it hurts (the vanishing $w$ of a drifted
-# positive, the unbounded $w$ of an over-generated negative) and zeroes the two harmless
-# ones. ReSPO bounds the high-$w$ negatives (a variance cut) and gives low-$w$ positives a
-# weight near 1 (a change of target, towards $\mu$'s successes).
-#
 # *Takeaway:* the exact off-policy gradient weighs each response by $w$; its variance grows
 # like a product over tokens and lives in the high-$w$ cells; the baseline moves every
-# other method's gradient; and the choice of bias is the design.
+# other method's gradient. So the question is "which bias where": ReSPO bounds the high-$w$
+# negatives (a variance cut) and gives low-$w$ positives about 1 (a change of target).
 #
 # ## 2. The clipped surrogate as a coefficient table, and where it is biased
 #
@@ -399,7 +400,9 @@ print(f"A > 0 at w = {W[0]:.2f}: clip L(w) - L(1) = {surrogates['seq_clip', True
 # positive's $w\to0$: the clip's surrogate is $wA$, whose slope in $w$ stays $A$ but whose slope in
 # $\log w$, the one the gradient $\nabla\log\pi$ sees, is $wA\to0$; on the log axis the curve goes
 # flat at $-A$ (its value at the left edge is printed above), so pushing the response further
-# down costs the clip's objective almost nothing and nothing pulls it back. ReSPO's surrogate
+# down costs the clip's objective almost nothing and its own term barely pulls it back (what
+# brings such responses back in notebook 03 §2 is the rest of the batch, through shared
+# weights). ReSPO's surrogate
 # keeps a slope near 1 in $\log w$ and keeps falling (its value is printed beside the clip's).
 # Above the band the clip goes flat. Right: the clip's surrogate keeps a slope $w$ that grows
 # without bound above the band, ReSPO's bends back to flat.
@@ -429,7 +432,8 @@ for alpha in (0.0, 0.5, 2.0):
             (by_autograd - by_formula).abs().max(), 1e-12)
 
 # %% [markdown]
-# *Takeaway:* $\alpha$ is a dial between ignoring the weight (0) and using it exactly (1).
+# *Takeaway:* $\alpha$ is a dial between ignoring the weight (0) and using it exactly (1);
+# past 1 it sharpens $w$ (the negative branch's $\alpha_-=3$, §5).
 #
 # ## 4. The baseline is where the α-divergence enters $J_\alpha$
 #
@@ -505,11 +509,14 @@ plt.show()
 
 # %% [markdown]
 # Read the two panels with the printout. The α-divergence is non-negative at every α (left);
-# what changes sign is the factor $(1-\alpha)$ in front of it (right). For the positive branch's
-# $\alpha_+=0$ the baseline adds $b\,\mathrm{KL}(\mu\|\pi)$: a push away from $\mu$ in the
-# mass-covering direction. At the negative branch's $\alpha_-=3$ the same baseline subtracts
-# $2b\,D_3$, a pull back towards $\mu$ (the printed values are positive for the two $\alpha$ below 1
-# and negative for the two above).
+# what changes sign is the factor $(1-\alpha)$ in front of it (right; the printed values are
+# positive for the two $\alpha$ below 1 and negative for the two above). At $\alpha=0$ the baseline
+# adds $b\,\mathrm{KL}(\mu\|\pi)$. Read it carefully: rewarding $\mathrm{KL}(\mu\|\pi)$ rewards $\pi$ for
+# *leaving* the responses $\mu$ wrote (that divergence is large where $\pi$ drops $\mu$'s mass);
+# with the $r$ term the whole objective is $\mathbb E_\mu[(r-b)\log\pi]$ up to a constant: raise
+# $\mu$'s successes, lower its failures. At $\alpha=3$ the baseline subtracts $2b\,D_3$, a pull back
+# towards $\mu$. The closed form is for one $\alpha$ on every response; ReSPO picks its branch by
+# the sign of $A=r-b$, so its baseline term is a sum of per-branch pieces, not this formula.
 #
 # *Takeaway:* $\mathbb E_\mu[w^\alpha]$ is one minus a scaled α-divergence, and the divergence
 # enters $J_\alpha$ through the baseline, with a sign set by $1-\alpha$.
@@ -621,6 +628,9 @@ for alpha, lam in ((0.5, 0.0), (0.5, 1.0), (0.0, 0.1), (3.0, 0.0), (3.0, 2.0)):
             (torch.softmax(z.detach(), 0) - q_closed).abs().max(), 1e-6)
 print(f"KL(. || mu): pi {kl_from_mu(log_pi8.exp()):.3f}; "
       + ", ".join(f"Q*(α={a:g}, λ={lam:g}) {kl_from_mu(q):.3f}" for (a, lam), q in proposals.items()))
+beyond = kl_from_mu(proposals[(3.0, 2.0)]) - kl_from_mu(log_pi8.exp())
+print(f"KL(Q*(3, 2) || mu) - KL(pi || mu) = {beyond:+.3f}: the tilted negative proposal is "
+      f"{'farther from' if beyond > 0 else 'no farther from'} mu than pi is")
 family = [kl_from_mu(log_mu8.exp() * w8 ** a / (log_mu8.exp() * w8 ** a).sum()) for a in torch.linspace(0, 3, 31)]
 confirm("KL(Q_alpha || mu) increases with alpha along Q_alpha ~ mu w^alpha (lambda = 0)",
         max(0.0, -min(b - a for a, b in zip(family, family[1:]))), 1e-12)
@@ -650,10 +660,10 @@ print("w of each response:", " ".join(f"{v:.2f}" for v in w8.tolist()))
 # With $\alpha=0.5,\lambda=0$ (left), $Q^*$ sits between $\mu$ and $\pi$, and its distance from $\mu$
 # printed above is below $\pi$'s. The tilt $e^{-\lambda w}$ takes mass away from responses with a
 # large $w$ (middle). At $(3,0)$ the printed distance is far beyond $\pi$'s: the proposal
-# overshoots $\pi$. The tilt of $(3,2)$ (right) pulls it back (compare its printed distance
-# with $(3,0)$'s and with $\pi$'s), favours $w$ near $\alpha/\lambda$ and drops the low-$w$ responses. So "$Q$ sits between $\mu$ and $\pi$" holds for the
-# positive branch, not for the negative one: there, the reading that survives is the
-# coefficient's own shape (§7), a bump.
+# overshoots $\pi$. The tilt of $(3,2)$ (right) pulls it back towards $\pi$'s distance but, in
+# the difference printed, not inside it; it favours $w$ near $\alpha/\lambda$ and drops the low-$w$
+# responses. So "$Q$ sits between $\mu$ and $\pi$" holds for the positive branch, not for the
+# negative one: there, the reading that survives is the coefficient's own shape (§7), a bump.
 #
 # **Claim (the variance control, and what it is not).** $\lambda$ is the multiplier of a budget
 # $\mathbb E_Q[w]\le C$. That budget equals $1+\mathrm{Var}_\mu(w)$ only at $Q=\pi$ (since
@@ -687,11 +697,14 @@ confirm(f"E_mu[phi^2 A^2 |grad log pi|^2] <= max phi^2 E_mu[A^2 |grad log pi|^2]
 # clip's surrogate, and the check under its figure got PPO's objective back. So *having* a
 # surrogate is not special. What is specific to ReSPO's (docs/math.md §4.3):
 #
-# - **No flat pieces.** $\phi_\pm>0$ everywhere, so $\Phi_\pm$ is strictly increasing in $w$: every
-#   response with $A\ne0$ keeps a nonzero gradient at every $w$ (the clip's surrogate is flat on
-#   two cells, its zeros).
-# - **Each branch is the density ratio of a proposal** (§5), so $\Phi_\pm$ is the objective of
-#   one variational problem per sign.
+# - **No flat pieces, smooth tails.** $\phi_\pm>0$ everywhere, so $\Phi_\pm$ is strictly increasing
+#   in $w$ where the clip's surrogate is flat on two cells. That is not "every response keeps
+#   its gradient": $\phi_-$ fades to 0 in both tails by design (§7's table, the two ends of
+#   ReSPO's $\phi_-$ row), smoothly where the clip cuts. What no response loses is a positive's:
+#   at the defaults $\phi_+\ge1$ below $w=1$.
+# - **Each branch is the density ratio of a proposal** (§5): the gradient of
+#   $\mathbb E_\mu[A\,\Phi_\pm(w)]$ is the policy gradient averaged under that sign's $Q^*$, up to the
+#   constant the kernel drops.
 # - **Closed forms**, which the tests use as an independent check of the kernel. For ReSPO,
 #   $\Phi(w)=\int_1^w u^{\alpha-1}e^{-\lambda(u-1)}\,du$, and by the substitution $v=\lambda u$
 #   ($du=dv/\lambda$, $u^{\alpha-1}=v^{\alpha-1}\lambda^{1-\alpha}$):
@@ -743,8 +756,8 @@ Phi = torch.where(adv > 0, respo_surrogate(s, cfg.alpha_pos, cfg.lambda_pos),
 confirm("grad policy_loss = grad of -mean A Phi(w)", (g_loss - g_surrogate).abs().max(), 1e-12)
 
 # %% [markdown]
-# *Takeaway:* having a surrogate is what every coefficient has; ReSPO's is smooth, strictly
-# increasing on both branches, the objective of one proposal per sign, and in closed form.
+# *Takeaway:* every coefficient has a surrogate; ReSPO's is smooth, strictly increasing, the
+# gradient of one proposal per sign, and in closed form.
 #
 # ## 7. Why two branches, and why the defaults sit where they do
 #
@@ -773,9 +786,8 @@ confirm("grad policy_loss = grad of -mean A Phi(w)", (g_loss - g_surrogate).abs(
 # ($\sim e^3w^2$ as $w\to0$). Both are printed below from the kernel.
 #
 # **The defaults $(\alpha_+,\lambda_+,\alpha_-,\lambda_-)=(0,0.1,3,2)$** are the project's toy
-# evidence (`toy/RESULTS.md`): the best of the settings screened, not the paper's constants,
-# which the abstract does not give. In words to repeat: *positives keep a floor, negatives
-# get a bump: pushed hardest just above $w=1$, released far above and far below.*
+# evidence (`toy/RESULTS.md`): the best-scoring of the settings screened, not separated from
+# its flat-positive-branch neighbours, and not the paper's constants (the abstract gives none).
 
 # %%
 w_show = torch.tensor([1e-3, 0.1, 0.5, 2 / 3, 1.0, 2.0, 10.0], dtype=torch.float64)
@@ -784,12 +796,12 @@ rows = {"ReSPO phi_+": phi_curve("respo", w_show.log(), True), "ReSPO phi_-": ph
 print("w           " + "".join(f"{v:>8.3g}" for v in w_show.tolist()))
 for name, values in rows.items():
     print(f"{name:<12}" + "".join(f"{v:>8.3f}" for v in values.tolist()))
-floor = respo_coefficient(torch.tensor([-50.0], dtype=torch.float64), torch.tensor([True]))
+limit = respo_coefficient(torch.tensor([-50.0], dtype=torch.float64), torch.tensor([True]))
 dense = torch.linspace(-3, 3, 600001, dtype=torch.float64)
 below_one = dense < 0
 phi_pos_dense = respo_coefficient(dense, torch.ones_like(dense, dtype=torch.bool))
-confirm(f"the positive floor e^lambda_+ = {math.exp(c.lambda_pos):.3f} is the maximum of phi_+ on w < 1",
-        max((floor - math.exp(c.lambda_pos)).abs().max().item(),
+confirm(f"phi_+'s limit as w -> 0, e^lambda_+ = {math.exp(c.lambda_pos):.3f}, is its maximum on w < 1",
+        max((limit - math.exp(c.lambda_pos)).abs().max().item(),
             max(0.0, phi_pos_dense[below_one].max().item() - math.exp(c.lambda_pos))), 1e-12)
 phi_dense = respo_coefficient(dense, torch.zeros_like(dense, dtype=torch.bool))
 w_star = c.alpha_neg / c.lambda_neg
@@ -804,10 +816,8 @@ confirm("at the defaults ReSPO's negative branch is VESPO's",
         (phi_curve("vespo", dense, False) - phi_dense).abs().max(), 1e-12)
 
 # %% [markdown]
-# *Takeaway:* one kernel family, two settings: a floor for positives (nothing correct is
-# starved; the drifted are slightly up-weighted) and a bump for negatives (nothing wrong
-# dominates), the bump being VESPO's. Notebook 02 lets you move the four numbers and see
-# what each one does.
+# *Takeaway:* one kernel family, two settings: a floor of 1 for positives (the drifted slightly
+# up-weighted) and VESPO's bump for negatives. Notebook 02 moves the four numbers.
 #
 # ## 8. A worked example: one group, every method, one gradient
 #
@@ -819,19 +829,11 @@ confirm("at the defaults ReSPO's negative branch is VESPO's",
 # its cosine.
 
 # %%
-theta_end = theta_mu.clone()
-opt = torch.optim.Adam([theta_end.requires_grad_(True)], lr=0.05)   # replay §0's fresh iteration
 group_logp_mu = space.token_log_probs(theta_mu)[picks].detach()     # [4, 3]
-for _ in range(R - 1):
-    loss, _ = policy_loss(space.token_log_probs(theta_end)[picks], group_logp_mu, adv4,
-                          torch.ones(4, 3, dtype=torch.bool), LossConfig(agg="seq-mean-token-sum"))
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
 group_mask = torch.ones(4, 3, dtype=torch.bool)
-group_logp = space.token_log_probs(theta_end.detach())[picks]
+group_logp = space.token_log_probs(theta_end)[picks]                # the policy at §0's last step
 _, group_log_w = coefficients(group_logp, group_logp_mu, adv4, group_mask, LossConfig())
-confirm("the replay reaches §0's last-step weights", (group_log_w - fresh[-1]).abs().max(), 1e-9)
+confirm("the kernel's weights here are §0's last-step weights", (group_log_w - fresh[-1]).abs().max(), 1e-9)
 print("responses  " + "".join(f"{''.join(map(str, space.seqs[y].tolist())):>8}" for y in picks.tolist()))
 print("A          " + "".join(f"{a:>8.2f}" for a in adv4.tolist()))
 print("w          " + "".join(f"{v:>8.2f}" for v in group_log_w.exp().tolist()))
@@ -839,28 +841,26 @@ grads, group_phi = {}, {}
 for method in METHOD_TABLE:
     cfg = LossConfig(method=method, agg="seq-mean-token-sum")
     group_phi[method], _ = coefficients(group_logp, group_logp_mu, adv4, group_mask, cfg)      # [4, 3]
-    th = theta_end.detach().clone().requires_grad_(True)
+    th = theta_end.clone().requires_grad_(True)
     loss, _ = policy_loss(space.token_log_probs(th)[picks], group_logp_mu, adv4, group_mask, cfg, with_stats=False)
     (grads[method],) = torch.autograd.grad(-loss, th)                  # the ascent direction the method takes
 for method in METHOD_TABLE:
     cosine = grads[method] @ grads["is"] / (grads[method].norm() * grads["is"].norm())
     print(f"{method:<11}" + "".join(f"{v:>8.2f}" for v in group_phi[method].mean(-1).tolist())
           + f"   |g| = {grads[method].norm():.3f}   cos(g, g_is) = {cosine:+.2f}")
-jac_group = torch.autograd.functional.jacobian(lambda t: space.log_probs(t)[picks], theta_end.detach())  # [4, P]
+jac_group = torch.autograd.functional.jacobian(lambda t: space.log_probs(t)[picks], theta_end)  # [4, P]
 phi_group = respo_coefficient(group_log_w, adv4 > 0)
 confirm("ReSPO's gradient = (1/4) sum_i phi_i A_i grad log pi(y_i), from the printed phi and A",
         (grads["respo"] - (phi_group * adv4) @ jac_group / 4).abs().max(), 1e-12)
 
 # %% [markdown]
-# Read the rows against §2's table and the cells §0 printed. Where the sequence clip writes 0
-# (the correct response above the band, the wrong one below it) its gradient loses that
-# response entirely, and where it writes $w$ for the two wrong responses above the band it
-# pushes them with their full weight; the token clips zero part of the correct response's
-# tokens. What is left of their step is mostly the push-down of wrong answers, and their
-# printed cosines with the exact gradient are the lowest in the table, with VESPO's (whose
-# positive branch gives the correct response almost nothing at its $w$). ReSPO's row keeps
-# every response with a bounded weight. The last check rebuilds ReSPO's gradient by hand
-# from the printed $\phi$ and $A$.
+# Read the rows against §2's table and §0's cells. The sequence clip writes 0 for the correct
+# response (above the band) and for 101 (below it), and pushes the two wrong responses above
+# the band with their full $w$; the token clips zero part of the correct response's tokens.
+# What is left of their step is mostly the push-down of wrong answers: their printed cosines
+# with the exact gradient are the lowest, with VESPO's (its positive branch gives the correct
+# response almost nothing at its $w$). ReSPO keeps every response, with a bounded weight; the
+# last check rebuilds its gradient by hand from the printed $\phi$ and $A$.
 #
 # ## Quick questions
 #

@@ -56,7 +56,8 @@ for ax, xscale, xmax in zip(axes, ("log", "linear"), (1e2, 5.0)):
     ax.plot(w[keep], phi(log_w, False)[keep], color="tab:blue", lw=2, label="φ₋ (A < 0)")
     ax.plot([w_star], [peak], "o", color="tab:blue")
     ax.set(xscale=xscale, xlabel="w", ylim=(0, 2.2))
-axes[0].annotate(f"floor e^λ₊ = {math.exp(DEFAULT.lambda_pos):.2f}\n(low-w positives keep their weight)",
+limit_label = f"φ₊ → e^λ₊ = {math.exp(DEFAULT.lambda_pos):.2f} as w → 0: the most\na low-w positive gets (never below 1)"
+axes[0].annotate(limit_label,
                  xy=(2e-3, 1.11), xytext=(2e-3, 1.6), fontsize=8, arrowprops=dict(arrowstyle="->"))
 axes[0].annotate("φ₋ → 0: over-generated\nnegatives are released", xy=(8, 0.02), xytext=(4, 0.6), fontsize=8,
                  arrowprops=dict(arrowstyle="->"))
@@ -122,7 +123,7 @@ confirm("every panel's maximum lies inside the shared y-limits",
 # %% [markdown]
 # *Takeaway:* $\alpha$ decides the fate of low-$w$ responses, $\lambda$ the fate of high-$w$ ones.
 # A positive wants $\alpha\approx0$ (keep the low tail); a negative wants $\lambda>0$ (drop the
-# high tail) and $\alpha>\lambda$ (drop the low tail too, fast).
+# high tail), a large $\alpha$ (drop the low tail too, fast) and $\alpha>\lambda$ (the peak above 1).
 #
 # ## 3. Exact bias and variance of every method, as the drift grows
 #
@@ -212,6 +213,9 @@ print(f"{'method':>18} {'level':>9} {'bias':>6} {'std':>6} {'mse':>6}")
 for method, (level, *_rest) in METHOD_TABLE.items():
     bias, std = results[method][at]
     print(f"{method:>18} {level:>9} {bias:6.2f} {std:6.2f} {bias ** 2 + std ** 2 / n:6.3f}")
+largest = len(drifts) - 1
+print(f"at the largest drift (std of log w {spread[largest]:.2f}), relative bias of the sequence-level methods: "
+      + ", ".join(f"{m} {results[m][largest][0]:.2f}" for m in panels["sequence-level"]))
 
 # %% [markdown]
 # Read the two pictures together. The exact weight (`is`) has no bias and a spread that
@@ -220,7 +224,10 @@ for method, (level, *_rest) in METHOD_TABLE.items():
 # clip, and GSPO with its tiny $\epsilon$) jump to a large bias as soon as responses leave their
 # band; the smooth coefficients (CISPO, SAPO, TOPR, ReSPO) grow it gradually. At a moderate
 # drift (std of $\log w$ about 0.5) ReSPO has less bias than the sequence clip, GSPO and
-# VESPO and a somewhat larger spread than the sequence clip. This is one tiny space with a
+# VESPO and a somewhat larger spread than the sequence clip. At the largest drift the order
+# turns: ReSPO's bias is the largest of the sequence-level methods (the last line printed),
+# as a change of target predicts: its nearly flat positive branch does not aim at the exact
+# gradient, against which bias is measured here (notebook 01 §1). This is one tiny space with a
 # random drift: which method has the smallest error depends on the batch size $n$, and the
 # ranking is not a claim about LLM training. What the maps do show is that "biased" and
 # "unbiased" are not the choice; *how much* bias for *how much* spread is.
@@ -288,7 +295,8 @@ display(widgets.VBox([widgets.HBox(list(sliders.values())[:3]), widgets.HBox(lis
 # %% [markdown]
 # Things to try: set $\alpha_+=1,\lambda_+=0$ (the exact weight on positives) and watch the
 # middle curve fall onto the sequence clip's; set $\lambda_-=0$ and watch the spread grow with the drift;
-# set $\alpha_-=\lambda_-$ and see the negative branch lose its trust region below $w=1$.
+# set $\alpha_-=\lambda_-$ and see the peak move to $w=1$ and the low side rise: the trust region
+# below $w=1$ weakens (it does not vanish: $\phi_-\sim w^{\alpha_-}$ still goes to 0).
 #
 # *Takeaway:* the positive branch's $\alpha_+$ controls how much of the update the drifted
 # correct answers keep; the negative branch's $\lambda_-$ controls the spread.
@@ -325,13 +333,22 @@ for method in ("grpo", "cispo", "seq_clip", "vespo", "respo"):
 # correlated across tokens, which moves the token-level numbers (notebook 03 measures it on a
 # trained policy, and notebook 04 prints what the LLM runs give each clip).
 #
+# **What the token clip pays for it**, from printouts already above. It never looks at the
+# product, so it is no trust region on $w$: here almost every response has $w<0.8$ while few
+# tokens leave the band (the first line printed). It zeroes tokens rather than responses, on
+# both signs, as soon as token ratios leave the band, and its bias at §3's moderate drift is
+# the sequence clip's (the `grpo` and `seq_clip` rows of §3's table). And zeroing part of a
+# response turns the step: on notebook 01 §8's worked group, GRPO's step has a negative cosine
+# with the exact gradient.
+#
 # *Takeaway:* sequence-level starvation is the sharp one; token-level clipping starves mildly
-# because it never looks at the product.
+# because it never looks at the product, and pays for that with no control of $w$ and, from
+# a moderate drift on, a bias as large as the sequence clip's (§3's figure).
 #
 # ## Quick questions
 #
 # 1. Which parameter decides what a drifted correct answer ($w\ll1$) receives, and which one decides what an over-generated wrong answer ($w\gg1$) receives?
-#    <details><summary>answer</summary>$\alpha_+$ for the first ($\phi_+\sim w^{\alpha_+}$ as $w\to0$; $\alpha_+=0$ keeps the floor $e^{\lambda_+}$), $\lambda_-$ for the second ($\phi_-\sim e^{-\lambda_-w}$ as $w\to\infty$); §2's small multiples show both.</details>
+#    <details><summary>answer</summary>$\alpha_+$ for the first ($\phi_+\sim w^{\alpha_+}$ as $w\to0$; $\alpha_+=0$ keeps it between 1 and $e^{\lambda_+}$, its limit), $\lambda_-$ for the second ($\phi_-\sim e^{-\lambda_-w}$ as $w\to\infty$); §2's small multiples show both.</details>
 # 2. Why does the $\alpha=3$ column of §2 need its own axis, and what makes its curves come back down?
 #    <details><summary>answer</summary>$w^3$ grows without bound; only the tilt $e^{-\lambda w}$ brings it back, with the peak at $w^*=3/\lambda$ and height $(3/\lambda)^3e^{\lambda-3}$, enormous for a small $\lambda$ (the printed maxima).</details>
 # 3. In §3, every method except the exact weight has a bias. Name two sources of it.

@@ -20,8 +20,10 @@
 
 # %%
 import copy
+import importlib.util
 import json
 import math
+import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -261,6 +263,13 @@ fig.tight_layout()
 plt.show()
 print(f"after 4 updates: token log-ratios of positives have std {token_ratio.std():.2f}, "
       f"their sequence log w std {log_w[step, positive].std():.2f}")
+print("under the clip, after 1, 2, 4, 8 steps: positives above w = 1.2 | share of the positives' total phi A "
+      "that goes to those below 0.8")
+for s in (1, 2, 4, 8):
+    phi_clip = coefficients(clip_run[s], batch.old_logp, adv, batch.mask, LossConfig(method="seq_clip"))[0][:, 0]
+    push = phi_clip * adv * positive                                          # [B] a sequence method: one phi per row
+    print(f"  after {s} step{'s' if s > 1 else ''}: {int((positive & (log_w[s] > math.log(1.2))).sum()):>2} | "
+          f"{push[positive & (log_w[s] < math.log(0.8))].sum() / push.sum():.0%}")
 
 # %% [markdown]
 # Read the controls row by row (the printouts above). Adam with the positives alone starves
@@ -279,17 +288,21 @@ print(f"after 4 updates: token log-ratios of positives have std {token_ratio.std
 #
 # **The product over length** adds to it: $\log w=\sum_td_t$, so small token changes add up
 # along a response (left: the token log-ratios are narrow, the sums wide); on this batch the
-# spread of $\log w$ grows only mildly with length (right), since most responses here are
-# short to middling.
+# spread of $\log w$ grows only mildly with length (right).
 #
 # **And then they come back, under the clip.** Over the 16 steps the count of starved
 # positives falls again (the first printout). The sequence clip gives a positive below
-# $1-\epsilon$ its $w$, not 0, and gives 0 to every positive above $1+\epsilon$: once the
-# others have risen past the band, the whole positive update goes to the ones left below it.
+# $1-\epsilon$ its $w$, not 0, and gives 0 to every positive above $1+\epsilon$. So after the first
+# step, with many positives already above the band, most of the positive update goes to the
+# ones left below it, and that share falls as they come back (the last printout). That is one
+# reason they come back; the printout does not separate it from the rest of the batch's pull
+# through shared weights.
 #
 # *Takeaway:* a positive becomes low-$w$ not because anyone pushed it down, but because one
-# long optimizer step moves shared weights beyond the linear regime, and because it is long
-# (many small drifts multiply). What a method then gives it decides how fast it comes back.
+# long optimizer step moves shared weights beyond the linear regime; that $\log w$ sums its
+# tokens' drifts adds to it (mildly on this batch). What a method then gives it decides how
+# hard it is pushed back up; whether that brings it back sooner is §4's question (on the
+# count of starved positives: no).
 #
 # ## 3. Symptom: what each method gives the low-$w$ positives
 #
@@ -327,6 +340,12 @@ fig.tight_layout()
 plt.show()
 for m in methods:
     print(f"{m:>9}: " + "  ".join(f"{r} {sum(v) / len(v):.2f}" for r, v in given[m].items()))
+spec = importlib.util.spec_from_file_location("figures", ROOT / "experiments" / "figures.py")
+figures = sys.modules["figures"] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
+spec.loader.exec_module(figures)
+print("the README's figures, over the toy's evaluation runs (experiments/figures.py): "
+      + "; ".join(f"{figures.FIGURES[name].what} {figures.value(name)}"
+                  for name in ("toy_phi_low_w_seq_clip", "toy_phi_low_w_respo")))
 
 # %% [markdown]
 # Below the trust region the sequence clip gives a positive only its weight $w$; ReSPO's
@@ -337,10 +356,14 @@ for m in methods:
 # (whose $\epsilon=4\cdot10^{-4}$ clips nearly everything) give a positive 0 and VESPO little,
 # GRPO zeroes only its tokens above 1.2, while CISPO and ReSPO keep pushing.
 #
+# The last line is the same coefficient as the README and `toy/RESULTS.md` give it: averaged
+# over whole training runs on fresh seeds, at each method's selected learning rate, where the
+# bars above are one batch of one warm policy; the two need not agree in their digits.
+#
 # *Takeaway:* the symptom is a coefficient: a sequence clip multiplies a drifted correct
 # answer's gradient by $w<0.8$ and an already-improved one's by 0.
 #
-# ## 4. Consequence: the starved positives stop being learned
+# ## 4. Consequence: how the starved positives come back, under each method
 #
 # Same warm policy, same learning rate (0.01), 16 full-batch steps: once with the sequence
 # clip, once with ReSPO, on five batches (the one of §2 and the four of its controls). On each,
@@ -351,8 +374,8 @@ for m in methods:
 # %%
 band_batches = {6: (batch, adv), **other_batches}
 curves = {"sequence clip": ([], []), "ReSPO": ([], [])}                       # per batch: ever-low mean, starved share
-print("per batch: ever-low positives | starved positives before step 1, 2, 16 under the clip | under ReSPO "
-      "| mean log w of the ever-low after the last step, clip / ReSPO")
+print("per batch: ever-low positives | starved positives after 1, 2, 15 steps under the clip | under ReSPO "
+      "| mean log w of the ever-low after 15 steps, clip / ReSPO")
 for seed, (episodes, a) in band_batches.items():
     pos = a > 0
     runs = {name: log_weights(drift_run(method, advantages=a, episodes=episodes)[0], episodes)
@@ -386,7 +409,7 @@ end_share = {name: torch.stack(c[1])[:, -1] for name, c in curves.items()}
 second = {name: torch.stack(c[1])[:, 2] for name, c in curves.items()}
 print(f"ever-low positives end higher under ReSPO than under the clip on "
       f"{int((last['ReSPO'] > last['sequence clip']).sum())} of {len(band_batches)} batches; "
-      f"more positives below 0.8 after the last step under ReSPO on "
+      f"more positives below 0.8 after 15 steps under ReSPO on "
       f"{int((end_share['ReSPO'] > end_share['sequence clip']).sum())}, under the clip on "
       f"{int((end_share['ReSPO'] < end_share['sequence clip']).sum())}; fewer below 0.8 after two steps under ReSPO on "
       f"{int((second['ReSPO'] < second['sequence clip']).sum())}")
@@ -396,7 +419,7 @@ print(f"ever-low positives end higher under ReSPO than under the clip on "
 # step and then falls back, as §2 explained (the clip concentrates the positive update on the
 # ones left below the band). ReSPO does *not* bring them back sooner: after the second step
 # its count of positives below $0.8$ is lower than the clip's on few of the batches, and after
-# the last step each method leaves more of them below on some batches (both printed). What
+# 15 steps each method leaves more of them below on some batches (both printed). What
 # ReSPO does is keep pushing: it gives a low-$w$ positive about 1 rather
 # than $w$, and keeps pushing the positives above the band too, so the mean $\log w$ of the
 # ever-low positives ends higher under ReSPO (left; the count of batches where it does is
@@ -496,7 +519,7 @@ print(f"negatives with w > 1.2 are {sum(high_count) / len(high_count):.1%} of th
 # A sequence-level clip leaves an over-generated negative its full weight $w>1.2$ while it
 # zeroes the positives above the band, so these few responses take more than twice their
 # number's share of the update (the sequence clip's and GSPO's bars). ReSPO's negative branch is bounded
-# (at most 1.24, falling beyond $w=1.5$), so their share stays below their number; the
+# (by its peak at $w=\alpha_-/\lambda_-$, printed in §10), so their share stays below their number; the
 # token-level GRPO and CISPO, whose per-token ratios stay nearer 1, give them little too.
 # Together with §3 this is the sign-dependent starvation of the abstract: the clip turns the
 # update *away* from drifted correct answers and *towards* over-generated wrong ones.
@@ -542,7 +565,7 @@ for lag in (0, 1, 2, 4):
 # With no lag $w=1$ exactly at the first step; each batch of lag widens the spread of $w$
 # before any step is taken, and a lagged batch starts with positives already below the clip's
 # band and negatives above it (the printout): the clip gives its positives a mean coefficient
-# well below 1 at every lag, ReSPO about 1. Lag and reuse compound: the $R$ steps drift $w$
+# well below 1 at every lag above 0, ReSPO about 1. Lag and reuse compound: the $R$ steps drift $w$
 # further from wherever the lag left it. This is why a lagged run is a test of a coefficient
 # even at $R=1$, and why notebook 04's `--lag` cells exist.
 #
@@ -606,11 +629,13 @@ print("ReSPO at its default kernel, R = 4, 8, 16, 32, seeds 0-11: stuck "
 
 # %% [markdown]
 # The demo shows the mechanism: the kernel's gradient on an all-equal group is exactly 0, SGD
-# then does not move, and Adam keeps moving, by a good fraction of its steps with signal. The records
-# show its weight in the toy: stuck runs made a larger share of their early movement without
-# any signal than learning runs, and skipping those steps removed the stuck runs at both
-# reuse levels measured; lowering the learning rate removed them too (the last line). Neither
-# is a change to the kernel: in the toy, what removed stuck runs was the optimizer's step.
+# then does not move, and Adam keeps moving, by a good fraction of its steps with signal. The
+# records weigh it in the toy. At $R=8$ the stuck runs made a far larger share of their early
+# movement without any signal than the learning runs; at $R=32$ both shares are small, so
+# there the silent movement does not explain the stuck runs. Yet skipping those steps removed
+# the stuck runs at both reuse levels (it also changes how many steps each batch gets), and
+# lowering the learning rate removed them too (the last line). Neither is a change to the
+# kernel: in the toy, what removed stuck runs was the optimizer's step.
 #
 # ## 8. The temperature pitfall, numerically
 #
@@ -635,13 +660,22 @@ print("  forward  w at the first step     positives   negatives   mean phi on po
 print("  at T     10%   50%   90%       w < 0.8     w > 1.2     seq clip / ReSPO")
 for temperature in (1.0, 0.7, 1.3):
     first_step_view(f"{temperature:g}", batch, env.log_probs(AtTemperature(policy, temperature), batch).detach())
+cold = sequence_log_weight(env.log_probs(AtTemperature(policy, 0.7), batch).detach(), batch.old_logp, batch.mask)
+short = lengths <= lengths.median()
+mean_token_logp = (batch.old_logp * batch.mask).sum(-1) / lengths                    # [B] mean log mu per token
+likely = mean_token_logp > mean_token_logp.median()
+print(f"at T = 0.7: mean |log w| {cold[short].abs().mean():.2f} over responses of at most {int(lengths.median())} "
+      f"tokens, {cold[~short].abs().mean():.2f} over the longer; share with w > 1: "
+      f"{(cold[likely] > 0).float().mean():.0%} of the responses made of likelier tokens (mean log mu above the "
+      f"median), {(cold[~likely] > 0).float().mean():.0%} of the rest")
 
 # %% [markdown]
 # At $T=1$ in both places $w=1$ exactly. At any other training temperature every response
 # starts off-policy, by an amount that grows with its length (each token adds its own
-# $\log\pi_T-\log\pi_1$), and the clip starts cutting positives at step 1, on a fresh
-# batch. The error is systematic, not noise: $T<1$ sharpens the policy, so responses made of
-# likely tokens get $w>1$ and the rest $w<1$. The fix is to scale the logits the same way on
+# $\log\pi_T-\log\pi_1$; the last line compares the shorter half with the longer), and the clip
+# starts cutting positives at step 1, on a fresh batch. The error is systematic, not noise:
+# $T<1$ sharpens the policy, so responses made of likely tokens get $w>1$ and the rest $w<1$
+# (the last line's two shares). The fix is to scale the logits the same way on
 # both sides: `nano_respo/rollout.py` records $\log\mu$ of $\mathrm{softmax}(z/T)$ as sampled
 # (no top-k or top-p truncation, which no training forward could reproduce), and its training
 # forward `policy_logprobs` divides by the same `temperature` (one field of `StepConfig`).
@@ -690,23 +724,27 @@ for name, method, loss in (("seq clip", "seq_clip", {}), ("ReSPO lambda_+ = 0.1"
     print(f"  {name:<21} " + " ".join(f"{lw[s].max().exp():>5.2f}" for s in (4, 8, 15)))
 
 # %% [markdown]
-# Two ways the positive branch hurts, both in the printouts. A positive far below $w=1$ gets up
-# to $e^{\lambda_+}$, more than the on-policy gradient would give it: with a large $\lambda_+$
-# that is a real up-weighting of what $\mu$ once sampled, a change of target, not a variance
-# cut. The drifted-away positives above do not stop at $w=1$: they rise past it under every
-# method (the other positives' updates carry them too), and further under ReSPO than under the
-# clip, which zeroes them once they pass $1+\epsilon$. And a lone correct response, which the first step already makes over-generated, is
-# pushed on and on: the clip gives it 0 above its band (its $w$ then moves only through the
-# other responses' updates), ReSPO keeps a nonzero coefficient while $w$ is moderate and the
-# response's $w$ keeps climbing: furthest at $\lambda_+=0$ (coefficient 1 at every $w$, no
-# brake at all), less far the larger $\lambda_+$. That is the kernel's part in the toy's stuck runs
-# (`toy/RESULTS.md`: the lone correct response's weight rising far above 1 within its batch,
-# the sampled entropy collapsing).
+# Below $w=1$ the positive branch is mild at the default: at most $e^{\lambda_+}$ (the first printed
+# lines). Only a large $\lambda_+$ makes it a real up-weighting of what $\mu$ once sampled (a
+# change of target, not a variance cut). What the printouts show hurting is the other side,
+# the slow brake *above* $w=1$, in two ways:
+#
+# - the drifted-away positives do not stop at $w=1$: they rise past it under every method
+#   (the other positives' updates carry them too), and further under ReSPO than under the
+#   clip, which zeroes them once they pass $1+\epsilon$;
+# - a lone correct response, which the first step already makes over-generated, is pushed on
+#   and on: the clip gives it 0 above its band (its $w$ then moves only through the other
+#   responses' updates), ReSPO keeps a nonzero coefficient while $w$ is moderate and its $w$
+#   keeps climbing: furthest at $\lambda_+=0$ (coefficient 1 at every $w$, no brake), less far
+#   the larger $\lambda_+$. That is the kernel's part in the toy's stuck runs (`toy/RESULTS.md`:
+#   the lone correct response's weight rising far above 1 within its batch, the sampled
+#   entropy collapsing).
 #
 # What limits it: the tilt $\lambda_+$, which is why the default is not $\lambda_+=0$ (a larger
-# $\lambda_+$ brakes sooner above 1, but raises the floor $e^{\lambda_+}$ below 1: one knob sets
-# both); the gradient-norm clip, which bounds each step; and the learning rate, which in the
-# toy's records removed the stuck runs where no kernel setting tried did (§7).
+# $\lambda_+$ brakes sooner above 1 but raises what a drifted positive gets below 1, up to
+# $e^{\lambda_+}$: one knob sets both); and the learning rate, which in the toy's records removed
+# the stuck runs where no kernel setting tried did (§7). Not the gradient-norm clip: it bounds
+# SGD's step, but Adam's step is about lr per weight whatever the gradient's norm (§2).
 #
 # ## 10. Which negative branch collapsed under heavy reuse, and why
 #
@@ -727,7 +765,9 @@ for alpha_neg, lambda_neg in ((3.0, 2.0), (2.0, 2.0), (3.0, 1.0), (1.0, 0.0)):
             for reuse in (4, 16)}
     study = [[r for r in stuck_records if (r["method"], r["lr"], r["reuse"]) == ("respo", 0.03, reuse) and r["loss"] == knobs]
              for reuse in (4, 8, 16, 32)]
-    studied = " / ".join(f"{sum(is_stuck(r, 0.1) for r in runs)}" for runs in study) if all(study) else "not run"
+    studied = (" / ".join(f"{sum(is_stuck(r, 0.1) for r in runs)}" for runs in study)
+               + f" (all: {sum(is_stuck(r, 0.1) for runs in study for r in runs)} of {sum(map(len, study))})"
+               if all(study) else "not run")
     print(f"  ({alpha_neg:g}, {lambda_neg:g}){'':<14}{shape:<22}| "
           + ", ".join(f"{sum(is_stuck(r, 0.1) for r in cell[reuse])} of {len(cell[reuse])}" for reuse in (4, 16))
           + f" | {mean_ci([r['phi_max_neg'] for r in cell[4]])[0]:.2f} | {studied}")
@@ -739,9 +779,12 @@ for alpha_neg, lambda_neg in ((3.0, 2.0), (2.0, 2.0), (3.0, 1.0), (1.0, 0.0)):
 # runs gave negatives the largest coefficients at $R=4$. It is the only branch stuck on most of
 # its selection seeds at $R=16$. The three tilted branches are bounded (their peak height
 # printed), and the records do not order them on collapse by that bound: the branch with the
-# highest peak is not the one with the most stuck runs over the 12 seeds. The prototype's "$\alpha_-=\lambda_-$
-# collapses under heavy reuse" (docs/math.md §3) is not what these records show. Three seeds
-# per selection cell: the $(1,0)$ reading is a small sample; the stuck-run study never ran it.
+# highest peak has the fewest stuck runs over the 12 seeds. The most are the $\alpha_-=\lambda_-$
+# branch $(2,2)$'s, whose peak sits at $w=1$ (its trust region below 1 is the weakest), but
+# they come mostly at light reuse, and at $R=32$ it has fewer than the default: the
+# prototype's "$\alpha_-=\lambda_-$ collapses under *heavy* reuse" (docs/math.md §3) is not what
+# these records show, and the totals differ by a few runs of 48. Three seeds per selection
+# cell: the $(1,0)$ reading is a small sample; the stuck-run study never ran it.
 #
 # ## 11. Exercises: predict, then run
 #
@@ -806,5 +849,6 @@ checks.check_starved_prediction(my_starved, log_weights(one_step)[1], positive)
 #    of them get $w>1$, the rest $w<1$, and the clip cuts from step 1 (§8).</details>
 # 5. Why does raising $\lambda_+$ both help and hurt?
 #    <details><summary>Answer</summary>$\phi_+=e^{-\lambda_+(w-1)}$: above $w=1$ a larger
-#    $\lambda_+$ brakes an over-generated positive sooner; below $w=1$ it raises the floor, up to
+#    $\lambda_+$ brakes an over-generated positive sooner; below $w=1$ it raises what a drifted-away
+#    positive gets, up to
 #    $e^{\lambda_+}$, so drifted-away positives are up-weighted more (§9).</details>
