@@ -29,6 +29,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
+import transformers
 from IPython.display import Image, Markdown, display
 from matplotlib.ticker import PercentFormatter
 from PIL import Image as PILImage
@@ -39,6 +40,7 @@ from nano_respo.kernel import METHOD_TABLE, LossConfig, coefficients, sequence_l
 from nano_respo.lab.report import diagnostics_table, mean_ci, outcome_table, paired_across
 
 torch.set_num_threads(1)
+transformers.utils.logging.disable_progress_bar()   # its weight-loading bar would be saved as a stuck 0% widget
 plt.rcParams.update({"figure.dpi": 100, "font.size": 11, "axes.titlesize": 11, "legend.fontsize": 9,
                      "axes.grid": True, "grid.alpha": 0.3})
 ROOT = Path(toy.__file__).resolve().parent.parent
@@ -152,11 +154,14 @@ for lr, view in views.items():
           f"{int(negative.sum())} negatives, {int((adv == 0).sum())} in all-equal groups (no signal); "
           f"w of the positives from {log_w[positive].exp().min():.3f} to {log_w[positive].exp().max():.3f}, "
           f"{n_low} below 0.8; largest w of a negative {log_w[negative].exp().max():.2g}")
+    gspo_phi = coefficients(view["logp"], view["old_logp"], adv, view["mask"], LossConfig(method="gspo"))[0][:, 0]
+    print(f"  GSPO (upper clip 1 + {METHOD_TABLE['gspo'][2][1]:g} on s = w^(1/|y|)) gives 0 to "
+          f"{int((positive & (gspo_phi == 0)).sum())} of these {int(positive.sum())} positives")
 starved_at = {lr: sum(s[3] for s in view["summary"]) for lr, view in views.items()}
 print(f"Finding: over {BATCHES} batches, {starved_at[selected_lr]} positives ended a batch below w = 0.8 at the selected "
       f"lr {selected_lr:g} and {starved_at[stress_lr]} at the stress lr {stress_lr:g}. "
-      + ("At the selected rate the sequence clip starves no positive here: the drift that starves them needs the "
-         "larger step." if starved_at[selected_lr] == 0 else
+      + ("In these batches of one seed the selected rate starves none; the committed runs (next line) show that "
+         "over 12 batches and 8 seeds it starves a few, the stress rate many more." if starved_at[selected_lr] == 0 else
          "Both rates starve some positives here."))
 print("The committed runs over 12 batches (experiments/figures.py): share of positives below w = 0.8 "
       f"{figures.value('llm_low_w_share_selected')} at the selected rates, {figures.value('llm_low_w_share_stress')} "
@@ -206,16 +211,16 @@ def problem(prompt: str) -> str:
 
 def show(view, rows, title):
     """A markdown table of distinct (prompt, response) pairs among `rows`, in their order."""
-    header = "| row | prompt | response | copies | reward | w | " + " | ".join(methods) + " |"
-    lines = [f"**{title}**", "", header, "|---" * (6 + len(methods)) + "|"]
+    header = "| row | prompt | response | tokens | copies | reward | w | " + " | ".join(methods) + " |"
+    lines = [f"**{title}**", "", header, "|---" * (7 + len(methods)) + "|"]
     seen = {}
     for i in rows.tolist():
         seen.setdefault((view["prompts"][i], view["completions"][i]), []).append(i)
     for (prompt, completion), copies in seen.items():
         i = copies[0]
         given = " | ".join(f"{view['per_response'][m][i]:.2f}" for m in methods)
-        lines.append(f"| {i} | `{problem(prompt)}` | `{completion}` | {len(copies)} | {view['rewards'][i]:.0f} | "
-                     f"{view['log_w'][i].exp():.2g} | {given} |")
+        lines.append(f"| {i} | `{problem(prompt)}` | `{completion}` | {int(view['mask'][i].sum())} | {len(copies)} | "
+                     f"{view['rewards'][i]:.0f} | {view['log_w'][i].exp():.3g} | {given} |")
     display(Markdown("\n".join(lines)))
 
 
@@ -233,7 +238,9 @@ for lr, view in views.items():
 # pushing them down pushed that prefix down, and the right answer fell with it. First the
 # group's arithmetic. With $k$ of 8 right, $A=1-k/8$ on each right answer and $-k/8$ on each
 # wrong one, so $\sum_gA=0$. On-policy ($\phi=1$) a token of a prefix shared by a set $S$ of
-# the group's responses gets the net push $\sum_{i\in S}A_i$; every right answer shares all its
+# the group's responses (same tokens, same context, so the same $\nabla\log\pi$) gets the net
+# push $\sum_{i\in S}A_i$, because the default aggregation (`seq-mean-token-sum-norm`, a token
+# sum over a fixed length) weighs every token alike; every right answer shares all its
 # prefixes (they are one string), so $S$ is the $k$ right answers plus the $m$ wrong ones that
 # share that prefix, and the net push is $k(1-k/8)-mk/8=\tfrac k8(8-k-m)\ge0$: zero where every
 # wrong answer shares the prefix, positive elsewhere. Computed for the lowest positive's group
@@ -351,11 +358,14 @@ for lr, v in views.items():
 # positive, those shared tokens carry nearly all of the fall in $\log w$, more than their share
 # of the tokens, and the tokens after the last divergence carry almost none. The wrong answers fall
 # further once they diverge, on their own wrong digits. So the prefix did go down, as the story
-# says, but not for its reason: the group's own net push on those tokens is never negative,
-# on-policy (the arithmetic above) or with the clip's coefficients after the steps (which give
-# the wrong answers below $w=0.8$ nothing). What lowered the shared tokens came from outside
-# the group, through weights every prompt shares, with steps whose length Adam sets (notebook
-# 03 §2 separates the two on the toy; this batch cannot). At the selected rate (left) the
+# says, but not for its reason: the group's *direct* push on those tokens (the sum of $\phi A$
+# over the responses that contain them) is never negative, at the first step (on-policy, the
+# arithmetic above) nor with the clip's coefficients after the last (which give the wrong answers
+# below $w=0.8$ nothing); the steps in between were not recorded. What lowered the shared tokens
+# came through weights shared across positions and prompts: the pushes on *other* tokens, the
+# wrong answers' own digits of this group (pushed far down, printed above) as much as the other
+# groups', with steps whose length Adam sets. This batch cannot separate those sources (notebook
+# 03 §2 separates interference from the optimizer on the toy). At the selected rate (left) the
 # lowest positive's $d_t$ stay near 0 and there is nothing to explain.
 #
 # ### Reading the coefficients of the lowest positive
@@ -397,9 +407,11 @@ for lr, v in views.items():
 # branch gives slightly more than 1 below $w=1$, its maximum $e^{\lambda_+}$ reached as $w\to0$.
 #
 # *Takeaway:* at the rate the study selected, one batch's reuse leaves the correct answers near
-# $w=1$, and the kernels barely differ on it; at the stress rate the long correct answers fall,
-# on the tokens they share with wrong answers, and the sequence clip scales their gradient by
-# that fallen weight.
+# $w=1$ and every kernel gives them about 1, except GSPO, whose tiny upper clip zeroes the
+# positives whose tokens rose, on average, past $1+\epsilon_{\rm high}$ (the count is printed
+# under the batch's counts); at the stress rate correct answers fall, long ones in this batch
+# (the table's lengths), on tokens they share with wrong answers, and the sequence clip scales
+# their gradient by that fallen weight.
 #
 # ## 3. The committed runs
 #
@@ -483,7 +495,7 @@ for model_name in models:
 for model_name in models:
     of_model = {setting: [r for r in runs if r["model"] == model_name] for setting, runs in records.items()}
     parts = [f"### {model_name}", outcome_table(of_model["default"], 0.1)]
-    for key, name in (("early_auc", "early AUC"), ("final_reward", "final training reward"),
+    for key, name in (("early_auc", "early AUC"), ("full_auc", "full AUC"), ("final_reward", "final training reward"),
                       ("heldout_reward", "held-out pass@1")):
         parts += [f"**{name}**, ReSPO minus baseline", paired_across(of_model, key)]
     display(Markdown("\n\n".join(parts)))
@@ -493,7 +505,8 @@ for model_name in models:
 # of positives with $w<0.8$, their share of the positives' coefficient mass, and the mean
 # $\phi$ one of them receives (dotted: 1, its on-policy weight). Every bar carries its value; a
 # cell with no positive below 0.8 says "none" instead of a coefficient. The table adds how long
-# the starved positives are against all positives.
+# the starved positives are against all positives; `nan` marks an empty set (no positive below
+# 0.8) or, for `len_high_w_pos`, a statistic these runs did not record (RESULTS.md).
 
 # %%
 def low_w_panels(columns, title):
@@ -511,7 +524,7 @@ def low_w_panels(columns, title):
                                   (0.2, "low_w_pos_phi_mass", "their share of the positives' φ mass")):
             values = mean_of(key)
             bars = top.bar(x + shift, values, 0.4, label=label, edgecolor="0.3", lw=0.5)
-            top.bar_label(bars, labels=[f"{v:.1%}" for v in values], fontsize=7, padding=1, rotation=90)
+            top.bar_label(bars, labels=[f"{v:.1%}" for v in values], fontsize=8, padding=1, rotation=90)
         phi = mean_of("phi_low_w_pos")
         bars = bottom.bar(x, [0 if math.isnan(p) else p for p in phi], 0.6, color="tab:green", edgecolor="0.3", lw=0.5)
         bottom.bar_label(bars, labels=["none" if math.isnan(p) else f"{p:.2f}" for p in phi], fontsize=8, padding=1)
@@ -524,9 +537,10 @@ def low_w_panels(columns, title):
         bottom.set_xticks(x.tolist(), here, rotation=30)
     axes[0][0].set_ylabel("share")
     axes[1][0].set_ylabel("mean φ of one\nlow-w positive")
-    axes[0][0].legend(loc="upper left")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=2, bbox_to_anchor=(0.5, 0.94))   # above the bars, not on them
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
     show_figure(fig)
 
 
@@ -568,8 +582,10 @@ for name in ("llm_low_w_share_selected", "llm_selected_gains", "llm_selected_gai
 # %% [markdown]
 # Read them in order. At the learning rates each method scored best on selection seeds, few
 # positives sit in the low-$w$ tail (§2's finding line counts them in its batches) and the
-# only differences that hold on both settings are small ones against the baselines printed
-# (whose learning rates were tuned apart, so recipes, not kernels). With every method at the
+# only differences that hold on both settings are small ones against the baselines printed:
+# against GRPO, at its own lower rate (§3's printout), they compare recipes, not kernels; GSPO ran at
+# ReSPO's rate, so those against it (early and full AUC in §3's tables) are kernel differences,
+# small and surviving no multiplicity correction (RESULTS.md). With every method at the
 # stress rate the tail fills; the positives in it are longer than the average positive, which
 # any drift predicts (long responses fill both tails of $\log w$, and this study did not record
 # the high-$w$ lengths), the sequence clip gives them its own small $w$ and ReSPO slightly
@@ -579,18 +595,22 @@ for name in ("llm_low_w_share_selected", "llm_selected_gains", "llm_selected_gai
 # resolved. These runs neither confirm nor refute the paper's claims (RESULTS.md gives the
 # verdict per claim).
 #
-# *Takeaway:* read the coefficient tables, not only the curves: the kernel does what the
-# derivation says on every batch; whether that moves the score depends on how many responses
+# *Takeaway:* read the coefficient tables, not only the curves: in every cell the coefficient a
+# low-$w$ positive received is the one the derivation predicts (the clip's its own small $w$, well
+# below 1; ReSPO's between 1 and $e^{\lambda_+}$); whether that moves the score depends on how many responses
 # sit in the tails, which grows with the learning rate, the reuse and the length of the
 # responses.
 #
 # ## 5. Exercises
 #
-# **Exercise 1: find and read a high-$w$ negative.** In §2's last batch at the stress rate,
+# **Exercise 1: find and read the highest-$w$ negative.** In §2's last batch at the stress rate,
 # which row is the wrong answer (negative advantage) with the largest $w$? Find it from
 # `views[stress_lr]` (its `adv`, `log_w`), put its row index below and run the check; then
 # print its prompt and response, compare the response with the right answer, and read what
-# each method gives it (the table function `show` takes a view and rows).
+# each method gives it (the table function `show` takes a view and rows). §1's summary counts
+# no negative above $w=1.2$ in any batch: say from the clip table why a negative that drifts
+# above $1+\epsilon$ does not stay there under the sequence clip, and what that leaves the
+# negative branches of the other methods to act on in this batch.
 
 # %%
 my_high_w_negative = None  # your answer: a row index of views[stress_lr]
@@ -616,11 +636,14 @@ checks.check_coefficient_by_hand(my_coefficient, v["logp"], v["old_logp"], v["ma
 # ## 6. Quick questions
 #
 # 1. §2's batches starved far fewer positives at the selected rate than at the stress rate.
-#    Why does a few-times larger step do that, and why do the long answers go first?
+#    Why does a few-times larger step do that, and why would long answers go first?
 #    <details><summary>Answer</summary>Each update moves every token's log-prob by an amount that
 #    grows with the step; $\log w=\sum_td_t$ adds those moves over the response, so the spread of
-#    $\log w$ grows with the step and with the length, and long responses reach both tails first
-#    (§2's scatter).</details>
+#    $\log w$ grows with the step and, a sum of more terms, with the length: long responses are
+#    likelier to reach either tail. A likelihood, not a rule: in §2's batch the starved answers
+#    are long (the table's lengths), but the one positive above $w=1.2$ is short (the scatter),
+#    and the committed study did not record the high-$w$ lengths, so it cannot say the starved
+#    are the long ones (§4).</details>
 # 2. A group has $k$ right answers of 8 and the wrong ones share the right answer's first
 #    digits. On-policy, does pushing the wrong ones down push that prefix down?
 #    <details><summary>Answer</summary>No: the net push on a shared prefix is the sum of $A$ over
