@@ -178,6 +178,59 @@ def pairs(sets: dict) -> int:
     return min(len(runs) for runs in group_runs([r for r in records if r["model"] == "tiny-qwen3"]).values())
 
 
+@functools.cache
+def gate_records(folder: str) -> tuple[dict, ...]:
+    """The records of one gate folder of experiments/results/ (gate1-amended, gate2-amended, ...)."""
+    return tuple(json.loads(p.read_text()) for p in sorted((ROOT / "experiments/results" / folder).glob("*.json")))
+
+
+def gate1_passing_shares() -> list[float]:
+    """Amendment 1's shares at which gate 1 passed under every CPU setting it ran."""
+    outcomes = defaultdict(list)
+    for r in gate_records("gate1-amended"):
+        outcomes[r["config"]["sft_full_share"]].append((r["cpu_setting"], r["gate"]))
+    return sorted(q for q, runs in outcomes.items()
+                  if len({setting for setting, _ in runs}) >= 2 and all(gate == "PASS" for _, gate in runs))
+
+
+def gate1_passing(key: str) -> list[float]:
+    return [r[key] for r in gate_records("gate1-amended") if r["config"]["sft_full_share"] in gate1_passing_shares()]
+
+
+def lr_star() -> str:
+    """lr* of the on-policy selection per CPU setting (amendment 1's warm start), as 'lr on setting, ...'."""
+    chosen = {p.stem.split("-")[0]: json.loads(p.read_text())["chosen"]["respo"]
+              for p in sorted((ROOT / "experiments/results/lr_select").glob("*-share*.json"))}
+    return " and ".join(sorted({f"{lr:g}" for lr in chosen.values()})) + f" ({', '.join(chosen)})"
+
+
+def gate2_cells(reuse_lag=None) -> list[dict]:
+    """Amendment 1's gate 2 records, all or those of one (R, lag)."""
+    return [r for r in gate_records("gate2-amended")
+            if reuse_lag is None or (r["config"]["reuse"], r["config"]["lag"]) == reuse_lag]
+
+
+def gate2_pooled(key: str, fallbacks: bool | None = None) -> list[float]:
+    """`key` pooled over seeds in each gate 2 record: all, only R = 8 (False) or only the fallbacks (True)."""
+    return [r["pooled"][key] for r in gate2_cells()
+            if fallbacks is None or fallbacks == ((r["config"]["reuse"], r["config"]["lag"]) != (8, 0))]
+
+
+def longer_low(record: dict) -> bool:
+    """Gate 2's length half: the low-w positives are longer than the high-w ones."""
+    return record["pooled"]["len_low_w_pos"] > record["pooled"]["len_high_w_pos"]
+
+
+def gate2_outcome() -> str:
+    """'PASS at (R, lag)' for the first cell passing on every CPU setting, else what the pre-registration says."""
+    cells = sorted({(r["config"]["reuse"], r["config"]["lag"]) for r in gate2_cells()})
+    for cell in cells:
+        runs = gate2_cells(cell)
+        if len({r["cpu_setting"] for r in runs}) >= 2 and all(r["gate"] == "PASS" for r in runs):
+            return f"passes at R = {cell[0]}, lag {cell[1]}"
+    return "no cell passes on both CPU settings: the mechanism is absent at practitioner settings"
+
+
 @dataclass(frozen=True)
 class Figure:
     what: str
@@ -310,6 +363,27 @@ FIGURES = {
     "toy_end_vs_grpo_gspo_equal": Figure(
         "end-of-run differences (final or held-out reward) between ReSPO at lr 0.01 and GRPO or GSPO that hold on "
         "both settings", lambda: len(carried(toy("equal"), ("final_reward", "heldout_reward"), ("grpo", "gspo")))),
+    # digit_sum under amendment 1 of experiments/PREREGISTRATION.md (experiments/results/gates.md).
+    "digit_sum_gate1_shares": Figure(
+        "shares of demonstrations from every target at which gate 1 passed on both settings",
+        lambda: ", ".join(f"{q:.0%}" for q in gate1_passing_shares()) or "none"),
+    "digit_sum_gate1_success": Figure("per-sample success on the long training targets (t >= 27) there, range",
+                                      lambda: span(gate1_passing("success_long"), 3)),
+    "digit_sum_gate1_pass8": Figure("pass@8 on the long training targets there, range",
+                                    lambda: span(gate1_passing("pass@8_long"), 2)),
+    "digit_sum_lr_star": Figure("lr* of the on-policy selection (respo at R = 1), per CPU setting", lr_star),
+    "digit_sum_gate2_share_r8": Figure("gate 2: share of positives below w = 0.8 under seq_clip at R = 8, range",
+                                       lambda: percent_span(gate2_pooled("low_w_pos_frac", fallbacks=False))),
+    "digit_sum_gate2_share_fallbacks": Figure(
+        "the same share at the fallbacks (R = 16; R = 8 with lag 8), range over both and the settings",
+        lambda: percent_span(gate2_pooled("low_w_pos_frac", fallbacks=True))),
+    "digit_sum_gate2_len_low": Figure("mean length of the low-w positives in every gate 2 record (tokens), range",
+                                      lambda: span(gate2_pooled("len_low_w_pos"), 1)),
+    "digit_sum_gate2_len_high": Figure("mean length of the high-w (w > 1.2) positives in every gate 2 record, range",
+                                       lambda: span(gate2_pooled("len_high_w_pos"), 1)),
+    "digit_sum_gate2_longer_low": Figure("gate 2 records where the low-w positives are the longer ones, of all",
+                                         lambda: f"{sum(map(longer_low, gate2_cells()))} of {len(gate2_cells())}"),
+    "digit_sum_gate2_outcome": Figure("gate 2 under amendment 1", gate2_outcome),
 }
 
 

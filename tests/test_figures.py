@@ -31,3 +31,20 @@ def test_the_prose_tags_its_numbers():
     """Each page that states measured results cites at least a few figures by name."""
     for page, least in (("README.md", 10), ("RESULTS.md", 20)):
         assert len(figures.TAG.findall((ROOT / page).read_text())) >= least, page
+
+
+def test_every_table_of_gates_md_is_what_the_command_above_it_prints(monkeypatch):
+    """experiments/results/gates.md copies its tables from `gateN.py --summarise`: they must still match."""
+    import re
+
+    monkeypatch.chdir(ROOT)
+    scripts = {}
+    for name in ("gate1", "gate2"):
+        spec = importlib.util.spec_from_file_location(f"experiments_{name}", ROOT / "experiments" / f"{name}.py")
+        scripts[name] = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(scripts[name])
+    text = (ROOT / "experiments" / "results" / "gates.md").read_text()
+    found = re.findall(r"```bash\npython experiments/(gate[12])\.py --summarise (\S+)\n```\n\n((?:\|.*\n)+)", text)
+    assert len(found) >= 5, "gates.md: each table follows the --summarise command that prints it"
+    for script, folder, table in found:
+        assert scripts[script].summary(folder) == table.rstrip("\n"), f"gates.md: the table of {folder} is stale"
