@@ -601,6 +601,30 @@ for name in ("llm_low_w_share_selected", "llm_selected_gains", "llm_selected_gai
 # sit in the tails, which grows with the learning rate, the reuse and the length of the
 # responses.
 #
+# ### The pre-registered test on `digit_sum`, and where it stopped
+#
+# The `reverse` study cannot decide the claims (its warm start leaves little to find), so a second
+# one was designed for it: `digit_sum`, where every correct answer to a large target is long and,
+# at the start, rare (RESULTS.md, Study 2). Its rules were committed before any run; its gates
+# decide whether the evaluation runs at all. What its records give:
+
+# %%
+for name in ("digit_sum_gate1_shares", "digit_sum_gate1_success", "digit_sum_gate1_pass8", "digit_sum_lr_star",
+             "digit_sum_gate2_share_r8", "digit_sum_gate2_share_fallbacks", "digit_sum_gate2_len_low",
+             "digit_sum_gate2_len_high", "digit_sum_gate2_longer_low", "digit_sum_gate2_outcome"):
+    print(f"{figures.value(name):>24}  {figures.FIGURES[name].what}")
+
+# %% [markdown]
+# Read them as the gates do. The start has something to find: long correct answers are rare but
+# found (gate 1). Under the sequence clip with reuse and staleness, enough positives fall below
+# $w=0.8$ only at the fallbacks, and the positives that fall are *shorter* than those whose weight
+# rose, in every record (gate 2): the drift sends long correct answers up at least as often as
+# down. So the case ReSPO's positive branch is built for, long under-generated correct answers
+# losing their gradient, does not arise on this task at these settings, and by its own rule the
+# evaluation did not run. The claims stay not resolved, neither supported nor refuted; what this
+# notebook's §2 showed (the clip scales a fallen positive's gradient by its $w$) is true of every
+# batch, and whether it matters depends on which responses fall.
+#
 # ## 5. Exercises
 #
 # **Exercise 1: find and read the highest-$w$ negative.** In §2's last batch at the stress rate,
