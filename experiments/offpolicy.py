@@ -94,6 +94,8 @@ class OffPolicyConfig:
     """Samples per prompt."""
     lr: float = 3e-4
     """Learning rate of every arm (RESULTS.md's stress cell: drift within a short run)."""
+    sft_steps: int | None = None
+    """train.py --sft-steps of the warm start; None = train.py's default (the cached one)."""
     out: str = "experiments/results/offpolicy"
     """Where the records go (<out>/<setting>/<model>/<source>/<arm>-seed<S>.json)."""
     setting: str | None = None
@@ -125,7 +127,7 @@ def train_config(cfg: OffPolicyConfig, model: str, source: str, arm: str, seed: 
     return TrainConfig(model=model, loss=ARMS[arm], seed=seed, iterations=cfg.iterations, lr=cfg.lr,
                        prompts_per_iteration=cfg.prompts_per_iteration, group_size=cfg.group_size,
                        reuse=knobs["reuse"], epochs=min(2, knobs["reuse"]), lag=knobs["lag"],
-                       sampler_dtype=knobs["sampler_dtype"], eval_problems=16, plots=False)
+                       sampler_dtype=knobs["sampler_dtype"], sft_steps=cfg.sft_steps, eval_problems=16, plots=False)
 
 
 # --- reading one optimizer step's mini-batch with every arm --------------------------------
