@@ -241,6 +241,15 @@ def offpolicy_pairs(model: str, read_a, source_a: str, read_b, source_b: str, ar
             and not math.isnan(read_a(r)) and not math.isnan(b[(r["setting"], r["seed"])])]
 
 
+def offpolicy_p3(model: str, source: str) -> str:
+    """P3 on every run: a run without low-w or without high-w positives leaves it unresolved."""
+    pairs = offpolicy_pairs(model, reading("len_low_w_pos"), source, reading("len_high_w_pos"), source)
+    runs = len(offpolicy_runs(model, source))
+    if runs and len(pairs) < runs:
+        return f"not resolved ({len(pairs)} of {runs} runs have both)"
+    return every_seed(pairs)
+
+
 def offpolicy_p1(model: str) -> str:
     """P1: the bf16 sampler alone keeps log w's 10-90% range inside +-0.1 and fewer positives below 0.8 than reuse."""
     q = offpolicy_values(model, "mismatch", lambda r: max(abs(r["reading"]["log_w_quantiles"][1]),
@@ -249,6 +258,29 @@ def offpolicy_p1(model: str) -> str:
     if not q or not share:
         return "not run"
     return "holds" if max(q) < 0.1 and all(a < b for a, b in share) else "refuted"
+
+
+def offpolicy_identical(sources=OFFPOLICY_SOURCES) -> str:
+    curves = defaultdict(dict)
+    for r in offpolicy_records():
+        if r["source"] in sources:
+            curves[(r["model"], r["source"], r["arm"], r["seed"])][r["setting"]] = r["reward_curve"]
+    both = [c for c in curves.values() if len(c) == 2]
+    return f"{sum(len({tuple(v) for v in c.values()}) == 1 for c in both)} of {len(both)}"
+
+
+def offpolicy_p2() -> str:
+    """P2: R = 1 sources have log pi/pi_old = 0, the fp32 lag-0 source log pi_old/mu = 0, `all` neither."""
+    def largest(r, key):
+        return max(abs(q) for q in r["reading"][key])
+    zero = {"mismatch": "log_trust_quantiles", "staleness": "log_trust_quantiles", "reuse": "log_rho_quantiles"}
+    runs = {s: [r for r in offpolicy_records() if r["source"] == s and r["arm"] == "respo"] for s in OFFPOLICY_SOURCES}
+    if not all(runs.values()):
+        return "not run"
+    holds = (all(largest(r, key) < 1e-5 for s, key in zero.items() for r in runs[s])
+             and all(largest(r, "log_trust_quantiles") > 1e-3 and largest(r, "log_rho_quantiles") > 1e-3
+                     for r in runs["all"]))
+    return "holds" if holds else "fails"
 
 
 def offpolicy_figures() -> dict:
@@ -274,8 +306,7 @@ def offpolicy_figures() -> dict:
                 f"{name}_len_pos": Figure(f"{m}, {s}: mean length of all positives, range",
                                           lambda m=m, s=s: offpolicy_span(m, s, reading("len_pos"), 1)),
                 f"{name}_p3": Figure(f"{m}, {s}: P3, the low-w positives' length against the high-w positives'",
-                                     lambda m=m, s=s: every_seed(offpolicy_pairs(m, reading("len_low_w_pos"), s,
-                                                                                 reading("len_high_w_pos"), s))),
+                                     lambda m=m, s=s: offpolicy_p3(m, s)),
                 f"{name}_router": Figure(f"{m}, {s}: share of response tokens whose top-k experts differ, sampler "
                                          f"against learner, run mean, range",
                                          lambda m=m, s=s: offpolicy_span(m, s, run_mean("router_mismatch_frac"), 2, True)),
@@ -303,6 +334,16 @@ def offpolicy_figures() -> dict:
                                                    run_mean("router_mismatch_frac"), "mismatch")))
     figures["offpolicy_records"] = Figure("records of the study committed (both settings)",
                                           lambda: len(offpolicy_records()))
+    figures["offpolicy_minutes"] = Figure("minutes the study's runs took, both settings together, one process on the "
+                                          "shared 2-core machine", lambda: f"{sum(r['seconds'] for r in offpolicy_records()) / 60:.0f}")
+    figures["offpolicy_p2"] = Figure("P2: each source moves only its own factor of w (every respo run)", offpolicy_p2)
+    figures["offpolicy_identical_across_settings"] = Figure(
+        "runs (model, source, arm, seed) whose 8 rollout rewards are identical on the two CPU settings, of those run on both",
+        offpolicy_identical)
+    figures["offpolicy_identical_fp32"] = Figure("the same for the fp32-sampler sources (reuse, staleness)",
+                                                 lambda: offpolicy_identical(("reuse", "staleness")))
+    figures["offpolicy_identical_bf16"] = Figure("the same for the bf16-sampler sources (mismatch, all)",
+                                                 lambda: offpolicy_identical(("mismatch", "all")))
     return figures
 
 

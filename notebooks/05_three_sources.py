@@ -180,9 +180,9 @@ plt.show()
 
 # %% [markdown]
 # The dotted line is $w = 0.8$, where a sequence clip starts to starve a positive. Near 0 the
-# four curves look alike at this bin width (the mismatch's whole 10-90% range fits inside
-# one bin); the tails differ: reuse and staleness put far more responses at the left end
-# (beyond $\log w=-1$) than the bf16 sampler alone, since the sampled responses lose
+# four curves look alike at this bin width (the mismatch's whole 10-90% range fits inside the
+# two bins around 0); the tails differ: reuse and staleness put far more responses at the left
+# end (beyond $\log w=-1$) than the bf16 sampler alone, since the sampled responses lose
 # probability as the learner moves away from the weights that drew them. The pre-registered
 # readings, computed from the records:
 
