@@ -279,7 +279,7 @@ def run_grid(cfg: OffPolicyConfig) -> None:
         path.write_text(json.dumps(record, indent=0))
         print(f"[{index}/{len(todo)}] {cell[0]} {cell[1]} {cell[2]} seed {cell[3]}: reward "
               f"{record['mean_reward']:.3f} mean, {record['final_reward']:.3f} final; "
-              f"{record['seconds']:.0f} s -> {path.relative_to(ROOT)}", flush=True)
+              f"{record['seconds']:.0f} s -> {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}", flush=True)
 
 
 # --- the tables, from the records ------------------------------------------------------------

@@ -2,11 +2,14 @@
 
 import importlib.util
 import json
+import math
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
+from nano_respo.rollout import RolloutBatch
 from nano_respo.run.cli import parse_config
 
 SPEC = importlib.util.spec_from_file_location("experiments_offpolicy",
@@ -47,17 +50,37 @@ def test_each_source_moves_only_its_own_factor_of_w(records):
         assert set(reading["arms"]) == set(offpolicy.ARMS) and len(record["reward_curve"]) == 2
 
 
-def test_what_the_arms_give_follows_their_definitions(records):
-    """On the same responses: the decoupled corrections equal GRPO where pi_old = mu (reuse alone); the
-    off-policy mask never touches positives."""
-    _, by_source = records
-    arms = by_source["reuse"]["reading"]["arms"]
-    for key in ("phi_mean_pos", "phi_mean_neg"):
-        assert arms["grpo_trl_seq_mask"][key] == pytest.approx(arms["grpo"][key])
-        assert arms["grpo_verl_token_trunc"][key] == pytest.approx(arms["grpo"][key])
-    for record in by_source.values():
-        arms = record["reading"]["arms"]
-        assert arms["grpo_opsm"]["phi_mean_pos"] == pytest.approx(arms["grpo"]["phi_mean_pos"])
+def synthetic_batch(seed, pi_old_shift=None):
+    """A mini-batch as the loss sees it: mu, optionally pi_old, advantages of both signs, ragged masks."""
+    gen = torch.Generator().manual_seed(seed)
+    mu = -torch.rand(16, 12, generator=gen) * 2  # [B, T]
+    mask = torch.arange(12)[None] < torch.randint(3, 13, (16, 1), generator=gen)
+    adv = torch.tensor([1.0, -1.0] * 8)
+    pi_old = None if pi_old_shift is None else mu + pi_old_shift * torch.randn(16, 12, generator=gen)
+    return RolloutBatch(torch.zeros(16, 1), torch.ones(16, 1), mask, mu, torch.zeros(16), adv, pi_old)
+
+
+def test_what_the_arms_give_follows_their_definitions():
+    """Reuse alone (no pi_old: pi_old = mu): every correction is GRPO itself. Staleness at R = 1 (pi = pi_old):
+    TRL's sequence-masked IS gives each fallen positive rho = w, as the sequence clip does;
+    the off-policy mask never touches a positive."""
+    reuse = offpolicy.StepReader(max_new_tokens=12)
+    batch = synthetic_batch(0)
+    reuse.read(batch, batch.old_logp + 0.3 * torch.randn(16, 12, generator=torch.Generator().manual_seed(1)))
+    for arm in ("grpo_trl_seq_mask", "grpo_verl_token_trunc"):
+        assert torch.equal(reuse.phi[arm][0], reuse.phi["grpo"][0])
+    stale = offpolicy.StepReader(max_new_tokens=12)
+    batch = synthetic_batch(2, pi_old_shift=0.2)
+    stale.read(batch, batch.pi_old_logp)
+    log_w = stale.rows["log_w"][0]
+    positive = stale.rows["adv"][0] > 0
+    fallen = positive & (log_w < 0)  # below 1: what the sequence clip passes as w (it zeroes w > 1.2)
+    assert (log_w[positive] < math.log(0.8)).any()  # some positives are starved here
+    assert torch.allclose(stale.phi["grpo_trl_seq_mask"][0][fallen], stale.phi["seq_clip"][0][fallen], rtol=1e-5)
+    assert torch.allclose(stale.phi["grpo_trl_seq_mask"][0][fallen], log_w[fallen].exp(), rtol=1e-5)
+    assert torch.equal(stale.phi["grpo_opsm"][0][positive], stale.phi["grpo"][0][positive])
+    summary = stale.summary()
+    assert summary["arms"]["respo"]["phi_low_w_pos"] > 1 > 0.8 > summary["arms"]["seq_clip"]["phi_low_w_pos"]
 
 
 def test_existing_records_are_kept_unless_overwrite(records, capsys):
