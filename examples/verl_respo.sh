@@ -6,6 +6,21 @@
 # the repository on each. Rollout reuse: 256 prompts x 8 responses per rollout, 4
 # mini-batches of 64 prompts, 2 epochs = 8 optimizer steps on each rollout.
 # Extra Hydra overrides pass through: bash examples/verl_respo.sh trainer.total_epochs=1
+#
+# The three policies (docs/math.md §7): mu is vLLM's (its log-prob of each sampled token,
+# rollout.calculate_log_probs -> rollout_log_probs), pi_old the actor's recomputed log-probs
+# before the update (verl's old_log_probs), pi the actor now. ReSPO's weight must be
+# w = pi / mu, with each correction applied once:
+# - algorithm.rollout_correction.rollout_is=sequence: verl computes rho = pi_old / mu per
+#   response (truncated at rollout_is_threshold, verl's default 2); the adapter folds log rho
+#   into log w once, so w = (pi / pi_old) * rho. policy_loss.rollout_is_level must equal
+#   rollout_is (the adapter refuses token weights under "sequence").
+# - rollout_is=null instead would leave w = pi / pi_old: the mismatch and staleness unseen.
+# - bypass_mode=false: verl's bypass mode replaces loss_mode by its own loss, so ReSPO's
+#   kernel would not run.
+# - policy_loss.correction stays none (the kernel's own decoupled correction): the adapter
+#   refuses it under verl's, which would otherwise weigh pi_old / mu twice.
+# tests_integrations/test_examples.py checks these flags against the adapter.
 set -euo pipefail
 DATA=${DATA:-$HOME/data/gsm8k}
 MODEL=${MODEL:-Qwen/Qwen3-0.6B}
@@ -26,6 +41,10 @@ python3 -m verl.trainer.main_ppo \
   actor_rollout_ref.rollout.tensor_model_parallel_size=1 \
   actor_rollout_ref.rollout.gpu_memory_utilization=0.6 \
   actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16 \
+  actor_rollout_ref.rollout.calculate_log_probs=true \
+  algorithm.rollout_correction.rollout_is=sequence \
+  algorithm.rollout_correction.rollout_is_threshold=2.0 \
+  algorithm.rollout_correction.bypass_mode=false \
   actor_rollout_ref.actor.optim.lr=1e-6 \
   actor_rollout_ref.actor.ppo_mini_batch_size=64 \
   actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16 \
@@ -39,6 +58,7 @@ python3 -m verl.trainer.main_ppo \
   +actor_rollout_ref.actor.policy_loss.lambda_pos=0.1 \
   +actor_rollout_ref.actor.policy_loss.alpha_neg=3.0 \
   +actor_rollout_ref.actor.policy_loss.lambda_neg=2.0 \
+  +actor_rollout_ref.actor.policy_loss.rollout_is_level=sequence \
   trainer.n_gpus_per_node="$GPUS" \
   trainer.nnodes=1 \
   trainer.total_epochs=15 \

@@ -231,6 +231,175 @@ def gate2_outcome() -> str:
     return "no cell passes on both CPU settings: the mechanism is absent at practitioner settings"
 
 
+# --- The three sources of off-policy data (experiments/offpolicy.py, RESULTS.md) --------------------
+
+OFFPOLICY_MODELS = {"dense": "tiny-qwen3", "moe": "tiny-qwen3-moe"}
+OFFPOLICY_SOURCES = ("mismatch", "reuse", "staleness", "all")
+OFFPOLICY_ARMS = ("respo", "seq_clip", "grpo", "gspo", "grpo_trl_seq_mask", "grpo_verl_token_trunc", "grpo_opsm",
+                  "vespo_token_mean")
+
+
+@functools.cache
+def offpolicy_records() -> tuple[dict, ...]:
+    """Every committed record of the study, both settings (experiments/results/offpolicy/<setting>/...)."""
+    folder = ROOT / "experiments/results/offpolicy"
+    return tuple(json.loads(p.read_text()) for p in sorted(folder.glob("*/*/*/*.json")))
+
+
+def offpolicy_runs(model: str, source: str, arm: str = "respo") -> list[dict]:
+    return [r for r in offpolicy_records() if (r["model"], r["source"], r["arm"]) == (OFFPOLICY_MODELS[model], source, arm)]
+
+
+def offpolicy_values(model: str, source: str, read, arm: str = "respo") -> list[float]:
+    """read(record) over the runs of both settings and every seed, nan and missing left out."""
+    values = [read(r) for r in offpolicy_runs(model, source, arm)]
+    return [v for v in values if v is not None and not math.isnan(v)]
+
+
+def offpolicy_span(model, source, read, digits, percent=False, signed=False) -> str:
+    values = offpolicy_values(model, source, read)
+    if not values:
+        return "none"
+    return percent_span(values, digits) if percent else span(values, digits, signed=signed)
+
+
+def reading(key: str):
+    return lambda r: r["reading"][key]
+
+
+def arm_reading(arm: str, key: str = "phi_low_w_pos"):
+    return lambda r: r["reading"]["arms"][arm][key]
+
+
+def run_mean(key: str):
+    return lambda r: sum(r[key]) / len(r[key]) if r[key] else None
+
+
+def every_seed(pairs: list[tuple[float, float]]) -> str:
+    """'a > b on every seed' style verdict of paired values (both settings pooled), else 'not resolved'."""
+    if not pairs:
+        return "not run"
+    if all(a > b for a, b in pairs):
+        return "higher on every seed"
+    if all(a < b for a, b in pairs):
+        return "lower on every seed"
+    return "not resolved"
+
+
+def offpolicy_pairs(model: str, read_a, source_a: str, read_b, source_b: str, arm_a="respo", arm_b="respo"):
+    """(a, b) per (setting, seed) present in both."""
+    b = {(r["setting"], r["seed"]): read_b(r) for r in offpolicy_runs(model, source_b, arm_b)}
+    return [(read_a(r), b[(r["setting"], r["seed"])]) for r in offpolicy_runs(model, source_a, arm_a)
+            if (r["setting"], r["seed"]) in b and read_a(r) is not None and b[(r["setting"], r["seed"])] is not None
+            and not math.isnan(read_a(r)) and not math.isnan(b[(r["setting"], r["seed"])])]
+
+
+def offpolicy_p3(model: str, source: str) -> str:
+    """P3 on every run: a run without low-w or without high-w positives leaves it unresolved."""
+    pairs = offpolicy_pairs(model, reading("len_low_w_pos"), source, reading("len_high_w_pos"), source)
+    runs = len(offpolicy_runs(model, source))
+    if runs and len(pairs) < runs:
+        return f"not resolved ({len(pairs)} of {runs} runs have both)"
+    return every_seed(pairs)
+
+
+def offpolicy_p1(model: str) -> str:
+    """P1: the bf16 sampler alone keeps log w's 10-90% range inside +-0.1 and fewer positives below 0.8 than reuse."""
+    q = offpolicy_values(model, "mismatch", lambda r: max(abs(r["reading"]["log_w_quantiles"][1]),
+                                                          abs(r["reading"]["log_w_quantiles"][3])))
+    share = offpolicy_pairs(model, reading("low_w_pos_frac"), "mismatch", reading("low_w_pos_frac"), "reuse")
+    if not q or not share:
+        return "not run"
+    return "holds" if max(q) < 0.1 and all(a < b for a, b in share) else "refuted"
+
+
+def offpolicy_identical(sources=OFFPOLICY_SOURCES) -> str:
+    curves = defaultdict(dict)
+    for r in offpolicy_records():
+        if r["source"] in sources:
+            curves[(r["model"], r["source"], r["arm"], r["seed"])][r["setting"]] = r["reward_curve"]
+    both = [c for c in curves.values() if len(c) == 2]
+    return f"{sum(len({tuple(v) for v in c.values()}) == 1 for c in both)} of {len(both)}"
+
+
+def offpolicy_p2() -> str:
+    """P2: R = 1 sources have log pi/pi_old = 0, the fp32 lag-0 source log pi_old/mu = 0, `all` neither."""
+    def largest(r, key):
+        return max(abs(q) for q in r["reading"][key])
+    zero = {"mismatch": "log_trust_quantiles", "staleness": "log_trust_quantiles", "reuse": "log_rho_quantiles"}
+    runs = {s: [r for r in offpolicy_records() if r["source"] == s and r["arm"] == "respo"] for s in OFFPOLICY_SOURCES}
+    if not all(runs.values()):
+        return "not run"
+    holds = (all(largest(r, key) < 1e-5 for s, key in zero.items() for r in runs[s])
+             and all(largest(r, "log_trust_quantiles") > 1e-3 and largest(r, "log_rho_quantiles") > 1e-3
+                     for r in runs["all"]))
+    return "holds" if holds else "fails"
+
+
+def offpolicy_figures() -> dict:
+    figures = {}
+    for m in OFFPOLICY_MODELS:
+        for s in OFFPOLICY_SOURCES:
+            name = f"offpolicy_{m}_{s}"
+            figures.update({
+                f"{name}_runs": Figure(f"{m}, {s}: respo runs read (seeds x settings)",
+                                       lambda m=m, s=s: len(offpolicy_runs(m, s))),
+                f"{name}_logw_q10": Figure(f"{m}, {s}: 10% quantile of log w over a run's off-policy steps, range",
+                                           lambda m=m, s=s: offpolicy_span(m, s, lambda r: r["reading"]["log_w_quantiles"][1], 3, signed=True)),
+                f"{name}_logw_q90": Figure(f"{m}, {s}: 90% quantile of log w, range",
+                                           lambda m=m, s=s: offpolicy_span(m, s, lambda r: r["reading"]["log_w_quantiles"][3], 3, signed=True)),
+                f"{name}_ess": Figure(f"{m}, {s}: effective sample share of w per step, run mean, range",
+                                      lambda m=m, s=s: offpolicy_span(m, s, reading("ess"), 2)),
+                f"{name}_low_w_share": Figure(f"{m}, {s}: share of positives with w < 0.8, range",
+                                              lambda m=m, s=s: offpolicy_span(m, s, reading("low_w_pos_frac"), 1, True)),
+                f"{name}_len_low": Figure(f"{m}, {s}: mean length of the positives with w < 0.8, range",
+                                          lambda m=m, s=s: offpolicy_span(m, s, reading("len_low_w_pos"), 1)),
+                f"{name}_len_high": Figure(f"{m}, {s}: mean length of the positives with w > 1.2, range",
+                                           lambda m=m, s=s: offpolicy_span(m, s, reading("len_high_w_pos"), 1)),
+                f"{name}_len_pos": Figure(f"{m}, {s}: mean length of all positives, range",
+                                          lambda m=m, s=s: offpolicy_span(m, s, reading("len_pos"), 1)),
+                f"{name}_p3": Figure(f"{m}, {s}: P3, the low-w positives' length against the high-w positives'",
+                                     lambda m=m, s=s: offpolicy_p3(m, s)),
+                f"{name}_router": Figure(f"{m}, {s}: share of response tokens whose top-k experts differ, sampler "
+                                         f"against learner, run mean, range",
+                                         lambda m=m, s=s: offpolicy_span(m, s, run_mean("router_mismatch_frac"), 2, True)),
+                f"{name}_sampler_kl": Figure(f"{m}, {s}: KL(mu || pi_old) per token, run mean, range",
+                                             lambda m=m, s=s: offpolicy_span(m, s, run_mean("sampler_kl"), 4)),
+            })
+            for arm in OFFPOLICY_ARMS:
+                figures[f"{name}_phi_low_{arm}"] = Figure(
+                    f"{m}, {s}: mean coefficient {arm} gives a positive with w < 0.8 (respo's steps), range",
+                    lambda m=m, s=s, arm=arm: offpolicy_span(m, s, arm_reading(arm), 2))
+            for arm in ("respo", "grpo_trl_seq_mask"):
+                figures[f"{name}_reward_{arm}"] = Figure(
+                    f"{m}, {s}: mean rollout reward of {arm} over the 8 batches, range",
+                    lambda m=m, s=s, arm=arm: span([r["mean_reward"] for r in offpolicy_runs(m, s, arm)], 3)
+                    if offpolicy_runs(m, s, arm) else "not run")
+            figures[f"{name}_reward_verdict"] = Figure(
+                f"{m}, {s}: P6, respo's mean reward against grpo_trl_seq_mask's on the same seed (both settings)",
+                lambda m=m, s=s: every_seed(offpolicy_pairs(m, lambda r: r["mean_reward"], s, lambda r: r["mean_reward"],
+                                                            s, "respo", "grpo_trl_seq_mask")))
+        figures[f"offpolicy_{m}_p1"] = Figure(f"{m}: P1, mismatch alone inside +-0.1 and below reuse's low-w share",
+                                              lambda m=m: offpolicy_p1(m))
+        figures[f"offpolicy_{m}_p5"] = Figure(
+            f"{m}: P5, the router mismatch share under all three sources against the bf16 sampler alone",
+            lambda m=m: every_seed(offpolicy_pairs(m, run_mean("router_mismatch_frac"), "all",
+                                                   run_mean("router_mismatch_frac"), "mismatch")))
+    figures["offpolicy_records"] = Figure("records of the study committed (both settings)",
+                                          lambda: len(offpolicy_records()))
+    figures["offpolicy_minutes"] = Figure("minutes the study's runs took, both settings together, one process on the "
+                                          "shared 2-core machine", lambda: f"{sum(r['seconds'] for r in offpolicy_records()) / 60:.0f}")
+    figures["offpolicy_p2"] = Figure("P2: each source moves only its own factor of w (every respo run)", offpolicy_p2)
+    figures["offpolicy_identical_across_settings"] = Figure(
+        "runs (model, source, arm, seed) whose 8 rollout rewards are identical on the two CPU settings, of those run on both",
+        offpolicy_identical)
+    figures["offpolicy_identical_fp32"] = Figure("the same for the fp32-sampler sources (reuse, staleness)",
+                                                 lambda: offpolicy_identical(("reuse", "staleness")))
+    figures["offpolicy_identical_bf16"] = Figure("the same for the bf16-sampler sources (mismatch, all)",
+                                                 lambda: offpolicy_identical(("mismatch", "all")))
+    return figures
+
+
 @dataclass(frozen=True)
 class Figure:
     what: str
@@ -384,6 +553,7 @@ FIGURES = {
     "digit_sum_gate2_longer_low": Figure("gate 2 records where the low-w positives are the longer ones, of all",
                                          lambda: f"{sum(map(longer_low, gate2_cells()))} of {len(gate2_cells())}"),
     "digit_sum_gate2_outcome": Figure("gate 2 under amendment 1", gate2_outcome),
+    **offpolicy_figures(),
 }
 
 

@@ -40,6 +40,7 @@ CONFIGS = {
     "experiments/across.py": lambda: script_module("experiments/across.py").AcrossConfig,
     "experiments/select_lr.py": lambda: script_module("experiments/select_lr.py").SelectConfig,
     "experiments/figures.py": lambda: script_module("experiments/figures.py").FiguresConfig,
+    "experiments/offpolicy.py": lambda: script_module("experiments/offpolicy.py").OffPolicyConfig,
 }
 # Scripts this file runs, each with the flags that make it cheap (appended: argparse keeps the last value).
 SHORTENED = {
@@ -64,6 +65,7 @@ RUN_BY = {
     "experiments/across.py": "tests/test_experiments.py",
     "experiments/select_lr.py": "tests/test_experiments.py",
     "experiments/figures.py": "tests/test_figures.py",  # --check over the prose
+    "experiments/offpolicy.py": "tests/test_offpolicy.py",
     "tools/mutation_check.py": "tests/test_mutation_check.py",
     "pytest": ".ci/run",
     ".ci/integrations.sh": ".ci/run",

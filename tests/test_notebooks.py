@@ -28,8 +28,8 @@ WIDGET = "application/vnd.jupyter.widget-view+json"
 
 def test_the_course_is_complete():
     names = [s.name for s in SOURCES]
-    assert [n[:2] for n in names[:4]] == ["01", "02", "03", "04"]
-    assert names[4:] == ["exercises.py", "exercises_solutions.py"]
+    assert [n[:2] for n in names[:5]] == ["01", "02", "03", "04", "05"]
+    assert names[5:] == ["exercises.py", "exercises_solutions.py"]
     for source in SOURCES:
         assert source.with_suffix(".ipynb").exists(), f"{source.name} has no notebook: run python notebooks/build.py"
 

@@ -1,0 +1,323 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 05 · Three sources of off-policy data: mismatch, staleness, reuse
+#
+# Notebooks 01-04 had one source of off-policy data: reuse, several optimizer steps on one
+# rollout batch. A real RL system has two more. Its inference engine (vLLM) samples in
+# bfloat16 while the learner trains in float32, so the sampler is a slightly different policy
+# even before any update: the **train-inference mismatch** (on a mixture-of-experts model
+# the two engines' routers can even pick other experts). And asynchronous systems sample with
+# weights some updates old: **staleness**. Here the three are made on a CPU, named, measured
+# one at a time and together, and the corrections that TRL and verl apply to them are read on
+# the same drifted responses as ReSPO. About 15 minutes.
+#
+# **Three policies.** $\mu$ is the policy that sampled the batch (the engine's weights, in
+# its precision, maybe stale), $\pi_{old}$ the learner's weights when the batch was sampled,
+# $\pi$ the learner's weights now. For every response,
+#
+# $$w = \frac{\pi}{\mu} = \underbrace{\frac{\pi}{\pi_{old}}}_{\text{reuse}} \cdot
+#   \underbrace{\frac{\pi_{old}}{\mu}}_{\text{mismatch, staleness}} = w_{trust}\,\rho .$$
+#
+# ReSPO puts its kernel on the whole $w$ (the *coupled* form). TRL's and verl's rollout
+# corrections split it (the *decoupled* form, docs/math.md §7): a trust region (GRPO's clip)
+# on $\pi/\pi_{old}$, times a correction weight $c(\rho)$, truncated or masked.
+
+# %%
+import contextlib
+import importlib.util
+import io
+import math
+import sys
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from IPython.display import Markdown, display
+
+import nano_respo
+from nano_respo.kernel import LossConfig, sequence_log_weight
+from nano_respo.rollout import policy_logprobs, router_choices
+from nano_respo.run.config import TrainConfig
+from nano_respo.run.session import build_task, initial_model
+from nano_respo.trainer import LaggedPolicy, collect_rollouts, learner_logprobs, rl_iteration, router_mismatch
+
+torch.set_num_threads(1)
+plt.rcParams.update({"figure.dpi": 100, "font.size": 10, "axes.grid": True, "grid.alpha": 0.3})
+ROOT = Path(nano_respo.__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("figures", ROOT / "experiments" / "figures.py")
+figures = sys.modules["figures"] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
+spec.loader.exec_module(figures)
+
+
+def load(cfg):
+    task = build_task(cfg)
+    torch.manual_seed(cfg.seed)
+    with contextlib.redirect_stdout(io.StringIO()):  # the warm start prints its cache path
+        model, tokenizer = initial_model(cfg, task, "cpu", policy_logprobs)
+    return task, model, tokenizer
+
+
+# %% [markdown]
+# ## 1. The mismatch, live: $w \ne 1$ before any update
+#
+# The dense tiny Qwen3 after its cached warm start. `LaggedPolicy` with lag 0 and
+# `dtype=bfloat16` is what `train.py --sampler-dtype bfloat16` builds: a copy of the learner
+# cast to bfloat16 samples the batch and records $\log\mu$; the learner's own float32
+# forward on the same tokens gives $\log\pi_{old}$. No optimizer step has happened, so
+# $\pi = \pi_{old}$ and every $w$ would be exactly 1 with an fp32 sampler.
+
+# %%
+cfg = TrainConfig(model="tiny-qwen3", loss=LossConfig(), prompts_per_iteration=16, reuse=4, epochs=2,
+                  lr=3e-4, seed=0, sampler_dtype="bfloat16")
+task, model, tokenizer = load(cfg)
+sampler = LaggedPolicy(model, lag=0, dtype=torch.bfloat16).sampler_for(model)
+samples, rewards, _ = collect_rollouts(sampler, tokenizer, task, cfg, iteration=0)
+from nano_respo.rollout import RolloutBatch  # noqa: E402
+
+batch = RolloutBatch(samples.input_ids, samples.attention_mask, samples.completion_mask, samples.old_logp,
+                     rewards, torch.zeros_like(rewards))
+pi_old = learner_logprobs(model, batch, cfg)                                   # [N, C] float32 learner
+mask, mu = batch.completion_mask, batch.old_logp
+log_rho = sequence_log_weight(pi_old, mu, mask)                                # [N] log pi_old / mu per response
+lengths = mask.sum(-1)
+print(f"{len(log_rho)} responses sampled by the bf16 copy; at step 0, w != 1 for {int((log_rho != 0).sum())} of them")
+print(f"log w at step 0: 10% / 50% / 90% quantiles "
+      + " / ".join(f"{q:+.4f}" for q in torch.quantile(log_rho, torch.tensor([0.1, 0.5, 0.9])).tolist())
+      + f"; the largest |log w| is {log_rho.abs().max():.3f}")
+d = torch.where(mask, pi_old - mu, torch.zeros_like(mu))
+print(f"KL(mu || pi_old) per token (k3, as `sampler_kl` logs it): {(torch.expm1(d) - d)[mask].mean():.2e}")
+short, long_ = lengths <= lengths.median(), lengths > lengths.median()
+print(f"mean |log w|: {log_rho[short].abs().mean():.4f} on the shorter half, {log_rho[long_].abs().mean():.4f} "
+      f"on the longer half (log w sums one rounding error per token)")
+
+# %% [markdown]
+# Now the product identity on real numbers: four reuse steps on a bf16-sampled batch (what
+# `train.py --sampler-dtype bfloat16 --reuse 4` does on one iteration), then each response's
+# $\log w$ against its two factors.
+
+# %%
+lagged = LaggedPolicy(model, lag=0, dtype=torch.bfloat16)
+optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+batch, records, _ = rl_iteration(model, tokenizer, task, optimizer, cfg, iteration=0, step=0,
+                                 sampler=lagged.sampler_for(model))
+with torch.no_grad():
+    pi_now, _, _ = policy_logprobs(model, batch, cfg.temperature)              # [N, C] after 4 steps
+mask, mu = batch.completion_mask, batch.old_logp
+log_w = sequence_log_weight(pi_now, mu, mask)
+log_trust = sequence_log_weight(pi_now, batch.pi_old_logp, mask)              # log pi / pi_old: reuse
+log_rho = sequence_log_weight(batch.pi_old_logp, mu, mask)                    # log pi_old / mu: mismatch
+print(f"max |log w - (log pi/pi_old + log pi_old/mu)| = {(log_w - log_trust - log_rho).abs().max():.1e}")
+rows = ["| response | length | log pi_old/mu | log pi/pi_old | log w |", "|---|---|---|---|---|"]
+for i in log_w.abs().argsort(descending=True)[:4].tolist():
+    rows.append(f"| {i} | {int(mask[i].sum())} | {log_rho[i]:+.3f} | {log_trust[i]:+.3f} | {log_w[i]:+.3f} |")
+display(Markdown("\n".join(rows)))
+print(f"spread (std) of log pi_old/mu {log_rho.std():.4f}, of log pi/pi_old {log_trust.std():.4f}")
+
+# %% [markdown]
+# ## 2. The MoE's router mismatch
+#
+# The tiny Qwen3-MoE (8 experts, top-2 per token) after its warm start. The bf16 copy and
+# the fp32 learner compute slightly different router logits; where two experts' logits are
+# close, the top-2 choice flips. `router_mismatch` runs both models over the same batch and
+# counts the response tokens at which some layer picks other experts: what verl's routing
+# replay (R3) exists to remove.
+
+# %%
+moe_cfg = TrainConfig(model="tiny-qwen3-moe", loss=LossConfig(), prompts_per_iteration=8, reuse=1, epochs=1,
+                      seed=0, sampler_dtype="bfloat16")
+moe_task, moe, moe_tokenizer = load(moe_cfg)
+moe_sampler = LaggedPolicy(moe, lag=0, dtype=torch.bfloat16).sampler_for(moe)
+samples, rewards, _ = collect_rollouts(moe_sampler, moe_tokenizer, moe_task, moe_cfg, iteration=0)
+moe_batch = RolloutBatch(samples.input_ids, samples.attention_mask, samples.completion_mask, samples.old_logp,
+                         rewards, torch.zeros_like(rewards))
+share = router_mismatch(moe_sampler, moe, moe_batch)
+per_layer = (router_choices(moe_sampler, moe_batch) != router_choices(moe, moe_batch)).any(-1)  # [L, N, C]
+print(f"{int(moe_batch.completion_mask.sum())} response tokens; some layer routes differently at {share:.2%} of them")
+for layer, differs in enumerate(per_layer):
+    print(f"  layer {layer}: {differs[moe_batch.completion_mask].float().mean():.2%}")
+
+# %% [markdown]
+# ## 3. The study: each source alone, then all three
+#
+# `experiments/offpolicy.py` (pre-registered in `experiments/OFFPOLICY.md`) ran short ReSPO
+# runs, 8 rollout batches of 16 prompts × 8 at lr 3e-4, three seeds, on both CPU settings,
+# for four sources: **mismatch** (bf16 sampler, one step per batch), **reuse** (fp32 sampler,
+# 8 steps per batch), **staleness** (fp32 sampler, one step per batch, rollouts 4 iterations
+# old) and **all** (the three at once). At every optimizer step it kept what the loss saw.
+# Everything below is read from the committed records.
+
+# %%
+SOURCES = figures.OFFPOLICY_SOURCES
+COLOURS = dict(zip(SOURCES, ("tab:purple", "tab:blue", "tab:orange", "tab:red")))
+MODELS = [m for m in figures.OFFPOLICY_MODELS if any(figures.offpolicy_runs(m, s) for s in SOURCES)]
+print(f"{figures.value('offpolicy_records')} records; models read: {', '.join(figures.OFFPOLICY_MODELS[m] for m in MODELS)}")
+for m in MODELS:
+    print(f"  {m}: respo runs per source " + ", ".join(f"{s} {len(figures.offpolicy_runs(m, s))}" for s in SOURCES))
+
+# %%
+edges = np.linspace(-1, 1, 41)  # experiments/offpolicy.py's HIST_EDGES: bins of 0.05, the tails in the end bins
+fig, axes = plt.subplots(1, len(MODELS), figsize=(5.5 * len(MODELS), 3.6), squeeze=False)
+for ax, m in zip(axes[0], MODELS):
+    for s in SOURCES:
+        runs = figures.offpolicy_runs(m, s)
+        if runs:
+            counts = np.sum([r["reading"]["log_w_hist"] for r in runs], axis=0)
+            ax.stairs(counts / counts.sum(), edges, color=COLOURS[s], lw=1.8, label=s)
+    ax.axvline(math.log(0.8), color="k", ls=":", lw=1)
+    ax.set(yscale="log", xlabel="log w (the end bins hold everything beyond ±1)", ylabel="share of responses",
+           title=f"{figures.OFFPOLICY_MODELS[m]}: log w at the loss, all seeds")
+    ax.legend(fontsize=9)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The dotted line is $w = 0.8$, where a sequence clip starts to starve a positive. Near 0 the
+# four curves look alike at this bin width (the mismatch's whole 10-90% range fits inside the
+# two bins around 0); the tails differ: reuse and staleness put far more responses at the left
+# end (beyond $\log w=-1$) than the bf16 sampler alone, since the sampled responses lose
+# probability as the learner moves away from the weights that drew them. The pre-registered
+# readings, computed from the records:
+
+# %%
+for m in MODELS:
+    print(f"{figures.OFFPOLICY_MODELS[m]}")
+    for s in SOURCES:
+        name = f"offpolicy_{m}_{s}"
+        print(f"  {s:9}  log w 10% {figures.value(name + '_logw_q10'):>16}   90% {figures.value(name + '_logw_q90'):>16}"
+              f"   ESS {figures.value(name + '_ess'):>9}   positives below 0.8 {figures.value(name + '_low_w_share'):>11}")
+    print(f"  P1 (mismatch alone is small, below reuse): {figures.value(f'offpolicy_{m}_p1')}")
+
+# %%
+fig, axes = plt.subplots(1, len(MODELS), figsize=(5.5 * len(MODELS), 3.4), squeeze=False)
+for ax, m in zip(axes[0], MODELS):
+    x = np.arange(len(SOURCES))
+    for offset, (key, label, colour) in enumerate((("len_low_w_pos", "positives w < 0.8", "tab:red"),
+                                                    ("len_high_w_pos", "positives w > 1.2", "tab:green"),
+                                                    ("len_pos", "all positives", "0.5"))):
+        means = [np.mean(figures.offpolicy_values(m, s, figures.reading(key)) or [np.nan]) for s in SOURCES]
+        bars = ax.bar(x + (offset - 1) * 0.27, np.nan_to_num(means), 0.27, color=colour, label=label)
+        ax.bar_label(bars, labels=["none" if np.isnan(v) else f"{v:.0f}" for v in means], fontsize=8)
+    ax.set(xticks=x, xticklabels=SOURCES, ylabel="mean length (tokens)", ylim=(0, ax.get_ylim()[1] * 1.3),
+           title=f"{figures.OFFPOLICY_MODELS[m]}: who is in the tails")
+    ax.legend(fontsize=8, loc="upper left", ncol=3)
+fig.tight_layout()
+plt.show()
+for m in MODELS:
+    print(f"{figures.OFFPOLICY_MODELS[m]}, P3 (low-w positives' length against the high-w positives'): "
+          + "; ".join(f"{s} {figures.value(f'offpolicy_{m}_{s}_p3')}" for s in SOURCES))
+
+# %% [markdown]
+# Bars are means over seeds and settings ("none": no such positive in any run). The control
+# matters: $\log w$ sums one log-ratio per token, so any drift sends long responses into
+# *both* tails. The low-$w$ positives are "the long ones" only where they are longer than the
+# high-$w$ positives, and the line above says where every seed agrees.
+#
+# Which factor carries each source, and the MoE's router:
+
+# %%
+for m in MODELS:
+    print(f"{figures.OFFPOLICY_MODELS[m]}")
+    for s in SOURCES:
+        runs = figures.offpolicy_runs(m, s)
+        if not runs:
+            continue
+        rho = max(max(abs(q) for q in r["reading"]["log_rho_quantiles"][1:4]) for r in runs)
+        trust = max(max(abs(q) for q in r["reading"]["log_trust_quantiles"][1:4]) for r in runs)
+        print(f"  {s:9}  largest |10-90% quantile|: log pi_old/mu {rho:.3f}, log pi/pi_old {trust:.3f};"
+              f"  sampler KL {figures.value(f'offpolicy_{m}_{s}_sampler_kl')}"
+              f";  router mismatch {figures.value(f'offpolicy_{m}_{s}_router')}")
+    if m == "moe":
+        print(f"  P5 (all three sources route differently more often than the bf16 sampler alone): "
+              f"{figures.value('offpolicy_moe_p5')}")
+
+# %% [markdown]
+# ## 4. What each correction gives the drifted responses
+#
+# On the very responses ReSPO's runs trained on, every arm's coefficient (the mean
+# per-token weight of a response, at our aggregation; VESPO's recipe aggregates by
+# token-mean, which scales every weight by the same factor, about the budget over the mean
+# length). The arms: ReSPO; the sequence clip; GRPO's token clip; GSPO; GRPO with TRL's
+# default vLLM correction (sequence-level masked IS, $C_{max}=3$); GRPO with verl's
+# token-level truncated IS ($C=2$); GRPO with DeepSeek-V3.2's off-policy sequence mask
+# ($\delta = 0.5$, negatives only); VESPO with token-mean. For the positives below $w=0.8$:
+
+# %%
+ARMS = figures.OFFPOLICY_ARMS
+SHORT = {"respo": "ReSPO", "seq_clip": "seq clip", "grpo": "GRPO", "gspo": "GSPO", "grpo_trl_seq_mask": "GRPO\n+TRL seq\nmask",
+         "grpo_verl_token_trunc": "GRPO\n+verl token\ntrunc", "grpo_opsm": "GRPO\n+off-policy\nmask",
+         "vespo_token_mean": "VESPO\ntoken-mean"}
+drifted = [s for s in SOURCES if any(figures.offpolicy_values(m, s, figures.arm_reading("respo")) for m in MODELS)]
+fig, axes = plt.subplots(1, len(MODELS), figsize=(6.5 * len(MODELS), 4), squeeze=False)
+for ax, m in zip(axes[0], MODELS):
+    x = np.arange(len(ARMS))
+    shown = [s for s in drifted if s != "mismatch"][:3]
+    for offset, s in enumerate(shown):
+        means = [np.mean(figures.offpolicy_values(m, s, figures.arm_reading(a)) or [np.nan]) for a in ARMS]
+        bars = ax.bar(x + (offset - (len(shown) - 1) / 2) * 0.26, np.nan_to_num(means), 0.26, color=COLOURS[s],
+                      label=s)
+        ax.bar_label(bars, labels=["0" if v == 0 else "" for v in means], fontsize=8)
+    ax.axhline(1, color="k", lw=0.8)
+    ax.axhline(0.8, color="k", ls=":", lw=1)
+    ax.set(xticks=x, ylabel="coefficient of a positive, w < 0.8",
+           title=f"{figures.OFFPOLICY_MODELS[m]}: what each arm gives the starved positives")
+    ax.set_xticklabels([SHORT[a] for a in ARMS], fontsize=8)
+    ax.legend(fontsize=8)
+fig.tight_layout()
+plt.show()
+for m in MODELS:
+    for s in drifted:
+        print(f"{figures.OFFPOLICY_MODELS[m]}, {s}: " + ", ".join(
+            f"{a} {figures.value(f'offpolicy_{m}_{s}_phi_low_{a}')}" for a in ARMS))
+
+# %% [markdown]
+# Solid line: 1, what every method gives on-policy; dotted: 0.8. Read it by the factor that
+# moved. Under **reuse** only $\pi/\pi_{old}$ moved, $\rho = 1$, and the corrections are
+# GRPO itself; the sequence clip gives the starved positive its own small $w$, ReSPO slightly
+# above 1. Under **staleness** the low weight sits in $\rho$: TRL's sequence-level
+# correction multiplies by that small $\rho$, as the sequence clip does, while verl's
+# token-level truncation only caps each token's $\rho_t$ from above, so it keeps about what
+# GRPO gives. The off-policy mask touches negatives only, so it is GRPO on positives.
+#
+# ## 5. The reward after the short runs
+#
+# ReSPO trained in every source; GRPO with TRL's correction trained where all three sources
+# act, for the comparison. Mean rollout reward over the 8 batches, ranges over seeds and both
+# settings, and the pre-registered verdict (a difference only where every seed agrees):
+
+# %%
+for m in MODELS:
+    for s in SOURCES:
+        name = f"offpolicy_{m}_{s}"
+        line = f"{figures.OFFPOLICY_MODELS[m]}, {s}: respo {figures.value(name + '_reward_respo')}"
+        if figures.offpolicy_runs(m, s, "grpo_trl_seq_mask"):
+            line += (f", grpo_trl_seq_mask {figures.value(name + '_reward_grpo_trl_seq_mask')}; respo "
+                     f"{figures.value(name + '_reward_verdict')}")
+        print(line)
+
+# %% [markdown]
+# Eight batches from a warm start that already answers most prompts leave little room, and
+# three seeds cannot tell two methods apart unless every seed agrees. The corrections' effect
+# is on the *weights* (sections 3-4), which any single batch shows; whether it pays in
+# reward needs longer runs and more seeds.
+#
+# ## Quick questions
+#
+# 1. With an fp32 sampler and no lag, which factor of $w$ is exactly 1 at every step, and why
+#    is the first step on a batch then on-policy?
+#    <details><summary>answer</summary>$\rho=\pi_{old}/\mu=1$: the sampler is the learner at rollout time. At the first step $\pi=\pi_{old}$ too, so $w=1$; only later steps move $\pi/\pi_{old}$.</details>
+# 2. Why is the mismatch's $|\log w|$ larger on long responses (§1)?
+#    <details><summary>answer</summary>$\log w=\sum_t(\log\pi_{old}-\log\mu)$ adds one rounding difference per token; independent errors grow like $\sqrt{|y|}$, so a long response's weight strays further from 1.</details>
+# 3. Under staleness alone, TRL's sequence-masked correction and the sequence clip give a starved positive about the same coefficient. Why?
+#    <details><summary>answer</summary>At $R=1$, $\pi=\pi_{old}$, so GRPO's trust region gives 1 and the correction gives $\rho=\pi_{old}/\mu=w$ (kept while $\rho\le3$); the sequence clip gives $w$ too. Both scale the positive's gradient by its fallen weight; ReSPO's positive branch gives about $e^{\lambda_+(1-w)}\ge1$.</details>
+# 4. ReSPO in verl: which flag would apply the mismatch correction twice, and which would hide it?
+#    <details><summary>answer</summary>Twice: the kernel's own `policy_loss.correction` on top of verl's `rollout_correction` (the adapter refuses it). Hidden: `rollout_correction.rollout_is=null`, which leaves $w=\pi/\pi_{old}$. `examples/verl_respo.sh` sets `rollout_is=sequence` with a matching `policy_loss.rollout_is_level`, and keeps `bypass_mode=false`, because bypass mode replaces the loss with verl's own.</details>
+# 5. Why does the off-policy sequence mask never change what a positive receives?
+#    <details><summary>answer</summary>It drops only responses with $A<0$ whose mean per-token $\log(\mu/\pi)$ exceeds $\delta$: over-generated *negatives*. Positives keep GRPO's coefficient whatever their weight.</details>
