@@ -283,8 +283,9 @@ for m in MODELS:
 # GRPO itself; the sequence clip gives the starved positive its own small $w$, ReSPO slightly
 # above 1. Under **staleness** the low weight sits in $\rho$: TRL's sequence-level
 # correction multiplies by that small $\rho$, as the sequence clip does, while verl's
-# token-level truncation only caps each token's $\rho_t$ from above, so it keeps about what
-# GRPO gives. The off-policy mask touches negatives only, so it is GRPO on positives.
+# token-level truncation multiplies each token by its own $\rho_t$ (capped above at $C$), and the
+# token ratios stay near 1 even where their product $\rho$ is small, so it keeps about what GRPO
+# gives. The off-policy mask touches negatives only, so it is GRPO on positives.
 #
 # ## 5. The reward after the short runs
 #
