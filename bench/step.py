@@ -14,6 +14,13 @@ Also printed, for our step alone, the overhead ratio: our step time divided by t
 of its bare parts on the same batch, one generate call of the same length plus one
 forward/backward (naive log-softmax, no optimizer) over every mini-batch our step trains
 on.
+
+    --warm-start     both start from the cached warm start of `reverse` (train.py's, built on
+                     first use), so answers have realistic lengths (a random model runs nearly
+                     every completion to the budget)
+    --less-work      after each TRL step, ours four times on the same prompts: as is, with
+                     --packed-forward, with --lean-sampler, with both; prints each against TRL
+                     and against ours as is
 """
 
 import argparse
@@ -21,6 +28,7 @@ import os
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -35,6 +43,7 @@ from nano_respo.rollout import encode_prompts  # noqa: E402
 from nano_respo.kernel import LossConfig  # noqa: E402
 from nano_respo.kernel import minibatch_order, reuse_split  # noqa: E402
 from nano_respo.run.config import TrainConfig  # noqa: E402
+from nano_respo.run.session import build_task, initial_model  # noqa: E402
 from nano_respo.tasks import hash_seed  # noqa: E402
 from nano_respo.trainer import rl_iteration  # noqa: E402
 from nano_respo.tasks import make_task  # noqa: E402
@@ -51,7 +60,14 @@ def parse_args():
     parser.add_argument("--minibatches", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5, help="measured steps of each, after one warm-up step")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--warm-start", action="store_true", help="start both from the cached warm start")
+    parser.add_argument("--less-work", action="store_true",
+                        help="also time ours with --packed-forward, --lean-sampler and both")
     return parser.parse_args()
+
+
+# Our step's variants under --less-work: name -> (packed_forward, lean_sampler).
+VARIANTS = {"ours": (False, False), "packed": (True, False), "lean": (False, True), "both": (True, True)}
 
 
 def our_config(args) -> TrainConfig:
@@ -94,7 +110,7 @@ def bare_parts(model, tokenizer, prompts, batch, minibatches, temperature):
     return generate_seconds, time.perf_counter() - start
 
 
-def trl_trainer(args, cfg, task, tokenizer, callback):
+def trl_trainer(args, cfg, task, tokenizer, callback, model_path):
     try:
         from datasets import Dataset
         from trl import GRPOConfig, GRPOTrainer
@@ -120,7 +136,7 @@ def trl_trainer(args, cfg, task, tokenizer, callback):
         max_steps=(args.repeats + 1) * cfg.reuse, lr_scheduler_type="constant", warmup_steps=0,
         weight_decay=0.0, max_grad_norm=cfg.max_grad_norm, dataloader_num_workers=0, seed=0,
         disable_tqdm=True)
-    return GRPOTrainer(model=resolve_model_path(args.model), reward_funcs=reward, args=config, train_dataset=dataset,
+    return GRPOTrainer(model=model_path, reward_funcs=reward, args=config, train_dataset=dataset,
                        processing_class=tokenizer, callbacks=[callback])
 
 
@@ -130,11 +146,18 @@ def main():
     from transformers import TrainerCallback
 
     cfg = our_config(args)
-    task = make_task(cfg.task, n_heldout=8)
+    # The warm start's cache entry is named by its task's data: build that task exactly as train.py does.
+    task = build_task(cfg) if args.warm_start else make_task(cfg.task, n_heldout=8)
     torch.manual_seed(0)
-    model, tokenizer = load_model(args.model)
+    if args.warm_start:  # train.py's own warm start (cached), and TRL loads the same directory
+        model, tokenizer = initial_model(replace(cfg, sft_steps=None), task, "cpu")
+        model_path = model.name_or_path
+    else:
+        model, tokenizer = load_model(args.model)
+        model_path = resolve_model_path(args.model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
-    times = {"ours": [], "trl": [], "generate": [], "forward_backward": []}
+    variants = VARIANTS if args.less_work else {"ours": VARIANTS["ours"]}
+    times = {"trl": [], "generate": [], "forward_backward": [], **{name: [] for name in variants}}
 
     class Alternate(TrainerCallback):
         """After each TRL step (reuse optimizer steps), run one of ours; TRL's clock excludes it."""
@@ -147,28 +170,44 @@ def main():
                 return
             times["trl"].append(time.perf_counter() - self.mark)
             iteration = len(times["ours"])
-            seconds, batch, minibatches = our_step(model, optimizer, tokenizer, task, cfg, iteration)
-            times["ours"].append(seconds)
+            for name, (packed, lean) in variants.items():  # the same prompts (iteration) for each
+                seconds, batch, minibatches = our_step(model, optimizer, tokenizer, task,
+                                                       replace(cfg, packed_forward=packed, lean_sampler=lean),
+                                                       iteration)
+                times[name].append(seconds)
+                if name == "ours":
+                    ours_batch, ours_minibatches = batch, minibatches
             problems = task.train_batch(cfg.prompts_per_iteration, seed=iteration)
             prompts = [p.prompt for p in problems for _ in range(cfg.group_size)]
             for name, value in zip(("generate", "forward_backward"),
-                                   bare_parts(model, tokenizer, prompts, batch, minibatches, cfg.temperature)):
+                                   bare_parts(model, tokenizer, prompts, ours_batch, ours_minibatches,
+                                              cfg.temperature)):
                 times[name].append(value)
-            print(f"step {iteration}: ours {seconds:.2f} s, TRL {times['trl'][-1]:.2f} s", flush=True)
+            print(f"step {iteration}: " + ", ".join(f"{name} {times[name][-1]:.2f} s" for name in variants)
+                  + f", TRL {times['trl'][-1]:.2f} s", flush=True)
             self.mark = time.perf_counter()
 
-    trainer = trl_trainer(args, cfg, task, tokenizer, Alternate())
+    trainer = trl_trainer(args, cfg, task, tokenizer, Alternate(), model_path)
     trainer.train()
     measured = {name: values[1:] for name, values in times.items()}  # drop the warm-up pair
     ratios = [o / t for o, t in zip(measured["ours"], measured["trl"])]
     overhead = [o / (g + f) for o, g, f in zip(measured["ours"], measured["generate"], measured["forward_backward"])]
-    print(f"\n{args.model}: {args.prompts} prompts x {args.group_size} samples, {args.max_new_tokens} new tokens, "
+    start = "warm start" if args.warm_start else "random init"
+    print(f"\n{args.model} ({start}): {args.prompts} prompts x {args.group_size} samples, "
+          f"{args.max_new_tokens} new tokens, "
           f"reuse {cfg.reuse} ({args.epochs} epochs x {args.minibatches} mini-batches), {len(ratios)} repeats")
-    for name in ("ours", "trl", "generate", "forward_backward"):
+    for name in (*variants, "trl", "generate", "forward_backward"):
         print(f"  {name:17s} median {statistics.median(measured[name]):.2f} s")
     print(f"ratio ours / TRL:  min {min(ratios):.2f}  median {statistics.median(ratios):.2f}  max {max(ratios):.2f}")
+    for name in list(variants)[1:]:
+        print(f"ratio {name} / TRL:  {spread([v / t for v, t in zip(measured[name], measured['trl'])])};  "
+              f"{name} / ours:  {spread([v / o for v, o in zip(measured[name], measured['ours'])])}")
     print(f"overhead ratio ours / (generate + forward/backward):  min {min(overhead):.2f}  "
           f"median {statistics.median(overhead):.2f}  max {max(overhead):.2f}")
+
+
+def spread(ratios: list[float]) -> str:
+    return f"min {min(ratios):.2f}  median {statistics.median(ratios):.2f}  max {max(ratios):.2f}"
 
 
 if __name__ == "__main__":

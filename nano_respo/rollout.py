@@ -13,6 +13,7 @@ to float noise and every sequence weight starts at w = 1.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, fields
 
 import torch
@@ -97,17 +98,68 @@ def decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new
 
 
 @torch.no_grad()
+def decode_lean(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int,
+                temperature: float, greedy: bool, eos_ids: list[int], pad_id: int):
+    """decode doing less work, with the same outputs' layout: (tokens, log mu, in_response [n, c], ended [n]).
+
+    Each distinct prompt is prefilled once and its KV cache copied to its samples (a group's G rows share
+    one prompt), and a row that emitted EOS leaves the decode batch. Every remaining row sees the same
+    tokens at the same positions as in decode, so each row's distribution is the same; the draws differ
+    from decode's (fewer rows consume the random stream). log mu is 0 after a row's EOS (decode records
+    the padding's there; both lie outside the response).
+    """
+    n, device = len(input_ids), input_ids.device
+    distinct, copy_of = torch.unique(torch.cat([input_ids, attention_mask], 1), dim=0, return_inverse=True)
+    prompt_ids, prompt_mask = distinct.split(input_ids.shape[1], 1)  # [u, P] each, u distinct prompts
+    prompt_positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)  # [u, P] as decode and the training forward
+    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=prompt_positions,
+                use_cache=True, logits_to_keep=1)
+    cache, logits = out.cache, out.logits[copy_of, -1]  # [n, V]
+    cache.batch_select_indices(copy_of)  # [n, ...] each row its prompt's keys and values
+    position = prompt_positions[copy_of, -1:]  # [n, 1]
+    eos = torch.tensor(eos_ids, device=device)
+    alive = torch.arange(n, device=device)  # [a] the rows still decoding, in the batch's numbering
+    tokens = torch.full((n, max_new_tokens), pad_id, dtype=input_ids.dtype, device=device)
+    logps = torch.zeros(n, max_new_tokens, device=device)
+    in_response = torch.zeros(n, max_new_tokens, dtype=torch.bool, device=device)
+    for step in range(max_new_tokens):
+        logp = torch.log_softmax(logits.float() / temperature, -1)  # [a, V] log mu
+        token = logp.argmax(-1) if greedy else torch.multinomial(logp.exp(), 1).squeeze(-1)  # [a]
+        tokens[alive, step], in_response[alive, step] = token, True
+        logps[alive, step] = logp.gather(-1, token[:, None]).squeeze(-1)
+        done = torch.isin(token, eos)  # [a]
+        if done.all() or step == max_new_tokens - 1:
+            break
+        if done.any():  # the finished rows leave the batch and its cache
+            keep = (~done).nonzero().squeeze(-1)
+            alive, token, attention_mask, position = alive[keep], token[keep], attention_mask[keep], position[keep]
+            cache.batch_select_indices(keep)
+        attention_mask = F.pad(attention_mask, (0, 1), value=1)  # [a, P + t + 1]
+        position = position + 1
+        logits = model(input_ids=token[:, None], attention_mask=attention_mask, position_ids=position,
+                       cache=cache, use_cache=True).logits[:, -1]  # [a, V]
+    ended = torch.ones(n, dtype=torch.bool, device=device)
+    ended[alive[~done]] = False  # still decoding when the budget ran out
+    width = step + 1
+    return tokens[:, :width], logps[:, :width], in_response[:, :width], ended
+
+
+@torch.no_grad()
 def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperature: float = 1.0,
-           greedy: bool = False, batch_size: int | None = None) -> Samples:
-    """One completion per prompt (repeat prompts for groups), decoded batch_size prompts at a time."""
+           greedy: bool = False, batch_size: int | None = None, lean: bool = False) -> Samples:
+    """One completion per prompt (repeat prompts for groups), decoded batch_size prompts at a time.
+
+    lean: by decode_lean (each distinct prompt prefilled once, finished rows dropped), else by decode.
+    """
     prompt = encode_prompts(tokenizer, prompts, model.device)
     eos_ids = eos_ids_of(tokenizer, model)
     step = batch_size or len(prompts)
+    decoder = decode_lean if lean else decode
     was_training = model.training
     model.eval()
     try:
-        parts = [decode(model, prompt["input_ids"][i:i + step], prompt["attention_mask"][i:i + step],
-                        max_new_tokens, temperature, greedy, eos_ids, tokenizer.pad_token_id)
+        parts = [decoder(model, prompt["input_ids"][i:i + step], prompt["attention_mask"][i:i + step],
+                         max_new_tokens, temperature, greedy, eos_ids, tokenizer.pad_token_id)
                  for i in range(0, len(prompts), step)]
     finally:
         model.train(was_training)
@@ -144,23 +196,123 @@ def training_forward(model, batch: RolloutBatch):
     """(output, completion width C) of the forward every log-prob route shares: the sampler's position ids."""
     width = batch.completion_mask.shape[1]
     position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # [B, P + C]
-    extra = {"output_router_logits": True} if hasattr(model.config, "output_router_logits") else {}  # MoE
     out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
-                logits_to_keep=width + 1, use_cache=False, **extra)
+                logits_to_keep=width + 1, use_cache=False, **router_outputs(model))
     return out, width
 
 
-def policy_logprobs(model, batch: RolloutBatch, temperature: float, with_entropy: bool = False):
+def router_outputs(model) -> dict:
+    """MoE: ask for the router logits, from which the model computes its load-balancing loss."""
+    return {"output_router_logits": True} if hasattr(model.config, "output_router_logits") else {}
+
+
+@dataclass
+class Packing:
+    """A batch's sequences laid end to end in R rows of L tokens, the longest sequence's length (see `pack`)."""
+    input_ids: torch.Tensor     # [R, L] each row: whole sequences, then filler
+    position_ids: torch.Tensor  # [R, L] 0, 1, ... restarting with each sequence (and with the filler)
+    real: torch.Tensor          # [R, L] bool, False on the filler
+    predicting: torch.Tensor    # [R, L] bool, the positions whose next token is a completion token
+    rows: torch.Tensor          # [K] the batch row of each predicted token, in packed (row-major) order
+    cols: torch.Tensor          # [K] its completion column
+
+
+def first_fit(lengths: list[int], capacity: int) -> tuple[list[tuple[int, int]], list[int]]:
+    """Longest first, each sequence into the first row with room: ((row, offset) per sequence, tokens per row)."""
+    placement, used = [(0, 0)] * len(lengths), []
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        row = next((r for r, u in enumerate(used) if u + lengths[i] <= capacity), len(used))
+        if row == len(used):
+            used.append(0)
+        placement[i] = (row, used[row])
+        used[row] += lengths[i]
+    return placement, used
+
+
+def pack(batch: RolloutBatch) -> Packing:
+    """The batch's real tokens packed into rows no longer than its longest sequence, without padding.
+
+    Rows that long keep the attention's cost per token at most the padded forward's (one long row would
+    cost the whole batch's length per token). A row's unused tail is filler: pad-free in the sense that
+    it is its own sequence, seen by no real token. Positions restart at 0 with each sequence and no
+    attention mask is passed, which transformers reads as packed sequences
+    (masking_utils.find_packed_sequence_indices): attention is block-diagonal causal, each sequence seeing
+    only its own tokens at the positions the padded forward gives them.
+    """
+    real = batch.attention_mask.bool()  # [B, P + C]
+    lengths = real.sum(-1)  # [B]
+    width = int(lengths.max())
+    placement, used = first_fit(lengths.tolist(), width)
+    device = real.device
+    start = torch.tensor([r * width + o for r, o in placement], device=device)  # [B] first slot of each sequence
+    slot = start[:, None] + real.cumsum(-1) - 1  # [B, P + C] where each real token lands (where real)
+    n = len(used) * width
+    input_ids = torch.zeros(n, dtype=batch.input_ids.dtype, device=device)  # [R * L] filler: token 0
+    input_ids[slot[real]] = batch.input_ids[real]
+    # The filler's positions restart too, so it is a sequence of its own; real tokens get the sampler's.
+    position_ids = (torch.arange(width, device=device) - torch.tensor(used, device=device)[:, None]).flatten()
+    position_ids[slot[real]] = (batch.attention_mask.cumsum(-1) - 1)[real]
+    is_real = torch.zeros(n, dtype=torch.bool, device=device)
+    is_real[slot[real]] = True
+    # Completion token t sits at column P + t and is predicted at column P + t - 1 (a real token while t is).
+    completion = batch.completion_mask.shape[1]
+    predicted_from = slot[:, -completion - 1:-1][batch.completion_mask]  # [K] in batch order
+    rows, cols = batch.completion_mask.nonzero(as_tuple=True)  # [K] in batch order
+    predicting = torch.zeros(n, dtype=torch.bool, device=device)
+    predicting[predicted_from] = True
+    packed_order = predicted_from.argsort()  # [K] the order the model returns the kept positions in
+    return Packing(input_ids.view(-1, width), position_ids.view(-1, width), is_real.view(-1, width),
+                   predicting.view(-1, width), rows[packed_order], cols[packed_order])
+
+
+def packed_forward(model, batch: RolloutBatch):
+    """(output with logits [K, V] and, under MoE, aux_loss; the completion tokens they predict [K]; the packing).
+
+    training_forward without padding: the same tokens at the same positions attending to the same tokens,
+    so the same log-probs up to float noise, with the matrix products over the real tokens only and the
+    logits only where a completion token is predicted (K of them, in packed order).
+    """
+    packing = pack(batch)
+    out = model(input_ids=packing.input_ids, position_ids=packing.position_ids, logits_to_keep=packing.predicting,
+                use_cache=False, **router_outputs(model))
+    flat_ids = packing.input_ids.flatten()
+    targets = flat_ids[packing.predicting.flatten().nonzero().squeeze(-1) + 1]  # [K] the next token of each
+    if getattr(out, "router_logits", None) is not None:
+        # The model averaged its load-balancing loss over the filler too; over the real tokens, as padded does.
+        balance = sys.modules[type(model).__module__].load_balancing_loss_func
+        out.aux_loss = balance(out.router_logits, model.config.num_experts, model.config.num_experts_per_tok,
+                               packing.real)
+    return out, targets, packing
+
+
+def unpacked(values: torch.Tensor | None, packing: Packing, shape: torch.Size) -> torch.Tensor | None:
+    """Per-token values [K] in packed order back to the batch's [B, C] (0 outside the completion mask)."""
+    if values is None:
+        return None
+    return values.new_zeros(shape).index_put((packing.rows, packing.cols), values)
+
+
+def policy_logprobs(model, batch: RolloutBatch, temperature: float, with_entropy: bool = False,
+                    packed: bool = False):
     """(log pi [B, C] of the batch's completion tokens, entropy [B, C] or None, MoE router aux loss or None).
 
     The same tempered log-softmax the sampler recorded, at the same position ids; router logits only here (the
-    sampler needs none). scale.logprobs.chunked_policy_logprobs computes the same without the [B, C, V] logits.
+    sampler needs none). packed: through packed_forward (no padding; 0 outside the completion mask).
+    scale.logprobs.chunked_policy_logprobs computes the same without the [B, C, V] logits.
     """
-    out, width = training_forward(model, batch)
-    # Position t predicts completion token t; the last position predicts nothing.
-    logp_all = torch.log_softmax(out.logits[:, :-1].float() / temperature, -1)  # [B, C, V]
-    logp = logp_all.gather(-1, batch.input_ids[:, -width:, None]).squeeze(-1)  # [B, C]
-    entropy = -(logp_all.exp() * logp_all).sum(-1).detach() if with_entropy else None  # [B, C]
+    if packed:
+        out, targets, packing = packed_forward(model, batch)
+        logits = out.logits.view(len(targets), -1)  # [K, V]
+    else:
+        out, width = training_forward(model, batch)
+        # Position t predicts completion token t; the last position predicts nothing.
+        logits, targets = out.logits[:, :-1], batch.input_ids[:, -width:]  # [B, C, V], [B, C]
+    logp_all = torch.log_softmax(logits.float() / temperature, -1)  # [..., V]
+    logp = logp_all.gather(-1, targets[..., None]).squeeze(-1)  # [B, C] or [K]
+    entropy = -(logp_all.exp() * logp_all).sum(-1).detach() if with_entropy else None  # like logp
+    if packed:
+        shape = batch.completion_mask.shape
+        logp, entropy = unpacked(logp, packing, shape), unpacked(entropy, packing, shape)
     return logp, entropy, getattr(out, "aux_loss", None)
 
 

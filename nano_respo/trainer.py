@@ -61,6 +61,12 @@ class StepConfig:
     """Sequences per sampler call (bounds the KV cache); None = the whole rollout batch at once."""
     micro_batch: int | None = None
     """Sequences per forward/backward; gradients accumulate over a mini-batch. None = the whole mini-batch."""
+    packed_forward: bool = False
+    """Training forward without padding: each micro-batch's sequences packed into rows, attention confined to each
+    sequence (rollout.pack); the same log-probs up to float noise. Off by default, so the default run's numbers stay."""
+    lean_sampler: bool = False
+    """Rollouts by rollout.decode_lean: each prompt prefilled once for its G samples, finished rows dropped from the
+    decode batch; the same distribution, other draws. Off by default, so the default run's numbers stay."""
     seed: int = 0
     """Seed of sampling, mini-batch order and the task's training problems."""
     loss: LossConfig = field(default_factory=LossConfig)
@@ -138,7 +144,8 @@ def rl_step(model, optimizer, batch: RolloutBatch, cfg: StepConfig, logprobs=pol
     for rows in torch.arange(n, device=full_mask.device).split(cfg.micro_batch or n):
         micro = batch.select(rows)
         width = micro.completion_mask.shape[1]
-        logp, entropy, aux_loss = logprobs(model, micro, cfg.temperature, with_entropy=True)  # [b, c]: log pi
+        logp, entropy, aux_loss = logprobs(model, micro, cfg.temperature, with_entropy=True,
+                                           packed=cfg.packed_forward)  # [b, c]: log pi
         logp_all[rows, :width], entropy_all[rows, :width] = logp.detach(), entropy
         if not ranks.all_agree(torch.where(micro.completion_mask, logp.detach(), 0.0).isfinite().all()):
             optimizer.zero_grad(set_to_none=True)
@@ -182,7 +189,7 @@ def collect_rollouts(model, tokenizer, task, cfg: StepConfig, iteration: int, ra
     start = time.perf_counter()
     with ranks.gathered(model):  # under FSDP: full weights for the whole rollout, no collectives while decoding
         samples = sample(model, tokenizer, [p.prompt for p in grouped], cfg.max_new_tokens, cfg.temperature,
-                         batch_size=cfg.rollout_batch)
+                         batch_size=cfg.rollout_batch, lean=cfg.lean_sampler)
     gen_seconds = time.perf_counter() - start
     rewards, reward_errors = score(task.reward, samples.texts, [p.answer for p in grouped])
     if reward_errors:
@@ -242,7 +249,8 @@ def learner_logprobs(model, batch: RolloutBatch, cfg: StepConfig, logprobs=polic
     pi_old_logp = torch.zeros_like(batch.old_logp)  # [N, C]
     for rows in torch.arange(n, device=batch.old_logp.device).split(cfg.micro_batch or n):
         micro = batch.select(rows)
-        pi_old_logp[rows, :micro.completion_mask.shape[1]] = logprobs(model, micro, cfg.temperature)[0].float()
+        logp = logprobs(model, micro, cfg.temperature, packed=cfg.packed_forward)[0]  # [b, c]
+        pi_old_logp[rows, :micro.completion_mask.shape[1]] = logp.float()
     return pi_old_logp
 
 

@@ -101,17 +101,18 @@ def test_two_iteration_smoke_run_logs_checkpoints_and_reproduces_with_eval(tmp_p
         assert result[key] == final_eval[key]
 
 
+@pytest.mark.parametrize("lean", [False, True], ids=["sample", "lean-sample-packed-forward"])
 @pytest.mark.parametrize("model", ["tiny-qwen3", "tiny-qwen3-moe"])
-def test_first_step_on_a_fresh_batch_sees_w_equal_one(model):
+def test_first_step_on_a_fresh_batch_sees_w_equal_one(model, lean):
     torch.manual_seed(0)
     net, tokenizer = load_model(model)
-    prompts = [f"{a}+{a * 7}=" for a in range(12)]
+    prompts = [f"{a}+{a * 7}=" for a in range(6) for _ in range(2)]  # groups of 2: the lean sampler shares prefills
     # Three decode calls (5 + 5 + 2 prompts) whose completions are padded to one width.
-    batch = batch_of(sample(net, tokenizer, prompts, 10, temperature=0.7, batch_size=5), torch.zeros(12),
+    batch = batch_of(sample(net, tokenizer, prompts, 10, temperature=0.7, batch_size=5, lean=lean), torch.zeros(12),
                      torch.zeros(12))
     for logprobs in (policy_logprobs, chunked_policy_logprobs):
         for part in (batch, batch.select(torch.tensor([0, 5, 11]))):
-            logp, _, _ = logprobs(net, part, temperature=0.7)
+            logp, _, _ = logprobs(net, part, temperature=0.7, packed=lean)
             log_w = torch.where(part.completion_mask, logp - part.old_logp, 0.0).sum(-1)  # [B]
             assert log_w.abs().max() < 1e-4
     # The wrong temperature in the training forward breaks it: the test can fail.
@@ -142,8 +143,10 @@ def test_chunked_policy_logprobs_match_the_models_own_logits_with_gradients(mode
             torch.testing.assert_close(a, b, rtol=1e-4, atol=2e-5, msg=name)
 
 
-def test_first_step_of_every_iteration_logs_w_one(tmp_path, varied_reward):
-    run_dir = train(tiny_config(tmp_path, reuse=4, epochs=2, iterations=2))
+@pytest.mark.parametrize("less_work", [False, True], ids=["default", "lean-sampler-packed-forward"])
+def test_first_step_of_every_iteration_logs_w_one(tmp_path, varied_reward, less_work):
+    run_dir = train(tiny_config(tmp_path, reuse=4, epochs=2, iterations=2, lean_sampler=less_work,
+                                packed_forward=less_work))
     for record in read_metrics(run_dir):
         if record["kind"] == "train" and record["epoch"] == 0 and record["minibatch"] == 0:
             for key in ("log_w_q10_pos", "log_w_q90_pos", "log_w_q10_neg", "log_w_q90_neg"):

@@ -229,10 +229,11 @@ def exact_distribution(model, prompt: list[int], steps: int, temperature: float)
     return out
 
 
+@pytest.mark.parametrize("lean", [False, True], ids=["decode", "decode_lean"])
 @pytest.mark.parametrize("family", ["dense", "moe"])
-def test_sampler_draws_the_exact_tempered_distribution_with_left_padding(family):
+def test_sampler_draws_the_exact_tempered_distribution_with_left_padding(family, lean):
     """Completion frequencies of the KV-cache sampler match exact enumeration; log mu matches each sequence's."""
-    from nano_respo.rollout import decode
+    from nano_respo.rollout import decode, decode_lean
 
     model = tiny_vocabulary_model(family)
     temperature, steps, n = 0.6, 3, 3000
@@ -241,8 +242,8 @@ def test_sampler_draws_the_exact_tempered_distribution_with_left_padding(family)
     input_ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts]).repeat_interleave(n, 0)  # [2n, P]
     attention_mask = (torch.arange(width) >= torch.tensor([width - len(p) for p in prompts])[:, None]).long()
     torch.manual_seed(1)
-    tokens, logps, *_ = decode(model, input_ids, attention_mask.repeat_interleave(n, 0), steps, temperature,
-                               greedy=False, eos_ids=[1], pad_id=0)
+    tokens, logps, *_ = (decode_lean if lean else decode)(model, input_ids, attention_mask.repeat_interleave(n, 0),
+                                                          steps, temperature, greedy=False, eos_ids=[1], pad_id=0)
     for row, prompt in enumerate(prompts):
         exact = exact_distribution(model, prompt, steps, temperature)
         drawn = tokens[row * n:(row + 1) * n].tolist()
@@ -269,7 +270,8 @@ def chi_square(counts: dict, probabilities: dict, n: int) -> tuple[float, int]:
     return sum((o - e) ** 2 / e for o, e in zip(observed, expected) if e > 0), len(frequent)
 
 
-def test_at_reuse_1_without_lag_every_method_takes_the_same_first_step(tmp_path, monkeypatch):
+@pytest.mark.parametrize("less_work", [False, True], ids=["default", "lean-sampler-packed-forward"])
+def test_at_reuse_1_without_lag_every_method_takes_the_same_first_step(tmp_path, monkeypatch, less_work):
     """The claim lr* rests on (PREREGISTRATION.md): on-policy, one gradient for every kernel. Through the
     trainer's own path, where log mu comes from the KV-cache sampler and log pi from the training forward,
     so w = 1 up to their float noise: the steps agree to that noise, and a drifted mu makes them differ."""
@@ -282,7 +284,8 @@ def test_at_reuse_1_without_lag_every_method_takes_the_same_first_step(tmp_path,
     model, tokenizer = load_model("tiny-qwen3")
     task = make_task("digit_sum")
     task.reward = lambda completion, answer: float(len(completion) % 2)  # any reward with spread will do
-    cfg = StepConfig(prompts_per_iteration=4, reuse=1, epochs=1, seed=0)
+    cfg = StepConfig(prompts_per_iteration=4, reuse=1, epochs=1, seed=0, lean_sampler=less_work,
+                     packed_forward=less_work)
     torch.manual_seed(0)
     samples, rewards, _ = collect_rollouts(model, tokenizer, task, cfg, iteration=0)
     advantages, _ = group_advantages(rewards, cfg.group_size)

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from ..rollout import training_forward
+from ..rollout import packed_forward, training_forward, unpacked
 
 
 # Working set of float32 logits per chunk when none is given. A GPU wants larger matmuls
@@ -157,20 +157,30 @@ def head_inputs(model):
 
 
 def chunked_policy_logprobs(model, batch, temperature: float, with_entropy: bool = False,
-                            chunk_mb: float | None = None):
+                            chunk_mb: float | None = None, packed: bool = False):
     """rollout.policy_logprobs through token_logprobs: the [B, C, V] logits are never built.
 
     The model's own forward runs (masks, positions, MoE routing, FSDP gathering) with the
-    head handed zero positions; its input and weight go to token_logprobs.
+    head handed zero positions; its input and weight go to token_logprobs. packed: through
+    rollout.packed_forward, whose head input is already the K predicting positions.
     """
-    with head_inputs(model) as collected:
-        out, width = training_forward(model, batch)
-    hidden = collected[0]  # [B, C + 1, H] position t predicts completion token t, the last one nothing
-    # All C + 1 positions, the last with a placeholder target and dropped after: the head's
-    # gradient is then one matmul of the same shape as in rollout.policy_logprobs, so on the
-    # tiny models both routes round alike.
-    targets = F.pad(batch.input_ids[:, -width:], (0, 1))  # [B, C + 1]
+    if packed:
+        with head_inputs(model) as collected:
+            out, targets, packing = packed_forward(model, batch)
+        hidden = collected[0].reshape(len(targets), -1)  # [K, H]
+    else:
+        with head_inputs(model) as collected:
+            out, width = training_forward(model, batch)
+        hidden = collected[0]  # [B, C + 1, H] position t predicts completion token t, the last one nothing
+        # All C + 1 positions, the last with a placeholder target and dropped after: the head's
+        # gradient is then one matmul of the same shape as in rollout.policy_logprobs, so on the
+        # tiny models both routes round alike.
+        targets = F.pad(batch.input_ids[:, -width:], (0, 1))  # [B, C + 1]
     # Read the head's weight after the forward: under FSDP that is when it is gathered.
     result = token_logprobs(hidden, linear_head(model).weight, targets, temperature, chunk_mb, with_entropy)
     logp, entropy = result if with_entropy else (result, None)
-    return logp[:, :-1], None if entropy is None else entropy[:, :-1], getattr(out, "aux_loss", None)
+    aux_loss = getattr(out, "aux_loss", None)
+    if packed:
+        shape = batch.completion_mask.shape
+        return unpacked(logp, packing, shape), unpacked(entropy, packing, shape), aux_loss
+    return logp[:, :-1], None if entropy is None else entropy[:, :-1], aux_loss

@@ -1,0 +1,100 @@
+"""Doing less work for the same numbers: the packed training forward and the lean sampler (issue 23).
+
+The packed forward (rollout.pack / packed_forward) must give the padded forward's log-probs,
+entropies, MoE load-balancing loss and gradients; the lean sampler (rollout.decode_lean) must
+give decode's greedy completions and log mu. Their sampled distributions and w = 1 are checked
+where decode's are (tests/test_trainer_parts.py, tests/test_trainer.py, parametrised).
+"""
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+torch.set_num_threads(1)
+
+from nano_respo.models import load_model  # noqa: E402
+from nano_respo.rollout import RolloutBatch, decode, decode_lean, pack, policy_logprobs  # noqa: E402
+from nano_respo.scale.logprobs import chunked_policy_logprobs  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("model_cache")
+
+ROUTES = {"plain": policy_logprobs, "chunked": lambda *a, **k: chunked_policy_logprobs(*a, chunk_mb=1e-3, **k)}
+
+
+def ragged_batch(vocab: int, prompt_lengths: list[int], completion_lengths: list[int], seed: int = 0):
+    """Random tokens, left-padded prompts and right-padded completions of the given lengths (pad id 0)."""
+    n, prompt, completion = len(prompt_lengths), max(prompt_lengths), max(completion_lengths)
+    ids = torch.randint(3, vocab, (n, prompt + completion), generator=torch.Generator().manual_seed(seed))
+    in_prompt = torch.arange(prompt) >= prompt - torch.tensor(prompt_lengths)[:, None]  # [B, P]
+    completion_mask = torch.arange(completion) < torch.tensor(completion_lengths)[:, None]  # [B, C]
+    attention_mask = torch.cat([in_prompt, completion_mask], 1).long()
+    return RolloutBatch(torch.where(attention_mask.bool(), ids, 0), attention_mask, completion_mask,
+                        torch.zeros(completion_mask.shape), torch.zeros(n), torch.zeros(n))
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+@pytest.mark.parametrize("model_name", ["tiny-qwen3", "tiny-qwen3-moe"])
+def test_packed_forward_equals_the_padded_one_with_gradients(model_name, temperature, route):
+    torch.manual_seed(0)
+    net, _ = load_model(model_name)
+    batch = ragged_batch(net.config.vocab_size, [3, 9, 5, 2, 7, 4], [2, 1, 4, 11, 2, 1])  # 5 ... 13 tokens
+    packing = pack(batch)
+    # Rows as long as the longest sequence, one of them holding two (else the block-diagonal mask goes untested).
+    assert packing.input_ids.shape == (5, 13)
+    assert packing.real.sum() == batch.attention_mask.sum()
+    logprobs, mask = ROUTES[route], batch.completion_mask
+    mix = torch.randn(mask.shape) * mask  # [B, C] any loss through the log-probs
+    results = []
+    for packed in (False, True):
+        logp, entropy, aux_loss = logprobs(net, batch, temperature, with_entropy=True, packed=packed)
+        grads = torch.autograd.grad((logp * mix).sum() + (aux_loss if aux_loss is not None else 0),
+                                    list(net.parameters()), allow_unused=True)
+        results.append((logp, entropy, aux_loss, grads))
+    (logp, entropy, aux_loss, grads), (logp_packed, entropy_packed, aux_packed, grads_packed) = results
+    torch.testing.assert_close(logp_packed[mask], logp[mask], rtol=0, atol=1e-5)
+    torch.testing.assert_close(entropy_packed[mask], entropy[mask], rtol=0, atol=1e-5)
+    assert (logp_packed[~mask] == 0).all() and (entropy_packed[~mask] == 0).all()
+    if model_name == "tiny-qwen3-moe":  # over the real tokens only, as the padded forward's masked average
+        torch.testing.assert_close(aux_packed, aux_loss, rtol=1e-5, atol=1e-6)
+    else:
+        assert aux_loss is None and aux_packed is None
+    for (name, _), a, b in zip(net.named_parameters(), grads_packed, grads):
+        assert (a is None) == (b is None), name
+        if a is not None:
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=2e-5, msg=name)
+
+
+def test_packing_without_restarting_positions_would_differ():
+    """The equality above can fail: the same packed rows read as one long sequence give other log-probs."""
+    torch.manual_seed(0)
+    net, _ = load_model("tiny-qwen3")
+    batch = ragged_batch(net.config.vocab_size, [3, 9, 5, 2, 7, 4], [2, 1, 4, 11, 2, 1])
+    packing = pack(batch)
+    positions = torch.arange(packing.input_ids.shape[1]).expand_as(packing.input_ids)  # one sequence per row
+    with torch.no_grad():
+        joined = net(input_ids=packing.input_ids, position_ids=positions).logits
+        separate = net(input_ids=packing.input_ids, position_ids=packing.position_ids).logits
+    assert (joined - separate)[packing.predicting].abs().max() > 1e-2
+
+
+@pytest.mark.parametrize("family", ["dense", "moe"])
+def test_lean_decode_gives_decodes_greedy_completions_and_log_mu(family):
+    """Shared prefill and dropped rows change no row's tokens or log mu (greedy: no random draws to differ)."""
+    from test_trainer_parts import tiny_vocabulary_model
+
+    model = tiny_vocabulary_model(family, sharpness=3.0)
+    prompts = [[2, 3, 4], [5, 2], [4, 4, 3, 2, 5], [3], [5, 5, 4], [2, 2, 2, 3]]
+    width = max(map(len, prompts))
+    input_ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts]).repeat_interleave(3, 0)  # [18, P]
+    attention_mask = (input_ids != 0).long()
+    outputs = [decoder(model, input_ids, attention_mask, 8, 0.8, greedy=True, eos_ids=[1], pad_id=0)
+               for decoder in (decode, decode_lean)]
+    (tokens, logps, in_response, ended), (tokens_lean, logps_lean, in_response_lean, ended_lean) = outputs
+    lengths = in_response.sum(-1)
+    assert ended.any() and len(set(lengths.tolist())) > 2  # rows leave the batch at different steps
+    assert torch.equal(tokens_lean, tokens) and torch.equal(in_response_lean, in_response)
+    assert torch.equal(ended_lean, ended)
+    torch.testing.assert_close(logps_lean[in_response], logps[in_response], rtol=0, atol=1e-5)
