@@ -171,6 +171,22 @@ def test_resume_refuses_changed_flags_and_missing_checkpoints(tmp_path, varied_r
         train(tiny_config(tmp_path, iterations=1))
 
 
+def test_resume_reads_a_flag_newer_than_the_checkpoint_at_its_default(tmp_path, varied_reward):
+    run_dir = train(tiny_config(tmp_path, iterations=1))
+    (state_file,) = run_dir.glob("checkpoints/*/trainer_state.pt")
+    state = torch.load(state_file, weights_only=False)
+    del state["config"]["lean_sampler"]  # as a checkpoint written before the flag existed
+    torch.save(state, state_file)
+    manifest = state_file.parent / "checkpoint.json"  # the sizes it checks: the rewritten file's
+    written = json.loads(manifest.read_text())
+    written["files"][state_file.name] = state_file.stat().st_size
+    manifest.write_text(json.dumps(written))
+    with pytest.raises(ValueError, match="resume: flags differ.*lean_sampler"):
+        train(tiny_config(tmp_path, iterations=2, lean_sampler=True, resume=True))
+    train(tiny_config(tmp_path, iterations=2, resume=True))  # the default is what that run ran
+    assert max(r["iteration"] for r in read_metrics(run_dir)) == 1
+
+
 def test_a_failed_save_leaves_the_previous_checkpoint_loadable(tmp_path, monkeypatch):
     net, tokenizer = load_model("tiny-qwen3")
     optimizer = torch.optim.AdamW(net.parameters())

@@ -29,7 +29,7 @@ from ..tasks import make_task, mixed_task
 from ..trainer import ONE_PROCESS, LaggedPolicy
 from .checkpoint import (is_sharded, latest_checkpoint, load_trainer_state, newest_intact_checkpoint,
                          remove_temporary_checkpoints, save_checkpoint, set_rng_state)
-from .cli import flat
+from .cli import flat, flat_fields
 from .config import TrainConfig
 from .metrics import MetricsLog, write_plots
 from .runlock import run_lock
@@ -261,7 +261,10 @@ def start(cfg: TrainConfig, run_dir: Path, task, stop: StopRequest) -> Run:
         iteration, step = 0, 0
     else:
         state = load_trainer_state(checkpoint)
-        changed = sorted(k for k in config if k not in RESUMABLE and state["config"].get(k) != config[k])
+        # A flag newer than the checkpoint is read at its default: that is how the checkpoint's run ran.
+        defaults = {name: f.default for name, (f, _, _) in flat_fields(TrainConfig).items()}
+        changed = sorted(k for k in config if k not in RESUMABLE
+                         and state["config"].get(k, defaults.get(k)) != config[k])
         if changed:
             raise ValueError(f"resume: flags differ from the checkpoint's run: {', '.join(changed)}")
         model, tokenizer = load_model(str(checkpoint), cfg.dtype, device, cfg.gradient_checkpointing)
