@@ -65,7 +65,7 @@ TRAIN_GROUPS = {
     "systems": (
         "Devices, precision, memory and parallelism; none of these changes the math.",
         ["device", "dtype", "threads", "autocast", "gradient_checkpointing", "micro_batch",
-         "rollout_batch", "logprob_chunk_mb", "fsdp"]),
+         "rollout_batch", "logprob_chunk_mb", "packed_forward", "lean_sampler", "fsdp"]),
 }
 
 TRAIN_EXAMPLES = """\
