@@ -22,12 +22,7 @@ from nano_respo.lab.surrogate import respo_surrogate
 MODES = [c for c in CORRECTIONS if c != "none"]
 
 
-@pytest.fixture(autouse=True)
-def float64():
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(previous)
+pytestmark = pytest.mark.usefixtures("float64")  # tests/conftest.py
 
 
 def three_policies(seed, drift=0.5, mismatch=0.4):

@@ -17,13 +17,7 @@ from nano_respo.kernel import (AGG_MODES, METHODS, LossConfig, aggregate, policy
 from nano_respo.lab.surrogate import respo_surrogate
 
 
-@pytest.fixture(autouse=True)
-def float64():
-    """Derivations are checked in float64, so tolerances measure the math, not rounding."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(previous)
+pytestmark = pytest.mark.usefixtures("float64")  # tests/conftest.py
 
 
 def random_batch(seed, B=12, T=7, V=5, drift=0.0):

@@ -15,17 +15,14 @@ from nano_respo.run.metrics import TIMING_KEYS, read_metrics
 from nano_respo.models import load_model
 from nano_respo.rollout import policy_logprobs
 from nano_respo.tasks import make_task
-from nano_respo.run import session
 from nano_respo.run.config import TrainConfig
 from nano_respo.trainer import LaggedPolicy, StepConfig, rl_iteration, train
+
+from conftest import parity_reward  # shared with the parity_runs fixture
 
 torch.set_num_threads(1)
 pytestmark = pytest.mark.usefixtures("model_cache")
 
-
-def parity_reward(text: str, answer: str) -> float:
-    """Varies between the samples of a random-init model, so advantages are nonzero."""
-    return float(sum(map(ord, text)) % 2)
 
 
 def test_lagged_rollouts_record_the_lagged_policys_log_probs():
@@ -76,12 +73,7 @@ def records_of(run_dir):
             if r["kind"] != "time"]
 
 
-def test_a_lagged_run_resumes_to_the_same_records(tmp_path, monkeypatch):
-    def make_parity_task(*args, **kwargs):
-        task = make_task(*args, **kwargs)
-        task.reward = parity_reward
-        return task
-    monkeypatch.setattr(session, "make_task", make_parity_task)
+def test_a_lagged_run_resumes_to_the_same_records(tmp_path, parity_runs):
     straight = train(run_config(tmp_path, name="straight"))
     train(run_config(tmp_path, name="resumed", iterations=2))
     resumed = train(run_config(tmp_path, name="resumed", resume=True))

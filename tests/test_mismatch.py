@@ -14,19 +14,17 @@ import torch
 from nano_respo.kernel import LossConfig
 from nano_respo.models import load_model
 from nano_respo.rollout import policy_logprobs
-from nano_respo.run import session
 from nano_respo.run.cli import from_flat
 from nano_respo.run.config import TrainConfig
 from nano_respo.run.metrics import read_metrics
 from nano_respo.tasks import make_task
 from nano_respo.trainer import LaggedPolicy, StepConfig, rl_iteration, train
 
+from conftest import parity_reward  # shared with the parity_runs fixture
+
 torch.set_num_threads(1)
 pytestmark = pytest.mark.usefixtures("model_cache")
 
-
-def parity_reward(text: str, answer: str) -> float:
-    return float(sum(map(ord, text)) % 2)
 
 
 def first_iteration(model_name, dtype, seed=0, **loss):
@@ -128,12 +126,7 @@ def test_the_correction_runs_in_the_trainer_and_reads_pi_old():
     assert 0 < expected < 1
 
 
-def test_a_bf16_sampler_run_with_a_correction_trains_and_resumes_to_the_same_records(tmp_path, monkeypatch):
-    def make_parity_task(*args, **kwargs):
-        task = make_task(*args, **kwargs)
-        task.reward = parity_reward
-        return task
-    monkeypatch.setattr(session, "make_task", make_parity_task)
+def test_a_bf16_sampler_run_with_a_correction_trains_and_resumes_to_the_same_records(tmp_path, parity_runs):
     settings = dict(model="tiny-qwen3", task="addition", sft_steps=0, iterations=2, prompts_per_iteration=4,
                     group_size=4, reuse=2, epochs=1, max_new_tokens=6, eval_problems=8, eval_samples=2,
                     eval_every=1, save_every=1, out_dir=str(tmp_path), plots=False, lr=1e-2,
