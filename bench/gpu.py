@@ -3,18 +3,25 @@
     python bench/gpu.py                              # qwen3-0.6b, qwen3-1.7b, qwen3-moe-small
     python bench/gpu.py --models qwen3-4b --batch 8 --length 1024
     python bench/gpu.py --dry-run                    # no GPU: shapes, parameter and FLOP counts only
-    python bench/gpu.py --device cpu --models qwen3-tiny --batch 2 --prompt-len 8 --new-tokens 4 --length 32
+    python bench/gpu.py --device cpu --models qwen3-tiny --batch 4 --group-size 2 --prompt-len 8 --new-tokens 4 --length 32
                                                      # no GPU: the whole script on a tiny shape (smoke)
 
 Nothing is downloaded: each model is Qwen3Config / Qwen3MoeConfig with the published
-shape, randomly initialised in bfloat16 on the GPU. Per model it prints
-- generation: tokens/s of sampling --new-tokens tokens for --batch prompts of --prompt-len
-  (the trainer's own KV-cache sampler, rollout.decode), and its peak memory;
-- training: tokens/s of one RL optimizer step on [batch, length] tokens (forward, our
-  token_logprobs, the ReSPO loss, backward, AdamW), and its peak memory;
+shape, randomly initialised in bfloat16 on the GPU. Per model it prints, each route with its
+tokens/s, peak memory and MFU, and the lean route's time against the plain one's:
+- generation, decode against decode_lean (--lean-sampler): --batch rows, --batch / --group-size
+  distinct prompts of --prompt-len tokens, up to --new-tokens each. A random model almost never
+  picks one EOS id, so a share --eos-share of the vocabulary ends a row: each sampled token ends
+  it with a chance of about --eos-share, and rows end at different steps, as RL answers do;
+  tokens/s counts response tokens;
+- training, the padded forward against the packed one (--packed-forward): one RL optimizer step
+  (forward, the chunked log-probs, the ReSPO loss, backward, AdamW) on --batch sequences of a
+  --prompt-len prompt and a completion of a length drawn uniformly from 1 to --length minus the
+  prompt; tokens/s counts real (unpadded) tokens;
 - MFU: model FLOPs / (seconds x --peak-tflops). Model FLOPs per token: 2 N forward (6 N with
   backward) over the active non-embedding parameters plus the LM head, plus causal attention
-  2 x 2 x layers x heads x head_dim x (mean context) forward (x3 with backward).
+  2 x 2 x layers x heads x head_dim x (mean context) forward (x3 with backward). Both routes of a
+  pair are charged the same useful FLOPs, so the one that skips work shows the higher MFU.
 """
 
 import argparse
@@ -29,8 +36,8 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 from nano_respo.kernel import LossConfig, policy_loss  # noqa: E402
-from nano_respo.scale.logprobs import head_inputs, linear_head, token_logprobs  # noqa: E402
-from nano_respo.rollout import decode  # noqa: E402
+from nano_respo.rollout import RolloutBatch, decode, decode_lean  # noqa: E402
+from nano_respo.scale.logprobs import chunked_policy_logprobs  # noqa: E402
 
 VOCAB = 151936
 # Published Qwen3 shapes (config.json of the Qwen/Qwen3-* checkpoints); qwen3-moe-small keeps
@@ -104,28 +111,43 @@ def stop_clock(device, start: float) -> tuple[float, float]:
     return time.perf_counter() - start, torch.cuda.max_memory_allocated(device)
 
 
-def measure_generation(model, args, device) -> tuple[float, float]:
-    prompts = torch.randint(VOCAB, (args.batch, args.prompt_len), device=device)  # [B, P]
-    # No id is -1, so no row ends early: exactly n tokens per row, as a throughput figure needs.
-    run = lambda n: decode(model, prompts, torch.ones_like(prompts), n, temperature=1.0, greedy=False,  # noqa: E731
-                           eos_ids=[-1], pad_id=0)
+def measure_generation(model, args, device, decoder) -> tuple[float, float, int]:
+    """(seconds, peak bytes, response tokens) of sampling one rollout batch with `decoder`."""
+    generator = torch.Generator(device).manual_seed(0)  # the same prompts for both decoders
+    prompts = torch.randint(VOCAB, (args.batch // args.group_size, args.prompt_len), device=device, generator=generator)
+    prompts = prompts.repeat_interleave(args.group_size, 0)  # [B, P] G rows per prompt, as a rollout batch
+    eos_ids = list(range(max(1, round(args.eos_share * VOCAB))))
+    run = lambda n: decoder(model, prompts, torch.ones_like(prompts), n, temperature=1.0, greedy=False,  # noqa: E731
+                            eos_ids=eos_ids, pad_id=0)
     run(4)  # warm-up
+    torch.manual_seed(0)
     start = start_clock(device)
-    run(args.new_tokens)
-    return stop_clock(device, start)
+    _, _, in_response, _ = run(args.new_tokens)
+    return (*stop_clock(device, start), int(in_response.sum()))
 
 
-def measure_training(model, args, device) -> tuple[float, float]:
+def ragged_batch(args, device) -> RolloutBatch:
+    """--batch sequences: a --prompt-len prompt, then a completion of 1 to --length - --prompt-len tokens (padded)."""
+    generator = torch.Generator(device).manual_seed(0)
+    width = args.length - args.prompt_len
+    lengths = torch.randint(1, width + 1, (args.batch,), device=device, generator=generator)  # [B]
+    completion_mask = torch.arange(width, device=device) < lengths[:, None]  # [B, C]
+    attention_mask = torch.cat([torch.ones(args.batch, args.prompt_len, dtype=torch.bool, device=device),
+                                completion_mask], 1).long()  # [B, P + C]
+    input_ids = torch.randint(VOCAB, attention_mask.shape, device=device, generator=generator) * attention_mask
+    zeros = torch.zeros(args.batch, device=device)
+    return RolloutBatch(input_ids, attention_mask, completion_mask, torch.zeros(completion_mask.shape, device=device),
+                        zeros, torch.randn(args.batch, device=device, generator=generator))
+
+
+def measure_training(model, args, device, batch: RolloutBatch, packed: bool) -> tuple[float, float]:
+    """(seconds per optimizer step, peak bytes) of the trainer's step on `batch`, padded or packed."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
-    input_ids = torch.randint(VOCAB, (args.batch, args.length), device=device)  # [B, T]
-    mask = torch.ones(args.batch, args.length - 1, dtype=torch.bool, device=device)  # [B, T-1]
-    advantages = torch.randn(args.batch, device=device)  # [B]
 
     def step():
-        with head_inputs(model) as collected:  # the trainer's route: the [B, T, V] logits are never built
-            model(input_ids=input_ids, use_cache=False)
-        logp = token_logprobs(collected[0][:, :-1], linear_head(model).weight, input_ids[:, 1:])  # [B, T-1]
-        loss, _ = policy_loss(logp, logp.detach(), advantages, mask, LossConfig(method="respo"))
+        logp, _, _ = chunked_policy_logprobs(model, batch, 1.0, packed=packed)  # [B, C] the [B, C, V] logits never built
+        loss, _ = policy_loss(logp, logp.detach(), batch.advantages, batch.completion_mask, LossConfig(method="respo"),
+                              with_stats=False)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -138,12 +160,20 @@ def measure_training(model, args, device) -> tuple[float, float]:
     return seconds / args.train_steps, peak
 
 
+def report(label: str, tokens: int, seconds: float, flops: float, peak: float, args) -> str:
+    return (f"  {label:<24} {tokens / seconds:10.0f} tokens/s  MFU {tokens * flops / seconds / args.peak_tflops / 1e12:6.1%}"
+            f"  peak {peak / 2**30:.1f} GiB")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                      allow_abbrev=False)
     parser.add_argument("--models", nargs="+", default=["qwen3-0.6b", "qwen3-1.7b", "qwen3-moe-small"],
                         choices=list(SHAPES))
-    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--batch", type=int, default=32, help="rows sampled, and sequences per training step")
+    parser.add_argument("--group-size", type=int, default=8, help="samples per prompt (G): decode_lean prefills once")
+    parser.add_argument("--eos-share", type=float, default=1 / 128,
+                        help="share of the vocabulary that ends a row: about this chance per sampled token")
     parser.add_argument("--prompt-len", type=int, default=256)
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--length", type=int, default=1024, help="training sequence length")
@@ -153,6 +183,9 @@ def main():
     parser.add_argument("--dry-run", action="store_true", help="no GPU: build on the meta device, count only")
     args = parser.parse_args()
     device = torch.device("meta" if args.dry_run else args.device)
+    if args.batch % args.group_size or args.length <= args.prompt_len:
+        raise SystemExit(f"--batch {args.batch} must be a multiple of --group-size {args.group_size}, and --length "
+                         f"{args.length} longer than --prompt-len {args.prompt_len}")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("bench/gpu.py needs a CUDA GPU; --dry-run counts parameters and FLOPs without one")
     if not args.dry_run:
@@ -169,14 +202,20 @@ def main():
               f"{gen_flops / 1e9:.2f} GFLOP/token generating, {train_flops / 1e9:.2f} GFLOP/token training")
         if args.dry_run:
             continue
-        seconds, peak = measure_generation(model, args, device)
-        tokens = args.batch * args.new_tokens
-        print(f"  generation: {tokens / seconds:10.0f} tokens/s  MFU {tokens * gen_flops / seconds / args.peak_tflops / 1e12:6.1%}"
-              f"  peak {peak / 2**30:.1f} GiB")
-        seconds, peak = measure_training(model, args, device)
-        tokens = args.batch * args.length
-        print(f"  training:   {tokens / seconds:10.0f} tokens/s  MFU {tokens * train_flops / seconds / args.peak_tflops / 1e12:6.1%}"
-              f"  peak {peak / 2**30:.1f} GiB")
+        times = {}
+        for label, decoder in (("generation decode", decode), ("generation decode_lean", decode_lean)):
+            seconds, peak, tokens = measure_generation(model, args, device, decoder)
+            times[label] = seconds
+            print(report(label, tokens, seconds, gen_flops, peak, args))
+        print(f"  decode_lean / decode time {times['generation decode_lean'] / times['generation decode']:.2f} "
+              f"(different draws of one distribution: compare tokens/s)")
+        batch = ragged_batch(args, device)
+        tokens = int(batch.attention_mask.sum())
+        for label, packed in (("training padded", False), ("training packed", True)):
+            times[label], peak = measure_training(model, args, device, batch, packed)
+            print(report(label, tokens, times[label], train_flops, peak, args))
+        print(f"  packed / padded time {times['training packed'] / times['training padded']:.2f} "
+              f"({tokens} real tokens of {batch.attention_mask.numel()} padded)")
         del model
         if device.type == "cuda":
             torch.cuda.empty_cache()

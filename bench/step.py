@@ -43,7 +43,7 @@ from nano_respo.rollout import encode_prompts  # noqa: E402
 from nano_respo.kernel import LossConfig  # noqa: E402
 from nano_respo.kernel import minibatch_order, reuse_split  # noqa: E402
 from nano_respo.run.config import TrainConfig  # noqa: E402
-from nano_respo.run.session import build_task, initial_model  # noqa: E402
+from nano_respo.run.session import build_task, initial_model, routes  # noqa: E402
 from nano_respo.tasks import hash_seed  # noqa: E402
 from nano_respo.trainer import rl_iteration  # noqa: E402
 from nano_respo.tasks import make_task  # noqa: E402
@@ -82,7 +82,8 @@ def our_step(model, optimizer, tokenizer, task, cfg, iteration):
     """One RL step exactly as trainer.train runs it; returns (seconds, the rollout batch, its mini-batches)."""
     start = time.perf_counter()
     model.train()
-    batch, _, _ = rl_iteration(model, tokenizer, task, optimizer, cfg, iteration, 0)
+    _, logprobs, decoder = routes(cfg)  # the log-prob route and decode loop its flags choose, as train() runs
+    batch, _, _ = rl_iteration(model, tokenizer, task, optimizer, cfg, iteration, 0, logprobs, decoder=decoder)
     seconds = time.perf_counter() - start
     epochs, per_epoch = reuse_split(cfg.reuse, cfg.epochs)
     orders = [torch.Generator().manual_seed(hash_seed("order", cfg.seed, iteration, epoch)) for epoch in range(epochs)]

@@ -232,8 +232,8 @@ def run_one(cfg: OffPolicyConfig, model_name: str, source: str, arm: str, seed: 
     reader = StepReader(tcfg.max_new_tokens)
     state = {"first_step": True, "on_policy": False}
 
-    def reading_logprobs(model_, micro, temperature, with_entropy=False, packed=False):
-        out = policy_logprobs(model_, micro, temperature, with_entropy=with_entropy, packed=packed)
+    def reading_logprobs(model_, micro, temperature, with_entropy=False):
+        out = policy_logprobs(model_, micro, temperature, with_entropy=with_entropy)
         if with_entropy:  # rl_step's forward (learner_logprobs asks without entropy): what the loss sees
             if not (state["first_step"] and state["on_policy"]):  # mu = pi_old = pi: every w is 1 by construction
                 reader.read(micro, out[0].detach())

@@ -146,15 +146,14 @@ def decode_lean(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, ma
 
 @torch.no_grad()
 def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperature: float = 1.0,
-           greedy: bool = False, batch_size: int | None = None, lean: bool = False) -> Samples:
+           greedy: bool = False, batch_size: int | None = None, decoder=decode) -> Samples:
     """One completion per prompt (repeat prompts for groups), decoded batch_size prompts at a time.
 
-    lean: by decode_lean (each distinct prompt prefilled once, finished rows dropped), else by decode.
+    decoder: decode, or decode_lean (each distinct prompt prefilled once, finished rows dropped; --lean-sampler).
     """
     prompt = encode_prompts(tokenizer, prompts, model.device)
     eos_ids = eos_ids_of(tokenizer, model)
     step = batch_size or len(prompts)
-    decoder = decode_lean if lean else decode
     was_training = model.training
     model.eval()
     try:
@@ -204,6 +203,27 @@ def training_forward(model, batch: RolloutBatch):
 def router_outputs(model) -> dict:
     """MoE: ask for the router logits, from which the model computes its load-balancing loss."""
     return {"output_router_logits": True} if hasattr(model.config, "output_router_logits") else {}
+
+
+def tempered_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float, with_entropy: bool):
+    """(log-prob of each target, entropy or None) under the tempered softmax the sampler drew from."""
+    logp_all = torch.log_softmax(logits.float() / temperature, -1)  # [..., V]
+    logp = logp_all.gather(-1, targets[..., None]).squeeze(-1)  # [...]
+    return logp, -(logp_all.exp() * logp_all).sum(-1).detach() if with_entropy else None
+
+
+def policy_logprobs(model, batch: RolloutBatch, temperature: float, with_entropy: bool = False):
+    """(log pi [B, C] of the batch's completion tokens, entropy [B, C] or None, MoE router aux loss or None).
+
+    The same tempered log-softmax the sampler recorded, at the same position ids; router logits only here (the
+    sampler needs none). packed_policy_logprobs gives the same without padding (--packed-forward), and
+    scale.logprobs.chunked_policy_logprobs without the [B, C, V] logits.
+    """
+    out, width = training_forward(model, batch)
+    # Position t predicts completion token t; the last position predicts nothing.
+    logits, targets = out.logits[:, :-1], batch.input_ids[:, -width:]  # [B, C, V], [B, C]
+    logp, entropy = tempered_logprobs(logits, targets, temperature, with_entropy)  # [B, C]
+    return logp, entropy, getattr(out, "aux_loss", None)
 
 
 @dataclass
@@ -292,28 +312,12 @@ def unpacked(values: torch.Tensor | None, packing: Packing, shape: torch.Size) -
     return values.new_zeros(shape).index_put((packing.rows, packing.cols), values)
 
 
-def policy_logprobs(model, batch: RolloutBatch, temperature: float, with_entropy: bool = False,
-                    packed: bool = False):
-    """(log pi [B, C] of the batch's completion tokens, entropy [B, C] or None, MoE router aux loss or None).
-
-    The same tempered log-softmax the sampler recorded, at the same position ids; router logits only here (the
-    sampler needs none). packed: through packed_forward (no padding; 0 outside the completion mask).
-    scale.logprobs.chunked_policy_logprobs computes the same without the [B, C, V] logits.
-    """
-    if packed:
-        out, targets, packing = packed_forward(model, batch)
-        logits = out.logits.view(len(targets), -1)  # [K, V]
-    else:
-        out, width = training_forward(model, batch)
-        # Position t predicts completion token t; the last position predicts nothing.
-        logits, targets = out.logits[:, :-1], batch.input_ids[:, -width:]  # [B, C, V], [B, C]
-    logp_all = torch.log_softmax(logits.float() / temperature, -1)  # [..., V]
-    logp = logp_all.gather(-1, targets[..., None]).squeeze(-1)  # [B, C] or [K]
-    entropy = -(logp_all.exp() * logp_all).sum(-1).detach() if with_entropy else None  # like logp
-    if packed:
-        shape = batch.completion_mask.shape
-        logp, entropy = unpacked(logp, packing, shape), unpacked(entropy, packing, shape)
-    return logp, entropy, getattr(out, "aux_loss", None)
+def packed_policy_logprobs(model, batch: RolloutBatch, temperature: float, with_entropy: bool = False):
+    """policy_logprobs through packed_forward (--packed-forward): no padding, 0 outside the completion mask."""
+    out, targets, packing = packed_forward(model, batch)
+    logp, entropy = tempered_logprobs(out.logits.view(len(targets), -1), targets, temperature, with_entropy)  # [K]
+    shape = batch.completion_mask.shape
+    return unpacked(logp, packing, shape), unpacked(entropy, packing, shape), getattr(out, "aux_loss", None)
 
 
 @torch.no_grad()

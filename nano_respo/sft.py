@@ -70,6 +70,10 @@ CURRICULUM = "size from smallest to full over steps // 4"
 LR_SCHEDULE = "constant until converged or steps, then cosine to 0 over steps // 4"
 CONVERGED_EXACT = 0.5
 CONVERGED_WINDOW = 20
+# How long the cosine runs (--sft-anneal): budget, a quarter of `steps` (LR_SCHEDULE); converged, a quarter
+# of the step the model converged at (a quarter of `steps` when it did not), so it stops about when it has
+# what it needs (experiments/WARMSTART.md).
+ANNEALS = ("budget", "converged")
 
 
 def cosine_lr(lr: float, step: int, steps: int) -> float:
@@ -100,7 +104,7 @@ def smoothed_answer_loss(model, batch: RolloutBatch, label_smoothing: float):
 
 
 def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, seed: int,
-        label_smoothing: float = 0.0, logprobs=policy_logprobs) -> dict:
+        label_smoothing: float = 0.0, logprobs=policy_logprobs, anneal: str = "budget") -> dict:
     """Minimise the (label-smoothed) token cross-entropy of the reference answers, to convergence.
 
     Returns {"exact", "converged_at", "steps"}: exact is the share of the last step's
@@ -108,25 +112,30 @@ def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, se
     greedy decoding reproduces the whole answer; converged_at the step the annealing began
     because the model had converged (None: it began at `steps` without); steps the steps taken.
     logprobs: without smoothing, rollout.policy_logprobs or a drop-in with its signature
-    (scale.logprobs.chunked_policy_logprobs, for a large vocabulary).
+    (scale.logprobs.chunked_policy_logprobs, for a large vocabulary). anneal: the cosine's length
+    (ANNEALS).
     """
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
-    anneal = max(1, steps // 4)
+    if anneal not in ANNEALS:
+        raise ValueError(f"anneal: unknown annealing {anneal!r}; choose one of {', '.join(ANNEALS)}")
+    length = max(1, steps // 4)  # the annealing's length; "converged" shortens it once it is known
     recent = deque(maxlen=CONVERGED_WINDOW)  # exact at the full size, the last steps
     anneal_from, converged_at, step, exact = None, None, 0, 0.0
     # The most steps it can take: the budget, then the annealing. A model that converges earlier
     # anneals from there, and the bar's total moves down to that end.
-    bar = tqdm(desc="warm start (sft)", total=steps + anneal, dynamic_ncols=True)
-    while anneal_from is None or step < anneal_from + anneal:
+    bar = tqdm(desc="warm start (sft)", total=steps + length, dynamic_ncols=True)
+    while anneal_from is None or step < anneal_from + length:
         if anneal_from is None and len(recent) == CONVERGED_WINDOW and sum(recent) / len(recent) >= CONVERGED_EXACT:
             anneal_from = converged_at = step
+            if anneal == "converged":
+                length = max(1, converged_at // 4)
         elif anneal_from is None and step >= steps:
             anneal_from = step
         if anneal_from == step:
-            bar.total = anneal_from + anneal
+            bar.total = anneal_from + length
         for group in optimizer.param_groups:
-            group["lr"] = lr if anneal_from is None else cosine_lr(lr, step - anneal_from, anneal)
+            group["lr"] = lr if anneal_from is None else cosine_lr(lr, step - anneal_from, length)
         size = curriculum_size(task, step, steps)
         problems = task.train_batch(batch_size, seed=hash_seed("sft", seed, step), size=size)
         batch = teacher_forced_batch(tokenizer, [p.prompt for p in problems], [p.answer for p in problems],
@@ -154,15 +163,18 @@ def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, se
 
 
 def warm_start_key(model_name: str, task: Task, steps: int, batch_size: int, lr: float, seed: int,
-                   dtype: str, label_smoothing: float = 0.0) -> dict:
-    """Everything a warm start's result depends on; its hash names the cache entry."""
+                   dtype: str, label_smoothing: float = 0.0, anneal: str = "budget") -> dict:
+    """Everything a warm start's result depends on; its hash names the cache entry (an annealing other than
+    LR_SCHEDULE's own is added, so every earlier entry keeps its name)."""
     return {"model": model_name, "data": task.fingerprint(), "steps": steps, "batch_size": batch_size, "lr": lr,
             "lr_schedule": LR_SCHEDULE, "curriculum": CURRICULUM if task.sizes else None,
-            "label_smoothing": label_smoothing, "seed": seed, "dtype": dtype}
+            "label_smoothing": label_smoothing, "seed": seed, "dtype": dtype,
+            **({"anneal": anneal} if anneal != "budget" else {})}
 
 
 def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_size: int, lr: float, seed: int,
-               dtype: str, device: str, logprobs=policy_logprobs, label_smoothing: float = 0.0):
+               dtype: str, device: str, logprobs=policy_logprobs, label_smoothing: float = 0.0,
+               anneal: str = "budget"):
     """(model, tokenizer) after `steps` SFT steps, from the cache when this exact warm start exists.
 
     Prints how much of the last batch the model reproduces (see `sft`) and records it beside the model.
@@ -170,7 +182,7 @@ def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_si
     `task_key` (the settings that named the task) is recorded next to the model for the reader;
     the cache entry is chosen by warm_start_key, which sees the data itself.
     """
-    key = warm_start_key(model_name, task, steps, batch_size, lr, seed, dtype, label_smoothing)
+    key = warm_start_key(model_name, task, steps, batch_size, lr, seed, dtype, label_smoothing, anneal)
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     path = cache_dir() / "sft" / f"{model_name.replace('/', '--')}-{task.name}-{digest}"
     if (path / "config.json").exists():
@@ -180,7 +192,7 @@ def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_si
     refuse_unknown_characters(tokenizer, (task.train_pool or []) + task.heldout_problems)  # before minutes of SFT
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        report = sft(model, tokenizer, task, steps, batch_size, lr, seed, label_smoothing, logprobs)
+        report = sft(model, tokenizer, task, steps, batch_size, lr, seed, label_smoothing, logprobs, anneal)
     converged = (f"converged at step {report['converged_at']}" if report["converged_at"] is not None
                  else f"not converged within {steps} steps (where RL starts then depends on the seed and "
                       f"the CPU: raise --sft-steps or lower --sft-lr)")

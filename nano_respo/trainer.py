@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from .kernel import (SCALES, LossConfig, corrected_coefficients, diagnostics, group_advantages, loss_denominator,
                      minibatch_order, off_policy_diagnostics, policy_loss, reuse_split)
-from .rollout import RolloutBatch, policy_logprobs, router_choices, sample, score
+from .rollout import RolloutBatch, decode, policy_logprobs, router_choices, sample, score
 from .tasks import hash_seed
 
 if TYPE_CHECKING:
@@ -61,12 +61,6 @@ class StepConfig:
     """Sequences per sampler call (bounds the KV cache); None = the whole rollout batch at once."""
     micro_batch: int | None = None
     """Sequences per forward/backward; gradients accumulate over a mini-batch. None = the whole mini-batch."""
-    packed_forward: bool = False
-    """Training forward without padding: each micro-batch's sequences packed into rows, attention confined to each
-    sequence (rollout.pack); the same log-probs up to float noise. Off by default, so the default run's numbers stay."""
-    lean_sampler: bool = False
-    """Rollouts by rollout.decode_lean: each prompt prefilled once for its G samples, finished rows dropped from the
-    decode batch; the same distribution, other draws. Off by default, so the default run's numbers stay."""
     seed: int = 0
     """Seed of sampling, mini-batch order and the task's training problems."""
     loss: LossConfig = field(default_factory=LossConfig)
@@ -144,8 +138,7 @@ def rl_step(model, optimizer, batch: RolloutBatch, cfg: StepConfig, logprobs=pol
     for rows in torch.arange(n, device=full_mask.device).split(cfg.micro_batch or n):
         micro = batch.select(rows)
         width = micro.completion_mask.shape[1]
-        logp, entropy, aux_loss = logprobs(model, micro, cfg.temperature, with_entropy=True,
-                                           packed=cfg.packed_forward)  # [b, c]: log pi
+        logp, entropy, aux_loss = logprobs(model, micro, cfg.temperature, with_entropy=True)  # [b, c]: log pi
         logp_all[rows, :width], entropy_all[rows, :width] = logp.detach(), entropy
         if not ranks.all_agree(torch.where(micro.completion_mask, logp.detach(), 0.0).isfinite().all()):
             optimizer.zero_grad(set_to_none=True)
@@ -180,7 +173,7 @@ def rl_step(model, optimizer, batch: RolloutBatch, cfg: StepConfig, logprobs=pol
     return {**stats, "grad_norm": grad_norm.item(), "skipped": 0}
 
 
-def collect_rollouts(model, tokenizer, task, cfg: StepConfig, iteration: int, ranks=ONE_PROCESS):
+def collect_rollouts(model, tokenizer, task, cfg: StepConfig, iteration: int, ranks=ONE_PROCESS, decoder=decode):
     """This process's prompts, G samples of each with log mu, and their rewards: (samples, rewards [N], stats)."""
     problems = task.train_batch(cfg.prompts_per_iteration, seed=hash_seed("rl", cfg.seed, iteration))
     per_rank = len(problems) // ranks.world_size  # whole prompts, so whole groups (all of them on one device)
@@ -189,7 +182,7 @@ def collect_rollouts(model, tokenizer, task, cfg: StepConfig, iteration: int, ra
     start = time.perf_counter()
     with ranks.gathered(model):  # under FSDP: full weights for the whole rollout, no collectives while decoding
         samples = sample(model, tokenizer, [p.prompt for p in grouped], cfg.max_new_tokens, cfg.temperature,
-                         batch_size=cfg.rollout_batch, lean=cfg.lean_sampler)
+                         batch_size=cfg.rollout_batch, decoder=decoder)
     gen_seconds = time.perf_counter() - start
     rewards, reward_errors = score(task.reward, samples.texts, [p.answer for p in grouped])
     if reward_errors:
@@ -204,14 +197,16 @@ def collect_rollouts(model, tokenizer, task, cfg: StepConfig, iteration: int, ra
 
 
 def rl_iteration(model, tokenizer, task, optimizer, cfg: StepConfig, iteration: int, step: int,
-                 logprobs=policy_logprobs, ranks=ONE_PROCESS, sampler=None) -> tuple[RolloutBatch, list[dict], int]:
+                 logprobs=policy_logprobs, ranks=ONE_PROCESS, sampler=None,
+                 decoder=decode) -> tuple[RolloutBatch, list[dict], int]:
     """One RL step: a rollout batch, then cfg.reuse = epochs x mini-batches optimizer steps on it.
 
     The behaviour policy mu is `sampler` (a lagged copy of the weights) or else the model; returns
-    (batch, one record per optimizer step, the step count after them).
+    (batch, one record per optimizer step, the step count after them). `logprobs` (the training forward) and
+    `decoder` (the sampler's loop) are the run's routes to the same numbers (run.session.routes).
     """
     # 1. Rollout: completions and, for ReSPO's weight w = pi / mu, log mu of each sampled token; rewards.
-    samples, rewards, rollout_stats = collect_rollouts(sampler or model, tokenizer, task, cfg, iteration, ranks)
+    samples, rewards, rollout_stats = collect_rollouts(sampler or model, tokenizer, task, cfg, iteration, ranks, decoder)
     # 2. Advantages: centred within each group of G samples of one prompt.
     advantages, adv_stats = group_advantages(rewards, cfg.group_size, cfg.adv_scale)
     if adv_stats["zero_var_frac"] == 1.0:
@@ -249,7 +244,7 @@ def learner_logprobs(model, batch: RolloutBatch, cfg: StepConfig, logprobs=polic
     pi_old_logp = torch.zeros_like(batch.old_logp)  # [N, C]
     for rows in torch.arange(n, device=batch.old_logp.device).split(cfg.micro_batch or n):
         micro = batch.select(rows)
-        logp = logprobs(model, micro, cfg.temperature, packed=cfg.packed_forward)[0]  # [b, c]
+        logp = logprobs(model, micro, cfg.temperature)[0]  # [b, c]
         pi_old_logp[rows, :micro.completion_mask.shape[1]] = logp.float()
     return pi_old_logp
 
@@ -300,7 +295,7 @@ def train(cfg: TrainConfig) -> Path:
             with run.amp:
                 sampler = run.lagged.sampler_for(model) if run.lagged else None  # mu: --lag iterations old
                 _, records, run.step = rl_iteration(model, run.tokenizer, run.task, optimizer, cfg, iteration,
-                                                    run.step, run.logprobs, run.ranks, sampler)
+                                                    run.step, run.logprobs, run.ranks, sampler, run.decoder)
             run.log(iteration, records, seconds=time.perf_counter() - start)
             done = iteration + 1
             if done % cfg.eval_every == 0 or done == cfg.iterations:

@@ -144,3 +144,32 @@ def test_a_claim_is_carried_only_when_it_holds_on_every_cpu_setting(tmp_path):
     with pytest.raises(SystemExit) as stop:
         across.main(argv)
     assert stop.value.code == 1 and "stuck" in (tmp_path / "across.md").read_text().lower()
+
+
+WARM = importlib.util.spec_from_file_location("experiments_warm_start_stop",
+                                              Path(__file__).parents[1] / "experiments" / "warm_start_stop.py")
+warm_start_stop = sys.modules["experiments_warm_start_stop"] = importlib.util.module_from_spec(WARM)
+WARM.loader.exec_module(warm_start_stop)
+
+
+def warm_record(anneal, seed, pass1, greedy=1.0, converged_at=514, setting="default"):
+    return {"config": {"sft_anneal": anneal, "sft_seed": seed, "model": "tiny-qwen3"}, "cpu_setting": setting,
+            "warm_start": {"converged_at": converged_at, "steps": 642 if anneal == "converged" else 1014,
+                           "seconds": 1},
+            "heldout": {"heldout_pass@1": pass1, "heldout_acc": greedy}}
+
+
+def test_the_warm_start_rule_passes_inside_the_widened_band_and_fails_outside_it():
+    """experiments/WARMSTART.md's rule: within today's [min, max] +- 0.02, greedy >= today's least - 0.01, converged."""
+    cfg = warm_start_stop.WarmStopConfig()
+    today = [warm_record("budget", 0, 0.82), warm_record("budget", 1, 0.84)]
+    band, line = warm_start_stop.verdict(today + [warm_record("converged", 0, 0.805),
+                                                  warm_record("converged", 1, 0.859)], cfg)
+    assert band.startswith("tiny-qwen3: today's band (2 records): pass@1 0.820-0.840")
+    assert line.startswith("tiny-qwen3: --sft-anneal converged: PASS")
+    for bad in (warm_record("converged", 1, 0.795), warm_record("converged", 1, 0.865),
+                warm_record("converged", 1, 0.83, greedy=0.98), warm_record("converged", 1, 0.83, converged_at=None)):
+        line = warm_start_stop.verdict(today + [warm_record("converged", 0, 0.83), bad], cfg)[1]
+        assert "FAIL" in line and line.endswith("outside: default seed 1"), line
+    assert warm_start_stop.verdict([warm_record("converged", 0, 0.83)], cfg) == \
+        ["tiny-qwen3: no record of today's warm start: no band to compare with"]

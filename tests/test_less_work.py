@@ -1,6 +1,6 @@
 """Doing less work for the same numbers: the packed training forward and the lean sampler (issue 23).
 
-The packed forward (rollout.pack / packed_forward) must give the padded forward's log-probs,
+The packed forward (rollout.pack / packed_policy_logprobs) must give the padded forward's log-probs,
 entropies, MoE load-balancing loss and gradients; the lean sampler (rollout.decode_lean) must
 give decode's greedy completions and log mu. Their sampled distributions and w = 1 are checked
 where decode's are (tests/test_trainer_parts.py, tests/test_trainer.py, parametrised).
@@ -15,12 +15,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(1)
 
 from nano_respo.models import load_model  # noqa: E402
-from nano_respo.rollout import RolloutBatch, decode, decode_lean, pack, policy_logprobs  # noqa: E402
+from nano_respo.rollout import RolloutBatch, decode, decode_lean, pack, packed_policy_logprobs, policy_logprobs  # noqa: E402,E501
 from nano_respo.scale.logprobs import chunked_policy_logprobs  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("model_cache")
 
-ROUTES = {"plain": policy_logprobs, "chunked": lambda *a, **k: chunked_policy_logprobs(*a, chunk_mb=1e-3, **k)}
+# route: (padded, packed), as run.session.routes pairs them.
+ROUTES = {"plain": (policy_logprobs, packed_policy_logprobs),
+          "chunked": tuple(lambda *a, packed=packed, **k: chunked_policy_logprobs(*a, chunk_mb=1e-3, packed=packed, **k)
+                           for packed in (False, True))}
 
 
 def ragged_batch(vocab: int, prompt_lengths: list[int], completion_lengths: list[int], seed: int = 0):
@@ -45,11 +48,11 @@ def test_packed_forward_equals_the_padded_one_with_gradients(model_name, tempera
     # Rows as long as the longest sequence, one of them holding two (else the block-diagonal mask goes untested).
     assert packing.input_ids.shape == (5, 13)
     assert packing.real.sum() == batch.attention_mask.sum()
-    logprobs, mask = ROUTES[route], batch.completion_mask
+    mask = batch.completion_mask
     mix = torch.randn(mask.shape) * mask  # [B, C] any loss through the log-probs
     results = []
-    for packed in (False, True):
-        logp, entropy, aux_loss = logprobs(net, batch, temperature, with_entropy=True, packed=packed)
+    for logprobs in ROUTES[route]:
+        logp, entropy, aux_loss = logprobs(net, batch, temperature, with_entropy=True)
         grads = torch.autograd.grad((logp * mix).sum() + (aux_loss if aux_loss is not None else 0),
                                     list(net.parameters()), allow_unused=True)
         results.append((logp, entropy, aux_loss, grads))

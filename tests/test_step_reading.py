@@ -32,6 +32,19 @@ def test_the_step_reaches_sampler_kernel_and_update_but_no_fsdp_code():
     assert len({module for module, _ in walker.reached}) <= 4  # files a reader opens
 
 
+def test_the_systems_routes_are_the_runs_choice_not_the_steps():
+    """--packed-forward and --lean-sampler reach the step as arguments (run.session.routes), so its reader meets
+    only the padded forward and decode; started from those routes, the walk finds them."""
+    names = reached("respo")
+    for option in ("nano_respo.rollout.decode_lean", "nano_respo.rollout.pack", "nano_respo.rollout.packed_forward",
+                   "nano_respo.rollout.packed_policy_logprobs"):
+        assert option not in names
+    walker = Walker(ROOT, "respo")
+    walker.run(["trainer.rl_iteration", "rollout.decode_lean", "rollout.packed_policy_logprobs"])
+    with_options = {f"{module}.{name}" for module, name in walker.reached}
+    assert {"nano_respo.rollout.pack", "nano_respo.rollout.first_fit", "nano_respo.rollout.unpacked"} <= with_options
+
+
 def test_a_method_table_is_followed_along_one_row_unless_all_are_asked_for():
     respo, every = reached("respo"), reached("all")
     assert "nano_respo.kernel.sapo_coefficient" not in respo

@@ -2,6 +2,7 @@
 
 import copy
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -23,7 +24,8 @@ from nano_respo.run.evaluate_cli import EvalConfig, run_eval  # noqa: E402
 from nano_respo.kernel import LossConfig  # noqa: E402
 from nano_respo.run.metrics import TIMING_KEYS, read_metrics  # noqa: E402
 from nano_respo.models import load_model  # noqa: E402
-from nano_respo.rollout import RolloutBatch, policy_logprobs, sample, score  # noqa: E402
+from nano_respo.rollout import (RolloutBatch, decode, decode_lean, packed_policy_logprobs, policy_logprobs,  # noqa: E402
+                                sample, score)
 from nano_respo.scale.logprobs import chunked_policy_logprobs  # noqa: E402
 from nano_respo.tasks import Problem, make_task  # noqa: E402
 from nano_respo.run.config import TrainConfig  # noqa: E402
@@ -108,11 +110,13 @@ def test_first_step_on_a_fresh_batch_sees_w_equal_one(model, lean):
     net, tokenizer = load_model(model)
     prompts = [f"{a}+{a * 7}=" for a in range(6) for _ in range(2)]  # groups of 2: the lean sampler shares prefills
     # Three decode calls (5 + 5 + 2 prompts) whose completions are padded to one width.
-    batch = batch_of(sample(net, tokenizer, prompts, 10, temperature=0.7, batch_size=5, lean=lean), torch.zeros(12),
-                     torch.zeros(12))
-    for logprobs in (policy_logprobs, chunked_policy_logprobs):
+    batch = batch_of(sample(net, tokenizer, prompts, 10, temperature=0.7, batch_size=5,
+                            decoder=decode_lean if lean else decode), torch.zeros(12), torch.zeros(12))
+    routes = ((packed_policy_logprobs, functools.partial(chunked_policy_logprobs, packed=True)) if lean
+              else (policy_logprobs, chunked_policy_logprobs))
+    for logprobs in routes:
         for part in (batch, batch.select(torch.tensor([0, 5, 11]))):
-            logp, _, _ = logprobs(net, part, temperature=0.7, packed=lean)
+            logp, _, _ = logprobs(net, part, temperature=0.7)
             log_w = torch.where(part.completion_mask, logp - part.old_logp, 0.0).sum(-1)  # [B]
             assert log_w.abs().max() < 1e-4
     # The wrong temperature in the training forward breaks it: the test can fail.
@@ -329,10 +333,10 @@ def test_micro_batches_accumulate_to_the_same_update_and_statistics():
 def test_ctrl_c_finishes_the_iteration_saves_and_stops(tmp_path, varied_reward, monkeypatch):
     real_collect = trainer_module.collect_rollouts
 
-    def interrupted(model, tokenizer, task, cfg, iteration, ranks):
+    def interrupted(model, tokenizer, task, cfg, iteration, *routes):
         if iteration == 1:
             os.kill(os.getpid(), signal.SIGINT)  # as if the user pressed Ctrl-C mid-iteration
-        return real_collect(model, tokenizer, task, cfg, iteration, ranks)
+        return real_collect(model, tokenizer, task, cfg, iteration, *routes)
     monkeypatch.setattr(trainer_module, "collect_rollouts", interrupted)
     handler_before = signal.getsignal(signal.SIGINT)
     run_dir = train(tiny_config(tmp_path, iterations=5, save_every=10, eval_every=10))

@@ -278,16 +278,16 @@ def test_at_reuse_1_without_lag_every_method_takes_the_same_first_step(tmp_path,
     from nano_respo.models import load_model
     from nano_respo.trainer import StepConfig, collect_rollouts, rl_step
     from nano_respo.kernel import LossConfig, group_advantages
-    from nano_respo.rollout import RolloutBatch
+    from nano_respo.rollout import RolloutBatch, decode, decode_lean, packed_policy_logprobs, policy_logprobs
 
     monkeypatch.setenv("NANO_RESPO_CACHE", str(tmp_path))
     model, tokenizer = load_model("tiny-qwen3")
     task = make_task("digit_sum")
     task.reward = lambda completion, answer: float(len(completion) % 2)  # any reward with spread will do
-    cfg = StepConfig(prompts_per_iteration=4, reuse=1, epochs=1, seed=0, lean_sampler=less_work,
-                     packed_forward=less_work)
+    cfg = StepConfig(prompts_per_iteration=4, reuse=1, epochs=1, seed=0)
+    logprobs, decoder = (packed_policy_logprobs, decode_lean) if less_work else (policy_logprobs, decode)
     torch.manual_seed(0)
-    samples, rewards, _ = collect_rollouts(model, tokenizer, task, cfg, iteration=0)
+    samples, rewards, _ = collect_rollouts(model, tokenizer, task, cfg, iteration=0, decoder=decoder)
     advantages, _ = group_advantages(rewards, cfg.group_size)
     assert advantages.abs().sum() > 0
     start = {k: v.clone() for k, v in model.state_dict().items()}
@@ -297,7 +297,8 @@ def test_at_reuse_1_without_lag_every_method_takes_the_same_first_step(tmp_path,
         batch = RolloutBatch(samples.input_ids, samples.attention_mask, samples.completion_mask, old_logp, rewards,
                              advantages)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        stats = rl_step(model, optimizer, batch, StepConfig(**{**vars(cfg), "loss": LossConfig(method=method)}))
+        stats = rl_step(model, optimizer, batch, StepConfig(**{**vars(cfg), "loss": LossConfig(method=method)}),
+                        logprobs)
         return torch.cat([p.grad.flatten() for p in model.parameters()]), stats
 
     methods = ("respo", "seq_clip", "gspo", "grpo", "topr", "respo_pos_clip_neg", "vespo")

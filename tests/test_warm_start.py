@@ -35,9 +35,11 @@ def test_every_setting_of_the_recipe_is_in_the_cache_key():
     settings = dict(steps=1000, batch_size=64, lr=3e-3, seed=0, dtype="float32")
     key = sft.warm_start_key("tiny-qwen3", task, **settings)
     assert key["lr_schedule"] == sft.LR_SCHEDULE and key["curriculum"] == sft.CURRICULUM
-    changed = dict(steps=999, batch_size=32, lr=1e-3, seed=1, dtype="bfloat16", label_smoothing=0.02)
+    changed = dict(steps=999, batch_size=32, lr=1e-3, seed=1, dtype="bfloat16", label_smoothing=0.02,
+                   anneal="converged")
     for name, value in changed.items():
         assert sft.warm_start_key("tiny-qwen3", task, **{**settings, name: value}) != key, name
+    assert "anneal" not in key  # at "budget", the key (so every cached warm start's name) is what it was
     assert sft.warm_start_key("tiny-qwen3-moe", task, **settings) != key
     assert sft.warm_start_key("tiny-qwen3", make_task("reverse", size=9), **settings) != key
 
@@ -92,6 +94,25 @@ def test_an_unconverged_warm_start_says_so():
     model, tokenizer = load_model("tiny-qwen3")
     report = sft.sft(model, tokenizer, task, steps=2, batch_size=8, lr=3e-3, seed=0)
     assert report == {"exact": 0.0, "converged_at": None, "steps": 3}  # 2 steps, then 1 of annealing
+
+
+def test_converged_annealing_lasts_a_quarter_of_the_convergence_step(monkeypatch):
+    """--sft-anneal converged: a model converged at step c anneals c // 4 steps (budget: steps // 4 whatever c);
+    one that never converges anneals a quarter of the budget either way."""
+    monkeypatch.setattr(sft, "CONVERGED_WINDOW", 1)
+    monkeypatch.setattr(sft, "CONVERGED_EXACT", 0.0)  # "converged" after the first step at the full size
+    task = make_task("reverse", size=8)
+    model, tokenizer = load_model("tiny-qwen3")
+    budget = sft.sft(model, tokenizer, task, steps=40, batch_size=4, lr=3e-3, seed=0)
+    at = 40 // 4 + 1  # the curriculum reaches the full size at step 10; one step there fills the window
+    assert budget["converged_at"] == at and budget["steps"] == at + 40 // 4
+    converged = sft.sft(model, tokenizer, task, steps=40, batch_size=4, lr=3e-3, seed=0, anneal="converged")
+    assert converged["converged_at"] == at and converged["steps"] == at + at // 4
+    monkeypatch.setattr(sft, "CONVERGED_EXACT", 2.0)  # never
+    never = sft.sft(model, tokenizer, task, steps=4, batch_size=4, lr=3e-3, seed=0, anneal="converged")
+    assert never["converged_at"] is None and never["steps"] == 4 + 1
+    with pytest.raises(ValueError, match="anneal: unknown annealing 'soon'"):
+        sft.sft(model, tokenizer, task, steps=4, batch_size=4, lr=3e-3, seed=0, anneal="soon")
 
 
 def test_the_warm_start_bar_has_a_total_and_time_left(capsys):

@@ -27,6 +27,7 @@ import typing
 
 from ..kernel import AGG_MODES, METHOD_TABLE, SCALES
 from ..models import WEIGHT_DTYPES, check_device
+from ..sft import ANNEALS
 
 # Allowed values by field name, for every config this module parses.
 CHOICES = {
@@ -35,6 +36,7 @@ CHOICES = {
     "agg": AGG_MODES,
     "adv_scale": SCALES,
     "dtype": WEIGHT_DTYPES,
+    "sft_anneal": ANNEALS,
 }
 DEVICES = "{auto,cpu,cuda,cuda:N}"
 
@@ -45,7 +47,8 @@ TRAIN_GROUPS = {
         "Which model to train and where the run goes (runs/<name>/: metrics.jsonl, plots.png, "
         "checkpoints). The tiny models start from a cached supervised warm start.",
         ["model", "name", "out_dir", "resume", "seed", "save_every", "keep_checkpoints", "plots",
-         "sft_steps", "sft_batch", "sft_lr", "sft_label_smoothing", "sft_task_size", "sft_full_share", "sft_seed"]),
+         "sft_steps", "sft_anneal", "sft_batch", "sft_lr", "sft_label_smoothing", "sft_task_size", "sft_full_share",
+         "sft_seed"]),
     "task": (
         "What the model must answer and how the held-out split is scored.",
         ["task", "task_size", "heldout_file", "eval_every", "eval_problems", "eval_samples"]),

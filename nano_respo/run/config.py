@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..models import TINY_MODELS, WEIGHT_DTYPES, check_device, resolve_model_path
+from ..sft import ANNEALS
 from ..trainer import StepConfig
 
 
@@ -39,6 +40,8 @@ class TrainConfig(StepConfig):
     """AdamW weight decay."""
     sft_steps: int | None = None
     """Warm-start SFT budget (cached): constant lr until converged or this many steps, then cosine to 0 over a quarter of it; None = 2000 for the tiny models, 0 otherwise."""
+    sft_anneal: str = "budget"
+    """Warm-start annealing length, from convergence (or the budget) to lr 0: budget, a quarter of --sft-steps; converged, a quarter of the step it converged at."""
     sft_batch: int = 64
     """Warm-start batch size (demonstrations per step)."""
     sft_lr: float = 1e-3
@@ -79,6 +82,10 @@ class TrainConfig(StepConfig):
     """CUDA only: run forwards and sampling under bfloat16 autocast; weights and AdamW stay in --dtype."""
     logprob_chunk_mb: float | None = None
     """Large vocabularies: log-probs by the chunked routine holding this many MB of float32 logits (16 suits a CPU, 256 a GPU); None = a plain log-softmax."""
+    packed_forward: bool = False
+    """RL's training forward without padding: each micro-batch's sequences packed into rows, attention confined to each sequence (rollout.packed_policy_logprobs); the same log-probs up to float noise. Off by default, so the default run's numbers stay."""
+    lean_sampler: bool = False
+    """Rollouts by rollout.decode_lean: each prompt prefilled once for its G samples, finished rows dropped from the decode batch; the same distribution, other draws. Off by default, so the default run's numbers stay."""
     plots: bool = True
     """Write plots.png at the end."""
     fsdp: bool = False
@@ -104,6 +111,8 @@ class TrainConfig(StepConfig):
             raise ValueError(f"logprob_chunk_mb: must be >= 1, got {self.logprob_chunk_mb}")
         if self.sft_steps is not None and self.sft_steps < 0:
             raise ValueError(f"sft_steps: must be >= 0, got {self.sft_steps}")
+        if self.sft_anneal not in ANNEALS:
+            raise ValueError(f"sft_anneal: choose one of {', '.join(ANNEALS)}, got {self.sft_anneal!r}")
         if self.dtype not in WEIGHT_DTYPES:
             raise ValueError(f"dtype: choose one of {', '.join(WEIGHT_DTYPES)}, got {self.dtype!r}")
         for name in ("lr", "sft_lr"):

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from ..evaluation import evaluate
 from ..models import TINY_WARM_START_STEPS, load_model, refuse_unknown_characters, resolve_device
-from ..rollout import policy_logprobs
+from ..rollout import decode, decode_lean, packed_policy_logprobs, policy_logprobs
 from ..sft import warm_start
 from ..tasks import make_task, mixed_task
 from ..trainer import ONE_PROCESS, LaggedPolicy
@@ -124,7 +124,7 @@ def initial_model(cfg: TrainConfig, task, device: str, logprobs=policy_logprobs)
     task_key = {"task": cfg.task, "task_size": cfg.sft_task_size or cfg.task_size,
                 **({"full_share": cfg.sft_full_share} if cfg.sft_full_share else {})}
     model, tokenizer = warm_start(cfg.model, sft_task, task_key, sft_steps, cfg.sft_batch, cfg.sft_lr, cfg.sft_seed,
-                                  cfg.dtype, device, logprobs, cfg.sft_label_smoothing)
+                                  cfg.dtype, device, logprobs, cfg.sft_label_smoothing, cfg.sft_anneal)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return model, tokenizer
@@ -157,6 +157,7 @@ class Run:
     step: int
     amp: contextlib.AbstractContextManager
     logprobs: object
+    decoder: object
     ranks: object
     lagged: LaggedPolicy | None
     last_eval: dict | None = None
@@ -229,6 +230,20 @@ def open_run(cfg: TrainConfig):
         run.finish()
 
 
+def routes(cfg: TrainConfig):
+    """(warm start's log-prob route, RL's log-prob route, RL's decode loop): the systems flags' choice, never the
+    numbers (tests/test_less_work.py). Only --logprob-chunk-mb reaches into scale/."""
+    logprobs = policy_logprobs
+    if cfg.logprob_chunk_mb is not None:  # large vocabularies only: the chunked routine of scale/
+        from ..scale.logprobs import chunked_policy_logprobs
+        logprobs = functools.partial(chunked_policy_logprobs, chunk_mb=cfg.logprob_chunk_mb)
+    rl_logprobs = logprobs
+    if cfg.packed_forward:
+        rl_logprobs = (functools.partial(logprobs, packed=True) if cfg.logprob_chunk_mb is not None
+                       else packed_policy_logprobs)
+    return logprobs, rl_logprobs, decode_lean if cfg.lean_sampler else decode
+
+
 def start(cfg: TrainConfig, run_dir: Path, task, stop: StopRequest) -> Run:
     """Model, optimizer and counters from a fresh start or the newest intact checkpoint; the start evaluated."""
     torch.set_num_threads(cfg.threads)
@@ -240,10 +255,7 @@ def start(cfg: TrainConfig, run_dir: Path, task, stop: StopRequest) -> Run:
     if cfg.autocast and not device.startswith("cuda"):
         raise ValueError(f"autocast: bfloat16 autocast is for CUDA devices, not {device!r}")
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if cfg.autocast else contextlib.nullcontext()
-    logprobs = policy_logprobs
-    if cfg.logprob_chunk_mb is not None:  # large vocabularies only: the chunked routine of scale/
-        from ..scale.logprobs import chunked_policy_logprobs
-        logprobs = functools.partial(chunked_policy_logprobs, chunk_mb=cfg.logprob_chunk_mb)
+    sft_logprobs, logprobs, decoder = routes(cfg)
     config = flat(cfg)
     checkpoint, skipped = newest_intact_checkpoint(run_dir) if cfg.resume else (None, [])
     for note in skipped:
@@ -257,7 +269,7 @@ def start(cfg: TrainConfig, run_dir: Path, task, stop: StopRequest) -> Run:
     torch.manual_seed(cfg.seed)
     state = None
     if checkpoint is None:
-        model, tokenizer = initial_model(cfg, task, device, logprobs)
+        model, tokenizer = initial_model(cfg, task, device, sft_logprobs)
         iteration, step = 0, 0
     else:
         state = load_trainer_state(checkpoint)
@@ -287,7 +299,7 @@ def start(cfg: TrainConfig, run_dir: Path, task, stop: StopRequest) -> Run:
     if ranks.rank == 0:
         (run_dir / "config.json").write_text(json.dumps(config, indent=1))
     run = Run(cfg, run_dir, task, model, tokenizer, optimizer, stop, log, config, iteration, step, amp, logprobs,
-              ranks, lagged, log.last_eval() if checkpoint is not None else None)
+              decoder, ranks, lagged, log.last_eval() if checkpoint is not None else None)
     if run.last_eval is None:
         run.evaluate(iteration)
     print(f"run: {run_dir}  start {heldout_line(run.last_eval)}")

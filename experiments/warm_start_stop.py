@@ -1,0 +1,136 @@
+"""A shorter warm start (issue 23, item 3): does RL start in today's band when the warm start anneals for fewer steps?
+
+    NANO_RESPO_CACHE=$(mktemp -d) python experiments/warm_start_stop.py --sft-seed 0 \
+        --out experiments/results/warm-start-stop/default-seed0-today.json
+    NANO_RESPO_CACHE=$(mktemp -d) python experiments/warm_start_stop.py --sft-seed 0 --sft-anneal converged \
+        --out experiments/results/warm-start-stop/default-seed0-converged.json
+    ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 NANO_RESPO_CACHE=$(mktemp -d) python ...
+    python experiments/warm_start_stop.py --summarise experiments/results/warm-start-stop
+
+Trains train.py's warm start from an empty cache (its defaults: tiny-qwen3, `reverse`; --sft-anneal budget
+is today's cosine over a quarter of --sft-steps), then evaluates the held-out split exactly as a
+run's first `eval` line does: the start of RL. The record holds the command, the CPU setting, the warm
+start's report (converged_at, steps, seconds) and the held-out figures. --summarise prints the table of
+a folder's records and the verdict of the rule pre-registered in experiments/WARMSTART.md. No RL step runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout, no install
+sys.path.insert(0, str(ROOT / "experiments"))
+
+import torch  # noqa: E402
+
+from gate1 import CPU_SETTING_VARIABLES, require_empty_cache  # noqa: E402
+from nano_respo.run.cli import parse_config  # noqa: E402
+from nano_respo.run.config import TrainConfig  # noqa: E402
+from nano_respo.run.session import build_task, evaluate_heldout, initial_model  # noqa: E402
+
+
+@dataclass
+class WarmStopConfig:
+    """The start of RL after one warm start, measured from an empty cache."""
+
+    model: str = "tiny-qwen3"
+    """train.py --model."""
+    sft_seed: int = 0
+    """train.py --sft-seed."""
+    sft_anneal: str = "budget"
+    """train.py --sft-anneal: budget (today's: a quarter of --sft-steps) or converged (the candidate)."""
+    out: str | None = None
+    """Where the JSON record goes; None = printed only."""
+    summarise: str | None = None
+    """Only print the table and the verdict of the records in this folder."""
+    pass1_margin: float = 0.02
+    """The rule: each candidate pass@1 within today's [min, max] widened by this on each side..."""
+    greedy_margin: float = 0.01
+    """...its greedy accuracy at least today's minimum less this, and every candidate warm start converged."""
+
+
+def verdict(records: list[dict], cfg: WarmStopConfig) -> list[str]:
+    """The pre-registered rule (experiments/WARMSTART.md), per model: one line for today's band, one per candidate."""
+    lines = []
+    for model in sorted({r["config"]["model"] for r in records}):
+        mine = [r for r in records if r["config"]["model"] == model]
+        today = [r for r in mine if r["config"]["sft_anneal"] == "budget"]
+        if not today:
+            lines.append(f"{model}: no record of today's warm start: no band to compare with")
+            continue
+        low = min(r["heldout"]["heldout_pass@1"] for r in today)
+        high = max(r["heldout"]["heldout_pass@1"] for r in today)
+        greedy = min(r["heldout"]["heldout_acc"] for r in today)
+        lines.append(f"{model}: today's band ({len(today)} records): pass@1 {low:.3f}-{high:.3f}, "
+                     f"greedy accuracy >= {greedy:.3f}")
+        for anneal in sorted({r["config"]["sft_anneal"] for r in mine} - {"budget"}):
+            cells = [r for r in mine if r["config"]["sft_anneal"] == anneal]
+            misses = [f"{r['cpu_setting']} seed {r['config']['sft_seed']}" for r in cells
+                      if r["warm_start"]["converged_at"] is None
+                      or not low - cfg.pass1_margin <= r["heldout"]["heldout_pass@1"] <= high + cfg.pass1_margin
+                      or r["heldout"]["heldout_acc"] < greedy - cfg.greedy_margin]
+            steps = [r["warm_start"]["steps"] for r in cells]
+            lines.append(f"{model}: --sft-anneal {anneal}: {'PASS' if not misses else 'FAIL'} over {len(cells)} "
+                         f"records ({min(steps)}-{max(steps)} steps)"
+                         f"{'; outside: ' + ', '.join(misses) if misses else ''}")
+    return lines
+
+
+def summary(folder: str, cfg: WarmStopConfig) -> str:
+    records = sorted((json.loads(p.read_text()) for p in Path(folder).glob("*.json")),
+                     key=lambda r: (r["config"]["sft_anneal"] != "budget", r["config"]["model"], r["cpu_setting"],
+                                    r["config"]["sft_seed"]))
+    lines = ["| --sft-anneal | model | CPU setting | --sft-seed | converged at | steps | warm start s | greedy accuracy "
+             "| pass@1 |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        lines.append(f"| {r['config']['sft_anneal']} | {r['config']['model']} | {r['cpu_setting']} | "
+                     f"{r['config']['sft_seed']} | {r['warm_start']['converged_at']} | {r['warm_start']['steps']} | "
+                     f"{r['warm_start']['seconds']} | {r['heldout']['heldout_acc']:.3f} | "
+                     f"{r['heldout']['heldout_pass@1']:.3f} |")
+    return "\n".join(lines + [""] + verdict(records, cfg))
+
+
+def main(argv=None) -> dict:
+    cfg = parse_config(WarmStopConfig, argv)
+    if cfg.summarise:
+        print(summary(cfg.summarise, cfg))
+        return {}
+    cache = require_empty_cache()
+    torch.set_num_threads(1)
+    train_cfg = TrainConfig(model=cfg.model, sft_seed=cfg.sft_seed, sft_anneal=cfg.sft_anneal,
+                            device="cpu")
+    task = build_task(train_cfg)
+    torch.manual_seed(train_cfg.seed)  # as run.session.start does before the model is built
+    start = time.perf_counter()
+    model, tokenizer = initial_model(train_cfg, task, "cpu")
+    warm_seconds = time.perf_counter() - start
+    (report_file,) = (cache / "sft").glob("*/warm_start.json")
+    warm = {k: v for k, v in json.loads(report_file.read_text()).items() if k in ("converged_at", "steps", "exact")}
+    heldout = evaluate_heldout(model, tokenizer, task, train_cfg, contextlib.nullcontext())  # a run's first eval line
+    setting = {name: os.environ.get(name) for name in CPU_SETTING_VARIABLES}
+    prefix = " ".join(f"{k}={v}" for k, v in setting.items() if v)
+    record = {
+        "command": " ".join(filter(None, [prefix, "NANO_RESPO_CACHE=<empty dir>", "python", shlex.join(
+            ["experiments/warm_start_stop.py", *(sys.argv[1:] if argv is None else argv)])])),
+        "cpu_setting": {"avx2": "avx2", "default": "unvectorised"}.get(setting["ATEN_CPU_CAPABILITY"], "default"),
+        "config": asdict(cfg), "warm_start": {**warm, "seconds": round(warm_seconds)}, "heldout": heldout,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    print(f"warm start: {warm}, {warm_seconds:.0f} s; CPU setting {record['cpu_setting']}; "
+          f"held-out pass@1 {heldout['heldout_pass@1']:.3f} (greedy accuracy {heldout['heldout_acc']:.3f})")
+    if cfg.out:
+        Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(cfg.out).write_text(json.dumps(record, indent=1) + "\n")
+        print(f"wrote {cfg.out}")
+    return record
+
+
+if __name__ == "__main__":
+    main()
