@@ -3,7 +3,7 @@
     python bench/gpu.py                              # qwen3-0.6b, qwen3-1.7b, qwen3-moe-small
     python bench/gpu.py --models qwen3-4b --batch 8 --length 1024
     python bench/gpu.py --dry-run                    # no GPU: shapes, parameter and FLOP counts only
-    python bench/gpu.py --device cpu --models qwen3-tiny --batch 4 --group-size 2 --prompt-len 8 --new-tokens 4 --length 32
+    python bench/gpu.py --device cpu --models qwen3-tiny --vocab 512 --batch 4 --group-size 2 --prompt-len 8 --new-tokens 4 --length 32
                                                      # no GPU: the whole script on a tiny shape (smoke)
 
 Nothing is downloaded: each model is Qwen3Config / Qwen3MoeConfig with the published
@@ -39,7 +39,7 @@ from nano_respo.kernel import LossConfig, policy_loss  # noqa: E402
 from nano_respo.rollout import RolloutBatch, decode, decode_lean  # noqa: E402
 from nano_respo.scale.logprobs import chunked_policy_logprobs  # noqa: E402
 
-VOCAB = 151936
+VOCAB = 151936  # Qwen3's; --vocab changes it (a smaller one only for the CPU smoke test)
 # Published Qwen3 shapes (config.json of the Qwen/Qwen3-* checkpoints); qwen3-moe-small keeps
 # Qwen3-30B-A3B's expert layout (128 experts, 8 active, 768 wide) on 8 layers to fit one GPU.
 SHAPES = {
@@ -59,12 +59,12 @@ SHAPES = {
 }
 
 
-def make_config(name: str):
+def make_config(name: str, vocab: int = VOCAB):
     import transformers
 
     shape = SHAPES[name]
     config_class = transformers.Qwen3MoeConfig if "num_experts" in shape else transformers.Qwen3Config
-    return config_class(vocab_size=VOCAB, head_dim=128, max_position_embeddings=40960, rope_theta=1e6,
+    return config_class(vocab_size=vocab, head_dim=128, max_position_embeddings=40960, rope_theta=1e6,
                         **shape)
 
 
@@ -87,10 +87,10 @@ def flops_per_token(config, active: int, context: float, backward: bool) -> floa
     return (2 * active + attention) * (3 if backward else 1)
 
 
-def build(name: str, device: str):
+def build(name: str, device: str, vocab: int = VOCAB):
     from transformers import AutoModelForCausalLM
 
-    config = make_config(name)
+    config = make_config(name, vocab)
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
     return model, config
@@ -114,9 +114,9 @@ def stop_clock(device, start: float) -> tuple[float, float]:
 def measure_generation(model, args, device, decoder) -> tuple[float, float, int]:
     """(seconds, peak bytes, response tokens) of sampling one rollout batch with `decoder`."""
     generator = torch.Generator(device).manual_seed(0)  # the same prompts for both decoders
-    prompts = torch.randint(VOCAB, (args.batch // args.group_size, args.prompt_len), device=device, generator=generator)
+    prompts = torch.randint(args.vocab, (args.batch // args.group_size, args.prompt_len), device=device, generator=generator)
     prompts = prompts.repeat_interleave(args.group_size, 0)  # [B, P] G rows per prompt, as a rollout batch
-    eos_ids = list(range(max(1, round(args.eos_share * VOCAB))))
+    eos_ids = list(range(max(1, round(args.eos_share * args.vocab))))
     run = lambda n: decoder(model, prompts, torch.ones_like(prompts), n, temperature=1.0, greedy=False,  # noqa: E731
                             eos_ids=eos_ids, pad_id=0)
     run(4)  # warm-up
@@ -134,7 +134,7 @@ def ragged_batch(args, device) -> RolloutBatch:
     completion_mask = torch.arange(width, device=device) < lengths[:, None]  # [B, C]
     attention_mask = torch.cat([torch.ones(args.batch, args.prompt_len, dtype=torch.bool, device=device),
                                 completion_mask], 1).long()  # [B, P + C]
-    input_ids = torch.randint(VOCAB, attention_mask.shape, device=device, generator=generator) * attention_mask
+    input_ids = torch.randint(args.vocab, attention_mask.shape, device=device, generator=generator) * attention_mask
     zeros = torch.zeros(args.batch, device=device)
     return RolloutBatch(input_ids, attention_mask, completion_mask, torch.zeros(completion_mask.shape, device=device),
                         zeros, torch.randn(args.batch, device=device, generator=generator))
@@ -177,6 +177,7 @@ def main():
     parser.add_argument("--prompt-len", type=int, default=256)
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--length", type=int, default=1024, help="training sequence length")
+    parser.add_argument("--vocab", type=int, default=VOCAB, help="vocabulary size (Qwen3's; smaller for a CPU smoke)")
     parser.add_argument("--train-steps", type=int, default=3)
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="bf16 dense peak of the GPU (H100/H200 SXM)")
     parser.add_argument("--device", default="cuda", help="cuda (the measurement) or cpu (a smoke test)")
@@ -193,7 +194,7 @@ def main():
         print(f"{name}, peak {args.peak_tflops:.0f} TFLOP/s bf16 assumed; "
               f"batch {args.batch}, sample {args.prompt_len}+{args.new_tokens}, train length {args.length}")
     for name in args.models:
-        model, config = build(name, device)
+        model, config = build(name, device, args.vocab)
         total, active = active_params(model, config)
         gen_context = args.prompt_len + args.new_tokens / 2
         gen_flops = flops_per_token(config, active, gen_context, backward=False)

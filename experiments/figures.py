@@ -35,6 +35,9 @@ from nano_respo.lab.report import OUTCOMES, group_runs, is_stuck, mean_ci  # noq
 from nano_respo.run.cli import parse_config  # noqa: E402
 from toy.across import record_set  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "experiments"))
+from warm_start_stop import WarmStopConfig, verdict  # noqa: E402
+
 SETTINGS = ("default", "avx2")
 # The default run was recorded on an AVX2-only machine (AMD EPYC), where the AVX2 variables change
 # nothing: its second setting is ATen's scalar kernels (ATEN_CPU_CAPABILITY=default), which round
@@ -87,6 +90,39 @@ def default_off_policy_mean(key: str) -> list[float]:
                   and r[key] is not None and not math.isnan(r[key])]
         means.append(sum(values) / len(values))
     return means
+
+
+@functools.cache
+def warm_stop() -> tuple[dict, ...]:
+    """experiments/results/warm-start-stop/: one record per warm start (experiments/WARMSTART.md)."""
+    return tuple(json.loads(p.read_text()) for p in sorted((ROOT / "experiments/results/warm-start-stop").glob("*.json")))
+
+
+def warm_stop_values(read, model: str | None = None, anneal: str | None = None) -> list:
+    return [read(r) for r in warm_stop() if model in (None, r["config"]["model"])
+            and anneal in (None, r["config"]["sft_anneal"])]
+
+
+def warm_stop_paired(read) -> list[float]:
+    """Per (model, setting, seed): read(candidate record) - read(today's record)."""
+    cells = {(r["config"]["model"], r["cpu_setting"], r["config"]["sft_seed"], r["config"]["sft_anneal"]): r
+             for r in warm_stop()}
+    return [read(cells[(*cell, "converged")]) - read(record) for (*cell, anneal), record in sorted(cells.items())
+            if anneal == "budget" and (*cell, "converged") in cells]
+
+
+def warm_stop_verdict(model: str) -> str:
+    """The rule's outcome for `model` (experiments/WARMSTART.md), as warm_start_stop.py --summarise prints it."""
+    line = next(v for v in verdict(list(warm_stop()), WarmStopConfig()) if v.startswith(f"{model}: --sft-anneal"))
+    return line.split(": ")[2].split(" ")[0] + (f" ({line.split('outside: ')[1]} outside)" if "outside" in line else "")
+
+
+def warm_stop_speedup() -> list[float]:
+    """Per (model, setting, seed): the candidate's warm-start seconds over today's."""
+    seconds = {(r["config"]["model"], r["cpu_setting"], r["config"]["sft_seed"], r["config"]["sft_anneal"]):
+               r["warm_start"]["seconds"] for r in warm_stop()}
+    return [seconds[(*cell, "converged")] / seconds[(*cell, "budget")] for *cell, anneal in seconds
+            if anneal == "budget" and (*cell, "converged") in seconds]
 
 
 def by_model(records: list[dict]) -> dict[str, list[dict]]:
@@ -434,6 +470,34 @@ FIGURES = {
                                 lambda: span(default_off_policy_mean("len_low_w_pos"), 1)),
     "default_len_pos": Figure("mean length of all positives there, range over settings",
                               lambda: span(default_off_policy_mean("len_pos"), 1)),
+    # A shorter warm start (experiments/WARMSTART.md, experiments/results/warm-start-stop/).
+    "warm_stop_records": Figure("warm starts measured (models x settings x seeds x two annealings)",
+                                lambda: len(warm_stop())),
+    "warm_stop_converged_at": Figure("the step every measured warm start converged at",
+                                     lambda: ", ".join(sorted({str(v) for v in warm_stop_values(
+                                         lambda r: r["warm_start"]["converged_at"])}))),
+    **{f"warm_stop_steps_{anneal}": Figure(f"steps in all under --sft-anneal {anneal}", lambda anneal=anneal: ", ".join(
+        sorted({str(v) for v in warm_stop_values(lambda r: r["warm_start"]["steps"], anneal=anneal)})))
+       for anneal in ("budget", "converged")},
+    "warm_stop_time_ratio": Figure("warm-start seconds, converged over budget, per model, setting and seed (range)",
+                                   lambda: span(warm_stop_speedup(), 2)),
+    **{f"warm_stop_pass1_{anneal}_{model.replace('-', '_')}": Figure(
+        f"start-of-RL held-out pass@1 of {model} under --sft-anneal {anneal}, range over settings and seeds",
+        lambda anneal=anneal, model=model: span(warm_stop_values(lambda r: r["heldout"]["heldout_pass@1"], model,
+                                                                 anneal), 3))
+       for anneal in ("budget", "converged") for model in ("tiny-qwen3", "tiny-qwen3-moe")},
+    **{f"warm_stop_verdict_{model.replace('-', '_')}": Figure(f"the rule's outcome for {model}",
+                                                               lambda model=model: warm_stop_verdict(model))
+       for model in ("tiny-qwen3", "tiny-qwen3-moe")},
+    "warm_stop_pass1_diff": Figure(
+        "pass@1, converged minus budget, per model, setting and seed (range)",
+        lambda: span(warm_stop_paired(lambda r: r["heldout"]["heldout_pass@1"]), 3, signed=True)),
+    "warm_stop_pass1_lower": Figure(
+        "of those paired cells, how many the shorter annealing started lower in",
+        lambda: (lambda d: f"{sum(x < 0 for x in d)} of {len(d)}")(
+            warm_stop_paired(lambda r: r["heldout"]["heldout_pass@1"]))),
+    "warm_stop_greedy": Figure("start-of-RL held-out greedy accuracy, every measured warm start",
+                               lambda: span(warm_stop_values(lambda r: r["heldout"]["heldout_acc"]), 3)),
     # The tiny Qwen3 on `reverse` (RESULTS.md's earlier study).
     "llm_low_w_share_selected": Figure(
         "share of positives below w = 0.8 at the selected lrs: range of seed means over every method, cell, model "

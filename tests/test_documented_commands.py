@@ -41,6 +41,7 @@ CONFIGS = {
     "experiments/select_lr.py": lambda: script_module("experiments/select_lr.py").SelectConfig,
     "experiments/figures.py": lambda: script_module("experiments/figures.py").FiguresConfig,
     "experiments/offpolicy.py": lambda: script_module("experiments/offpolicy.py").OffPolicyConfig,
+    "experiments/warm_start_stop.py": lambda: script_module("experiments/warm_start_stop.py").WarmStopConfig,
 }
 # Scripts this file runs, each with the flags that make it cheap (appended: argparse keeps the last value).
 SHORTENED = {
@@ -49,6 +50,7 @@ SHORTENED = {
     "bench/logprobs.py": ["--lengths", "16", "--vocab", "256", "--hidden", "16", "--repeats", "1"],
     "bench/gpu.py": [],  # --dry-run and the tiny CPU smoke are cheap; on a GPU, see below
     "tools/step_lines.py": [],
+    "experiments/warm_start_stop.py": [],  # --summarise reads the committed records; a warm start is measured by hand
     "toy.select": ["--methods", "respo", "grpo", "--reuse", "4", "--seeds", "0", "--lr-grid", "0.01", "0.03",
                    "--respo-grid", "0,0.1,3,2", "0,0,3,2", "--iterations", "2", "--out", "{tmp}"],
 }

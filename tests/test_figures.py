@@ -48,3 +48,16 @@ def test_every_table_of_gates_md_is_what_the_command_above_it_prints(monkeypatch
     assert len(found) >= 5, "gates.md: each table follows the --summarise command that prints it"
     for script, folder, table in found:
         assert scripts[script].summary(folder) == table.rstrip("\n"), f"gates.md: the table of {folder} is stale"
+
+
+def test_the_warm_start_result_is_what_its_summarise_prints(monkeypatch):
+    """experiments/WARMSTART.md's result section copies `warm_start_stop.py --summarise`: table and verdict."""
+    monkeypatch.chdir(ROOT)
+    spec = importlib.util.spec_from_file_location("experiments_warm_start_stop_md", ROOT / "experiments" / "warm_start_stop.py")
+    script = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    text = (ROOT / "experiments" / "WARMSTART.md").read_text()
+    command = "python experiments/warm_start_stop.py --summarise experiments/results/warm-start-stop\n```\n\n"
+    assert command in text, "WARMSTART.md: the result follows the --summarise command that prints it"
+    printed = text.split(command)[1].split("\n\nBy the rule")[0]
+    assert printed == script.summary("experiments/results/warm-start-stop", script.WarmStopConfig())

@@ -101,3 +101,23 @@ def test_lean_decode_gives_decodes_greedy_completions_and_log_mu(family):
     assert torch.equal(tokens_lean, tokens) and torch.equal(in_response_lean, in_response)
     assert torch.equal(ended_lean, ended)
     torch.testing.assert_close(logps_lean[in_response], logps[in_response], rtol=0, atol=1e-5)
+
+
+def test_the_gpu_benchmark_times_both_routes_of_each_change_on_a_tiny_shape():
+    """bench/gpu.py (run on a GPU when one is lent) at a tiny size on the CPU: decode against decode_lean, the
+    padded against the packed step, each with tokens/s, and the two time ratios."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "bench/gpu.py", "--device", "cpu", "--models", "qwen3-tiny", "--vocab", "512",
+                          "--batch", "4", "--group-size", "2", "--prompt-len", "8", "--new-tokens", "8", "--length", "32",
+                          "--eos-share", "0.1", "--train-steps", "1"], cwd=root, capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    for route in ("generation decode ", "generation decode_lean", "training padded", "training packed"):
+        assert re.search(rf"{route}\s+\d+ tokens/s", out.stdout), (route, out.stdout)
+    assert re.search(r"decode_lean / decode time \d+\.\d\d", out.stdout)
+    assert re.search(r"packed / padded time \d+\.\d\d \(\d+ real tokens of 128 padded\)", out.stdout)
