@@ -89,6 +89,23 @@ class Gate1Config:
                              f"{self.max_success}")
 
 
+def provenance(script: str, argv=None, empty_cache: bool = True) -> dict:
+    """A record's "command" (the CPU variables set, then the arguments as given) and "cpu_setting"."""
+    setting = {name: os.environ.get(name) for name in CPU_SETTING_VARIABLES}
+    prefix = " ".join(f"{k}={v}" for k, v in setting.items() if v)
+    arguments = shlex.join([script, *(sys.argv[1:] if argv is None else argv)])
+    return {"command": " ".join(filter(None, [prefix, "NANO_RESPO_CACHE=<empty dir>" if empty_cache else "",
+                                              "python", arguments])),
+            "cpu_setting": {"avx2": "avx2", "default": "unvectorised"}.get(setting["ATEN_CPU_CAPABILITY"], "default")}
+
+
+def write_record(record: dict, out: str | None) -> None:
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(record, indent=1) + "\n")
+        print(f"wrote {out}")
+
+
 def require_empty_cache() -> Path:
     """The gate is measured from an empty cache: a warm start trained here, under this CPU setting."""
     if "NANO_RESPO_CACHE" not in os.environ:
@@ -171,13 +188,8 @@ def main(argv=None) -> dict:
 
     success, pass8 = mean_over(long_targets, "success_per_seed"), mean_over(long_targets, "pass@8_per_seed")
     passed = cfg.min_success <= success <= cfg.max_success and pass8 >= cfg.min_pass8
-    setting = {name: os.environ.get(name) for name in CPU_SETTING_VARIABLES}
-    prefix = " ".join(f"{k}={v}" for k, v in setting.items() if v)
     record = {
-        "command": " ".join(filter(None, [prefix, "NANO_RESPO_CACHE=<empty dir>", "python",
-                                          shlex.join(["experiments/gate1.py", *(sys.argv[1:] if argv is None
-                                                                                 else argv)])])),
-        "cpu_setting": {"avx2": "avx2", "default": "unvectorised"}.get(setting["ATEN_CPU_CAPABILITY"], "default"),
+        **provenance("experiments/gate1.py", argv),
         "config": asdict(cfg),
         "warm_start": {**warm, "seconds": round(warm_seconds)}, "long_targets": long_targets,
         "success_long": success, "pass@8_long": pass8,
@@ -192,10 +204,7 @@ def main(argv=None) -> dict:
     print(f"\nwarm start: {warm}, {warm_seconds:.0f} s; CPU setting {record['cpu_setting']}")
     print(f"gate 1 {record['gate']}: long training targets {long_targets}: success {success:.3f} "
           f"(needs {cfg.min_success} to {cfg.max_success}), pass@8 {pass8:.3f} (needs >= {cfg.min_pass8})")
-    if cfg.out:
-        Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(cfg.out).write_text(json.dumps(record, indent=1) + "\n")
-        print(f"wrote {cfg.out}")
+    write_record(record, cfg.out)
     return record
 
 

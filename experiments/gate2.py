@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shlex
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,6 +26,7 @@ sys.path.insert(0, str(ROOT / "experiments"))
 
 from nano_respo.run.cli import parse_config  # noqa: E402
 from nano_respo.run.metrics import read_metrics  # noqa: E402
+from gate1 import provenance, write_record  # noqa: E402
 from run import ExperimentConfig, run_dir, run_grid  # noqa: E402
 
 KEYS = ("low_w_pos_frac", "len_low_w_pos", "len_high_w_pos", "len_pos", "phi_low_w_pos", "approx_kl")
@@ -129,11 +128,7 @@ def main(argv=None) -> dict:
         per_seed[seed] = {key: mean(r.get(key) for r in steps) for key in KEYS} | {"steps": len(steps)}
     pooled = {key: mean(row[key] for row in per_seed.values()) for key in KEYS}
     passed = pooled["low_w_pos_frac"] >= cfg.min_share and pooled["len_low_w_pos"] > pooled["len_high_w_pos"]
-    setting = {name: os.environ.get(name) for name in ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")}
-    prefix = " ".join(f"{k}={v}" for k, v in setting.items() if v)
-    record = {"command": " ".join(filter(None, [prefix, "python", shlex.join(
-                  ["experiments/gate2.py", *(sys.argv[1:] if argv is None else argv)])])),
-              "cpu_setting": {"avx2": "avx2", "default": "unvectorised"}.get(setting["ATEN_CPU_CAPABILITY"], "default"),
+    record = {**provenance("experiments/gate2.py", argv, empty_cache=False),
               "config": asdict(cfg), "per_seed": per_seed, "pooled": pooled, "gate": "PASS" if passed else "FAIL"}
     for seed, row in per_seed.items():
         print(f"seed {seed}: " + ", ".join(f"{k} {v:.3g}" for k, v in row.items()))
@@ -141,10 +136,7 @@ def main(argv=None) -> dict:
           f"{cfg.first_batch}-{cfg.last_batch}: low-w share {pooled['low_w_pos_frac']:.3f} (needs >= "
           f"{cfg.min_share}), length low-w {pooled['len_low_w_pos']:.1f} against high-w "
           f"{pooled['len_high_w_pos']:.1f} (all positives {pooled['len_pos']:.1f})")
-    if cfg.out:
-        Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(cfg.out).write_text(json.dumps(record, indent=1) + "\n")
-        print(f"wrote {cfg.out}")
+    write_record(record, cfg.out)
     return record
 
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import shlex
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -31,7 +29,7 @@ sys.path.insert(0, str(ROOT / "experiments"))
 
 import torch  # noqa: E402
 
-from gate1 import CPU_SETTING_VARIABLES, require_empty_cache  # noqa: E402
+from gate1 import provenance, require_empty_cache, write_record  # noqa: E402
 from nano_respo.run.cli import parse_config  # noqa: E402
 from nano_respo.run.config import TrainConfig  # noqa: E402
 from nano_respo.run.session import build_task, evaluate_heldout, initial_model  # noqa: E402
@@ -115,20 +113,12 @@ def main(argv=None) -> dict:
     (report_file,) = (cache / "sft").glob("*/warm_start.json")
     warm = {k: v for k, v in json.loads(report_file.read_text()).items() if k in ("converged_at", "steps", "exact")}
     heldout = evaluate_heldout(model, tokenizer, task, train_cfg, contextlib.nullcontext())  # a run's first eval line
-    setting = {name: os.environ.get(name) for name in CPU_SETTING_VARIABLES}
-    prefix = " ".join(f"{k}={v}" for k, v in setting.items() if v)
     record = {
-        "command": " ".join(filter(None, [prefix, "NANO_RESPO_CACHE=<empty dir>", "python", shlex.join(
-            ["experiments/warm_start_stop.py", *(sys.argv[1:] if argv is None else argv)])])),
-        "cpu_setting": {"avx2": "avx2", "default": "unvectorised"}.get(setting["ATEN_CPU_CAPABILITY"], "default"),
-        "config": asdict(cfg), "warm_start": {**warm, "seconds": round(warm_seconds)}, "heldout": heldout,
+        **provenance("experiments/warm_start_stop.py", argv), "config": asdict(cfg), "warm_start": {**warm, "seconds": round(warm_seconds)}, "heldout": heldout,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
     print(f"warm start: {warm}, {warm_seconds:.0f} s; CPU setting {record['cpu_setting']}; "
           f"held-out pass@1 {heldout['heldout_pass@1']:.3f} (greedy accuracy {heldout['heldout_acc']:.3f})")
-    if cfg.out:
-        Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(cfg.out).write_text(json.dumps(record, indent=1) + "\n")
-        print(f"wrote {cfg.out}")
+    write_record(record, cfg.out)
     return record
 
 

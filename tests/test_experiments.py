@@ -173,3 +173,16 @@ def test_the_warm_start_rule_passes_inside_the_widened_band_and_fails_outside_it
         assert "FAIL" in line and line.endswith("outside: default seed 1"), line
     assert warm_start_stop.verdict([warm_record("converged", 0, 0.83)], cfg) == \
         ["tiny-qwen3: no record of today's warm start: no band to compare with"]
+
+
+def test_a_record_names_its_cpu_setting_and_the_command_that_made_it(monkeypatch):
+    """gate1.provenance, which the gate and warm-start records share: the variables set come first."""
+    gate1 = sys.modules.get("gate1") or importlib.import_module("gate1")
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    monkeypatch.delenv("MKL_ENABLE_INSTRUCTIONS", raising=False)
+    made = gate1.provenance("experiments/gate1.py", ["--out", "a b.json"])
+    assert made == {"command": "ATEN_CPU_CAPABILITY=default NANO_RESPO_CACHE=<empty dir> python "
+                               "experiments/gate1.py --out 'a b.json'", "cpu_setting": "unvectorised"}
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY")
+    assert gate1.provenance("experiments/gate2.py", [], empty_cache=False) == \
+        {"command": "python experiments/gate2.py", "cpu_setting": "default"}
