@@ -1,9 +1,9 @@
 """A shorter warm start (issue 23, item 3): does RL start in today's band when the warm start anneals for fewer steps?
 
     NANO_RESPO_CACHE=$(mktemp -d) python experiments/warm_start_stop.py --sft-seed 0 \
-        --out experiments/results/warm-start-stop/default-seed0-today.json
+        --out experiments/results/warm-start-stop/default-tiny-qwen3-seed0-budget.json
     NANO_RESPO_CACHE=$(mktemp -d) python experiments/warm_start_stop.py --sft-seed 0 --sft-anneal converged \
-        --out experiments/results/warm-start-stop/default-seed0-converged.json
+        --out experiments/results/warm-start-stop/default-tiny-qwen3-seed0-converged.json
     ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 NANO_RESPO_CACHE=$(mktemp -d) python ...
     python experiments/warm_start_stop.py --summarise experiments/results/warm-start-stop
 
@@ -29,10 +29,10 @@ sys.path.insert(0, str(ROOT / "experiments"))
 
 import torch  # noqa: E402
 
-from gate1 import provenance, require_empty_cache, write_record  # noqa: E402
+from gate1 import provenance, require_empty_cache, warm_start_here, write_record  # noqa: E402
 from nano_respo.run.cli import parse_config  # noqa: E402
 from nano_respo.run.config import TrainConfig  # noqa: E402
-from nano_respo.run.session import build_task, evaluate_heldout, initial_model  # noqa: E402
+from nano_respo.run.session import build_task, evaluate_heldout  # noqa: E402
 
 
 @dataclass
@@ -101,22 +101,16 @@ def main(argv=None) -> dict:
     if cfg.summarise:
         print(summary(cfg.summarise, cfg))
         return {}
-    cache = require_empty_cache()
+    require_empty_cache()  # before anything is built
     torch.set_num_threads(1)
-    train_cfg = TrainConfig(model=cfg.model, sft_seed=cfg.sft_seed, sft_anneal=cfg.sft_anneal,
-                            device="cpu")
+    train_cfg = TrainConfig(model=cfg.model, sft_seed=cfg.sft_seed, sft_anneal=cfg.sft_anneal, device="cpu")
     task = build_task(train_cfg)
     torch.manual_seed(train_cfg.seed)  # as run.session.start does before the model is built
-    start = time.perf_counter()
-    model, tokenizer = initial_model(train_cfg, task, "cpu")
-    warm_seconds = time.perf_counter() - start
-    (report_file,) = (cache / "sft").glob("*/warm_start.json")
-    warm = {k: v for k, v in json.loads(report_file.read_text()).items() if k in ("converged_at", "steps", "exact")}
+    model, tokenizer, warm = warm_start_here(train_cfg, task)
     heldout = evaluate_heldout(model, tokenizer, task, train_cfg, contextlib.nullcontext())  # a run's first eval line
-    record = {
-        **provenance("experiments/warm_start_stop.py", argv), "config": asdict(cfg), "warm_start": {**warm, "seconds": round(warm_seconds)}, "heldout": heldout,
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    print(f"warm start: {warm}, {warm_seconds:.0f} s; CPU setting {record['cpu_setting']}; "
+    record = {**provenance("experiments/warm_start_stop.py", argv), "config": asdict(cfg), "warm_start": warm,
+              "heldout": heldout, "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    print(f"warm start: {warm}; CPU setting {record['cpu_setting']}; "
           f"held-out pass@1 {heldout['heldout_pass@1']:.3f} (greedy accuracy {heldout['heldout_acc']:.3f})")
     write_record(record, cfg.out)
     return record

@@ -69,11 +69,17 @@ def eos_ids_of(tokenizer, model) -> list[int]:
     return sorted(set(ids + [tokenizer.eos_token_id]) - {None})
 
 
+def real_positions(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Position ids that count the real tokens only (left padding at 0): the sampler's, which every forward
+    over the same tokens must repeat for log pi to equal log mu."""
+    return (attention_mask.cumsum(-1) - 1).clamp(min=0)
+
+
 @torch.no_grad()
 def decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int,
            temperature: float, greedy: bool, eos_ids: list[int], pad_id: int):
     """Prefill, then one forward per token on the KV cache: (tokens, log mu, in_response [n, c], ended [n])."""
-    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # [n, P] real tokens only, as the training forward
+    position_ids = real_positions(attention_mask)  # [n, P]
     out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                 use_cache=True, logits_to_keep=1)
     position = position_ids[:, -1:]  # [n, 1]
@@ -111,7 +117,7 @@ def decode_lean(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, ma
     n, device = len(input_ids), input_ids.device
     distinct, copy_of = torch.unique(torch.cat([input_ids, attention_mask], 1), dim=0, return_inverse=True)
     prompt_ids, prompt_mask = distinct.split(input_ids.shape[1], 1)  # [u, P] each, u distinct prompts
-    prompt_positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)  # [u, P] as decode and the training forward
+    prompt_positions = real_positions(prompt_mask)  # [u, P]
     out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=prompt_positions,
                 use_cache=True, logits_to_keep=1)
     cache, logits = out.cache, out.logits[copy_of, -1]  # [n, V]
@@ -194,7 +200,7 @@ def score(reward_fn, texts: list[str], answers: list[str]):
 def training_forward(model, batch: RolloutBatch):
     """(output, completion width C) of the forward every log-prob route shares: the sampler's position ids."""
     width = batch.completion_mask.shape[1]
-    position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # [B, P + C]
+    position_ids = real_positions(batch.attention_mask)  # [B, P + C]
     out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
                 logits_to_keep=width + 1, use_cache=False, **router_outputs(model))
     return out, width
@@ -271,7 +277,7 @@ def pack(batch: RolloutBatch) -> Packing:
     input_ids[slot[real]] = batch.input_ids[real]
     # The filler's positions restart too, so it is a sequence of its own; real tokens get the sampler's.
     position_ids = (torch.arange(width, device=device) - torch.tensor(used, device=device)[:, None]).flatten()
-    position_ids[slot[real]] = (batch.attention_mask.cumsum(-1) - 1)[real]
+    position_ids[slot[real]] = real_positions(batch.attention_mask)[real]
     is_real = torch.zeros(n, dtype=torch.bool, device=device)
     is_real[slot[real]] = True
     # Completion token t sits at column P + t and is predicted at column P + t - 1 (a real token while t is).
@@ -328,7 +334,7 @@ def router_choices(model, batch: RolloutBatch) -> torch.Tensor:
     (its Qwen3MoeTopKRouter's first output); the router takes the top-k of their softmax, so of the logits too.
     """
     width = batch.completion_mask.shape[1]
-    position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # [B, P + C]
+    position_ids = real_positions(batch.attention_mask)  # [B, P + C]
     out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
                 logits_to_keep=1, use_cache=False, output_router_logits=True)
     n, length = batch.input_ids.shape

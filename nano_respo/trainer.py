@@ -244,8 +244,7 @@ def learner_logprobs(model, batch: RolloutBatch, cfg: StepConfig, logprobs=polic
     pi_old_logp = torch.zeros_like(batch.old_logp)  # [N, C]
     for rows in torch.arange(n, device=batch.old_logp.device).split(cfg.micro_batch or n):
         micro = batch.select(rows)
-        logp = logprobs(model, micro, cfg.temperature)[0]  # [b, c]
-        pi_old_logp[rows, :micro.completion_mask.shape[1]] = logp.float()
+        pi_old_logp[rows, :micro.completion_mask.shape[1]] = logprobs(model, micro, cfg.temperature)[0].float()
     return pi_old_logp
 
 
