@@ -4,6 +4,8 @@
         --out experiments/results/warm-start-stop/default-tiny-qwen3-seed0-budget.json
     NANO_RESPO_CACHE=$(mktemp -d) python experiments/warm_start_stop.py --sft-seed 0 --sft-anneal converged \
         --out experiments/results/warm-start-stop/default-tiny-qwen3-seed0-converged.json
+    NANO_RESPO_CACHE=$(mktemp -d) python experiments/warm_start_stop.py --sft-seed 3 --sft-anneal converged-half \
+        --out experiments/results/warm-start-stop/default-tiny-qwen3-seed3-converged-half.json
     ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 NANO_RESPO_CACHE=$(mktemp -d) python ...
     python experiments/warm_start_stop.py --summarise experiments/results/warm-start-stop
 
@@ -44,7 +46,7 @@ class WarmStopConfig:
     sft_seed: int = 0
     """train.py --sft-seed."""
     sft_anneal: str = "budget"
-    """train.py --sft-anneal: budget (today's: a quarter of --sft-steps) or converged (the candidate)."""
+    """train.py --sft-anneal: budget (today's: a quarter of --sft-steps), converged or converged-half (the candidates)."""
     out: str | None = None
     """Where the JSON record goes; None = printed only."""
     summarise: str | None = None

@@ -70,10 +70,11 @@ CURRICULUM = "size from smallest to full over steps // 4"
 LR_SCHEDULE = "constant until converged or steps, then cosine to 0 over steps // 4"
 CONVERGED_EXACT = 0.5
 CONVERGED_WINDOW = 20
-# How long the cosine runs (--sft-anneal): budget, a quarter of `steps` (LR_SCHEDULE); converged, a quarter
-# of the step the model converged at (a quarter of `steps` when it did not), so it stops about when it has
-# what it needs (experiments/WARMSTART.md).
-ANNEALS = ("budget", "converged")
+# How long the cosine runs (--sft-anneal): budget, a quarter of `steps` (LR_SCHEDULE); the others, a share of
+# the step the model converged at (a quarter of `steps` when it did not), so it stops about when it has what
+# it needs: converged a quarter of that step, converged-half half of it (experiments/WARMSTART.md).
+CONVERGED_SHARE = {"converged": 4, "converged-half": 2}  # annealing = convergence step // this
+ANNEALS = ("budget", *CONVERGED_SHARE)
 
 
 def cosine_lr(lr: float, step: int, steps: int) -> float:
@@ -119,7 +120,7 @@ def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, se
     model.train()
     if anneal not in ANNEALS:
         raise ValueError(f"anneal: unknown annealing {anneal!r}; choose one of {', '.join(ANNEALS)}")
-    length = max(1, steps // 4)  # the annealing's length; "converged" shortens it once it is known
+    length = max(1, steps // 4)  # the annealing's length; CONVERGED_SHARE's rules set it once convergence is known
     recent = deque(maxlen=CONVERGED_WINDOW)  # exact at the full size, the last steps
     anneal_from, converged_at, step, exact = None, None, 0, 0.0
     # The most steps it can take: the budget, then the annealing. A model that converges earlier
@@ -128,8 +129,8 @@ def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, se
     while anneal_from is None or step < anneal_from + length:
         if anneal_from is None and len(recent) == CONVERGED_WINDOW and sum(recent) / len(recent) >= CONVERGED_EXACT:
             anneal_from = converged_at = step
-            if anneal == "converged":
-                length = max(1, converged_at // 4)
+            if anneal in CONVERGED_SHARE:
+                length = max(1, converged_at // CONVERGED_SHARE[anneal])
         elif anneal_from is None and step >= steps:
             anneal_from = step
         if anneal_from == step:

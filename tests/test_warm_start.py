@@ -96,8 +96,9 @@ def test_an_unconverged_warm_start_says_so():
     assert report == {"exact": 0.0, "converged_at": None, "steps": 3}  # 2 steps, then 1 of annealing
 
 
-def test_converged_annealing_lasts_a_quarter_of_the_convergence_step(monkeypatch):
-    """--sft-anneal converged: a model converged at step c anneals c // 4 steps (budget: steps // 4 whatever c);
+def test_converged_annealing_lasts_a_share_of_the_convergence_step(monkeypatch):
+    """--sft-anneal converged (converged-half): a model converged at step c anneals c // 4 (c // 2) steps (budget:
+    steps // 4 whatever c);
     one that never converges anneals a quarter of the budget either way."""
     monkeypatch.setattr(sft, "CONVERGED_WINDOW", 1)
     monkeypatch.setattr(sft, "CONVERGED_EXACT", 0.0)  # "converged" after the first step at the full size
@@ -108,6 +109,8 @@ def test_converged_annealing_lasts_a_quarter_of_the_convergence_step(monkeypatch
     assert budget["converged_at"] == at and budget["steps"] == at + 40 // 4
     converged = sft.sft(model, tokenizer, task, steps=40, batch_size=4, lr=3e-3, seed=0, anneal="converged")
     assert converged["converged_at"] == at and converged["steps"] == at + at // 4
+    half = sft.sft(model, tokenizer, task, steps=40, batch_size=4, lr=3e-3, seed=0, anneal="converged-half")
+    assert half["converged_at"] == at and half["steps"] == at + at // 2
     monkeypatch.setattr(sft, "CONVERGED_EXACT", 2.0)  # never
     never = sft.sft(model, tokenizer, task, steps=4, batch_size=4, lr=3e-3, seed=0, anneal="converged")
     assert never["converged_at"] is None and never["steps"] == 4 + 1

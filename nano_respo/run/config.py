@@ -41,7 +41,7 @@ class TrainConfig(StepConfig):
     sft_steps: int | None = None
     """Warm-start SFT budget (cached): constant lr until converged or this many steps, then cosine to 0 over a quarter of it; None = 2000 for the tiny models, 0 otherwise."""
     sft_anneal: str = "budget"
-    """Warm-start annealing length, from convergence (or the budget) to lr 0: budget, a quarter of --sft-steps; converged, a quarter of the step it converged at."""
+    """Warm-start annealing length, from convergence (or the budget) to lr 0: budget, a quarter of --sft-steps; converged (converged-half), a quarter (half) of the step it converged at."""
     sft_batch: int = 64
     """Warm-start batch size (demonstrations per step)."""
     sft_lr: float = 1e-3
