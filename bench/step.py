@@ -38,15 +38,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
+from nano_respo.kernel import LossConfig, minibatch_order, reuse_split  # noqa: E402
 from nano_respo.models import load_model, resolve_model_path  # noqa: E402
 from nano_respo.rollout import encode_prompts  # noqa: E402
-from nano_respo.kernel import LossConfig  # noqa: E402
-from nano_respo.kernel import minibatch_order, reuse_split  # noqa: E402
 from nano_respo.run.config import TrainConfig  # noqa: E402
 from nano_respo.run.session import build_task, initial_model, routes  # noqa: E402
-from nano_respo.tasks import hash_seed  # noqa: E402
+from nano_respo.tasks import hash_seed, make_task  # noqa: E402
 from nano_respo.trainer import rl_iteration  # noqa: E402
-from nano_respo.tasks import make_task  # noqa: E402
 
 
 def parse_args():

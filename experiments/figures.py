@@ -23,6 +23,7 @@ import functools
 import json
 import math
 import re
+import statistics
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout, no install
 
 from nano_respo.lab.report import OUTCOMES, group_runs, is_stuck, mean_ci  # noqa: E402
 from nano_respo.run.cli import parse_config  # noqa: E402
+from nano_respo.sft import ANNEALS  # noqa: E402
 from toy.across import record_set  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "experiments"))
@@ -103,26 +105,37 @@ def warm_stop_values(read, model: str | None = None, anneal: str | None = None) 
             and anneal in (None, r["config"]["sft_anneal"])]
 
 
-def warm_stop_paired(read) -> list[float]:
-    """Per (model, setting, seed): read(candidate record) - read(today's record)."""
+# The warm starts measured against today's (budget), and a figure key's spelling of a name.
+CANDIDATES = tuple(a for a in ANNEALS if a != "budget")
+
+
+def name(label: str) -> str:
+    return label.replace("-", "_")
+
+
+def warm_stop_paired(read, candidate: str, ratio: bool = False) -> list[float]:
+    """Per (model, setting, seed) measured both ways: read(candidate's record) - (or /) read(today's record)."""
     cells = {(r["config"]["model"], r["cpu_setting"], r["config"]["sft_seed"], r["config"]["sft_anneal"]): r
              for r in warm_stop()}
-    return [read(cells[(*cell, "converged")]) - read(record) for (*cell, anneal), record in sorted(cells.items())
-            if anneal == "budget" and (*cell, "converged") in cells]
+    return [read(cells[(*cell, candidate)]) / read(record) if ratio else read(cells[(*cell, candidate)]) - read(record)
+            for (*cell, anneal), record in sorted(cells.items()) if anneal == "budget" and (*cell, candidate) in cells]
 
 
-def warm_stop_verdict(model: str) -> str:
+def warm_stop_edge(model: str, candidate: str) -> str:
+    """The candidate's pass@1 nearest the edge of `model`'s widened band: its distance inside it, and its cell."""
+    cfg, pass1 = WarmStopConfig(), lambda r: r["heldout"]["heldout_pass@1"]
+    today = warm_stop_values(pass1, model, "budget")
+    low, high = min(today) - cfg.pass1_margin, max(today) + cfg.pass1_margin
+    distance, cell = min((min(pass1(r) - low, high - pass1(r)), f"{r['cpu_setting']} seed {r['config']['sft_seed']}")
+                         for r in warm_stop() if r["config"]["model"] == model and r["config"]["sft_anneal"] == candidate)
+    return f"{distance:.4f} ({cell})"
+
+
+def warm_stop_verdict(model: str, candidate: str) -> str:
     """The rule's outcome for `model` (experiments/WARMSTART.md), as warm_start_stop.py --summarise prints it."""
-    line = next(v for v in verdict(list(warm_stop()), WarmStopConfig()) if v.startswith(f"{model}: --sft-anneal"))
+    line = next(v for v in verdict(list(warm_stop()), WarmStopConfig())
+                if v.startswith(f"{model}: --sft-anneal {candidate}: "))
     return line.split(": ")[2].split(" ")[0] + (f" ({line.split('outside: ')[1]} outside)" if "outside" in line else "")
-
-
-def warm_stop_speedup() -> list[float]:
-    """Per (model, setting, seed): the candidate's warm-start seconds over today's."""
-    seconds = {(r["config"]["model"], r["cpu_setting"], r["config"]["sft_seed"], r["config"]["sft_anneal"]):
-               r["warm_start"]["seconds"] for r in warm_stop()}
-    return [seconds[(*cell, "converged")] / seconds[(*cell, "budget")] for *cell, anneal in seconds
-            if anneal == "budget" and (*cell, "converged") in seconds]
 
 
 def by_model(records: list[dict]) -> dict[str, list[dict]]:
@@ -471,33 +484,49 @@ FIGURES = {
     "default_len_pos": Figure("mean length of all positives there, range over settings",
                               lambda: span(default_off_policy_mean("len_pos"), 1)),
     # A shorter warm start (experiments/WARMSTART.md, experiments/results/warm-start-stop/).
-    "warm_stop_records": Figure("warm starts measured (models x settings x seeds x two annealings)",
+    "warm_stop_records": Figure("warm starts measured (models x settings x seeds x annealings)",
                                 lambda: len(warm_stop())),
     "warm_stop_converged_at": Figure("the step every measured warm start converged at",
                                      lambda: ", ".join(sorted({str(v) for v in warm_stop_values(
                                          lambda r: r["warm_start"]["converged_at"])}))),
-    **{f"warm_stop_steps_{anneal}": Figure(f"steps in all under --sft-anneal {anneal}", lambda anneal=anneal: ", ".join(
+    **{f"warm_stop_steps_{name(anneal)}": Figure(f"steps in all under --sft-anneal {anneal}", lambda anneal=anneal: ", ".join(
         sorted({str(v) for v in warm_stop_values(lambda r: r["warm_start"]["steps"], anneal=anneal)})))
-       for anneal in ("budget", "converged")},
-    "warm_stop_time_ratio": Figure("warm-start seconds, converged over budget, per model, setting and seed (range)",
-                                   lambda: span(warm_stop_speedup(), 2)),
-    **{f"warm_stop_pass1_{anneal}_{model.replace('-', '_')}": Figure(
+       for anneal in ANNEALS},
+    **{f"warm_stop_pass1_{name(anneal)}_{name(model)}": Figure(
         f"start-of-RL held-out pass@1 of {model} under --sft-anneal {anneal}, range over settings and seeds",
         lambda anneal=anneal, model=model: span(warm_stop_values(lambda r: r["heldout"]["heldout_pass@1"], model,
                                                                  anneal), 3))
-       for anneal in ("budget", "converged") for model in ("tiny-qwen3", "tiny-qwen3-moe")},
-    **{f"warm_stop_verdict_{model.replace('-', '_')}": Figure(f"the rule's outcome for {model}",
-                                                               lambda model=model: warm_stop_verdict(model))
-       for model in ("tiny-qwen3", "tiny-qwen3-moe")},
-    "warm_stop_pass1_diff": Figure(
-        "pass@1, converged minus budget, per model, setting and seed (range)",
-        lambda: span(warm_stop_paired(lambda r: r["heldout"]["heldout_pass@1"]), 3, signed=True)),
-    "warm_stop_pass1_lower": Figure(
-        "of those paired cells, how many the shorter annealing started lower in",
-        lambda: (lambda d: f"{sum(x < 0 for x in d)} of {len(d)}")(
-            warm_stop_paired(lambda r: r["heldout"]["heldout_pass@1"]))),
-    "warm_stop_greedy": Figure("start-of-RL held-out greedy accuracy, every measured warm start",
-                               lambda: span(warm_stop_values(lambda r: r["heldout"]["heldout_acc"]), 3)),
+       for anneal in ANNEALS for model in ("tiny-qwen3", "tiny-qwen3-moe")},
+    # Seconds are compared within one sitting only: converged's cells alternated with today's, converged-half's
+    # ran in a later sitting (bench/README.md times it against today's side by side).
+    "warm_stop_time_ratio_converged": Figure(
+        "warm-start seconds, converged over budget, per model, setting and seed (range)",
+        lambda: span(warm_stop_paired(lambda r: r["warm_start"]["seconds"], "converged", ratio=True), 2)),
+    **{f"warm_stop_pass1_diff_{name(anneal)}": Figure(
+        f"pass@1, {anneal} minus budget, per model, setting and seed (range)",
+        lambda anneal=anneal: span(warm_stop_paired(lambda r: r["heldout"]["heldout_pass@1"], anneal), 3, signed=True))
+       for anneal in CANDIDATES},
+    **{f"warm_stop_pass1_mean_diff_{name(anneal)}": Figure(
+        f"pass@1, {anneal} minus budget, mean over the paired cells",
+        lambda anneal=anneal: f"{statistics.mean(warm_stop_paired(lambda r: r['heldout']['heldout_pass@1'], anneal)):+.3f}")
+       for anneal in CANDIDATES},
+    **{f"warm_stop_pass1_lower_{name(anneal)}": Figure(
+        f"of those paired cells, how many {anneal} started lower in",
+        lambda anneal=anneal: (lambda d: f"{sum(x < 0 for x in d)} of {len(d)}")(
+            warm_stop_paired(lambda r: r["heldout"]["heldout_pass@1"], anneal)))
+       for anneal in CANDIDATES},
+    **{f"warm_stop_edge_{name(anneal)}_{name(model)}": Figure(
+        f"{model} under --sft-anneal {anneal}: the pass@1 nearest the widened band's edge, how far inside it",
+        lambda anneal=anneal, model=model: warm_stop_edge(model, anneal))
+       for anneal in CANDIDATES for model in ("tiny-qwen3", "tiny-qwen3-moe")},
+    **{f"warm_stop_greedy_{name(anneal)}": Figure(
+        f"start-of-RL held-out greedy accuracy under --sft-anneal {anneal}, every model, setting and seed",
+        lambda anneal=anneal: span(warm_stop_values(lambda r: r["heldout"]["heldout_acc"], anneal=anneal), 3))
+       for anneal in ANNEALS},
+    **{f"warm_stop_verdict_{name(anneal)}_{name(model)}": Figure(
+        f"the rule's outcome for {model} under --sft-anneal {anneal}",
+        lambda anneal=anneal, model=model: warm_stop_verdict(model, anneal))
+       for anneal in CANDIDATES for model in ("tiny-qwen3", "tiny-qwen3-moe")},
     # The tiny Qwen3 on `reverse` (RESULTS.md's earlier study).
     "llm_low_w_share_selected": Figure(
         "share of positives below w = 0.8 at the selected lrs: range of seed means over every method, cell, model "

@@ -7,7 +7,7 @@
     NANO_RESPO_CACHE=$(mktemp -d) python experiments/warm_start_stop.py --sft-seed 3 --sft-anneal converged-half \
         --out experiments/results/warm-start-stop/default-tiny-qwen3-seed3-converged-half.json
     ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 NANO_RESPO_CACHE=$(mktemp -d) python ...
-    python experiments/warm_start_stop.py --summarise experiments/results/warm-start-stop
+    python experiments/warm_start_stop.py --summarise experiments/results/warm-start-stop --candidate converged-half
 
 Trains train.py's warm start from an empty cache (its defaults: tiny-qwen3, `reverse`; --sft-anneal budget
 is today's cosine over a quarter of --sft-steps), then evaluates the held-out split exactly as a
@@ -35,6 +35,7 @@ from gate1 import provenance, require_empty_cache, warm_start_here, write_record
 from nano_respo.run.cli import parse_config  # noqa: E402
 from nano_respo.run.config import TrainConfig  # noqa: E402
 from nano_respo.run.session import build_task, evaluate_heldout  # noqa: E402
+from nano_respo.sft import CONVERGED_SHARE  # noqa: E402
 
 
 @dataclass
@@ -51,10 +52,16 @@ class WarmStopConfig:
     """Where the JSON record goes; None = printed only."""
     summarise: str | None = None
     """Only print the table and the verdict of the records in this folder."""
+    candidate: str | None = None
+    """With --summarise: today's records and this candidate's only (None: every record)."""
     pass1_margin: float = 0.02
     """The rule: each candidate pass@1 within today's [min, max] widened by this on each side..."""
     greedy_margin: float = 0.01
     """...its greedy accuracy at least today's minimum less this, and every candidate warm start converged."""
+
+    def __post_init__(self):
+        if self.candidate not in (None, *CONVERGED_SHARE):
+            raise ValueError(f"candidate: choose one of {', '.join(CONVERGED_SHARE)}, got {self.candidate!r}")
 
 
 def verdict(records: list[dict], cfg: WarmStopConfig) -> list[str]:
@@ -85,7 +92,8 @@ def verdict(records: list[dict], cfg: WarmStopConfig) -> list[str]:
 
 
 def summary(folder: str, cfg: WarmStopConfig) -> str:
-    records = sorted((json.loads(p.read_text()) for p in Path(folder).glob("*.json")),
+    records = sorted((r for r in map(json.loads, map(Path.read_text, Path(folder).glob("*.json")))
+                      if cfg.candidate in (None, r["config"]["sft_anneal"]) or r["config"]["sft_anneal"] == "budget"),
                      key=lambda r: (r["config"]["sft_anneal"] != "budget", r["config"]["model"], r["cpu_setting"],
                                     r["config"]["sft_seed"]))
     lines = ["| --sft-anneal | model | CPU setting | --sft-seed | converged at | steps | warm start s | greedy accuracy "

@@ -173,6 +173,10 @@ def test_the_warm_start_rule_passes_inside_the_widened_band_and_fails_outside_it
         assert "FAIL" in line and line.endswith("outside: default seed 1"), line
     assert warm_start_stop.verdict([warm_record("converged", 0, 0.83)], cfg) == \
         ["tiny-qwen3: no record of today's warm start: no band to compare with"]
+    # Two candidates: each judged on its own cells against the same band, one line each.
+    lines = warm_start_stop.verdict(today + [warm_record("converged", 0, 0.795), warm_record("converged-half", 0, 0.83),
+                                             warm_record("converged-half", 3, 0.81)], cfg)
+    assert [line.split(": ")[2][:4] for line in lines[1:]] == ["FAIL", "PASS"] and "converged-half" in lines[2]
 
 
 def test_a_record_names_its_cpu_setting_and_the_command_that_made_it(monkeypatch):

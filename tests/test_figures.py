@@ -4,6 +4,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from nano_respo.sft import CONVERGED_SHARE
+
 ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("figures", ROOT / "experiments" / "figures.py")
 figures = importlib.util.module_from_spec(spec)
@@ -57,7 +59,9 @@ def test_the_warm_start_result_is_what_its_summarise_prints(monkeypatch):
     script = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     text = (ROOT / "experiments" / "WARMSTART.md").read_text()
-    command = "python experiments/warm_start_stop.py --summarise experiments/results/warm-start-stop\n```\n\n"
-    assert command in text, "WARMSTART.md: the result follows the --summarise command that prints it"
-    printed = text.split(command)[1].split("\n\nBy the rule")[0]
-    assert printed == script.summary("experiments/results/warm-start-stop", script.WarmStopConfig())
+    for candidate in CONVERGED_SHARE:
+        command = (f"python experiments/warm_start_stop.py --summarise experiments/results/warm-start-stop "
+                   f"--candidate {candidate}\n```\n\n")
+        assert command in text, f"WARMSTART.md: {candidate}'s result follows the --summarise command that prints it"
+        printed = text.split(command)[1].split("\n\nBy the rule")[0]
+        assert printed == script.summary("experiments/results/warm-start-stop", script.WarmStopConfig(candidate=candidate))
