@@ -18,9 +18,9 @@ on.
     --warm-start     both start from the cached warm start of `reverse` (train.py's, built on
                      first use), so answers have realistic lengths (a random model runs nearly
                      every completion to the budget)
-    --less-work      after each TRL step, ours four times on the same prompts: as is, with
-                     --packed-forward, with --lean-sampler, with both; prints each against TRL
-                     and against ours as is
+    --less-work      after each TRL step, ours five times on the same prompts: as is, with
+                     --packed-forward, with --lean-sampler, with both, and with --shared-prompts
+                     and --lean-sampler; prints each against TRL and against ours as is
 """
 
 import argparse
@@ -60,12 +60,15 @@ def parse_args():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--warm-start", action="store_true", help="start both from the cached warm start")
     parser.add_argument("--less-work", action="store_true",
-                        help="also time ours with --packed-forward, --lean-sampler and both")
+                        help="also time ours with --packed-forward, --lean-sampler, both, and "
+                             "--shared-prompts with --lean-sampler")
     return parser.parse_args()
 
 
-# Our step's variants under --less-work: name -> (packed_forward, lean_sampler).
-VARIANTS = {"ours": (False, False), "packed": (True, False), "lean": (False, True), "both": (True, True)}
+# Our step's variants under --less-work: name -> the flags it sets.
+VARIANTS = {"ours": {}, "packed": {"packed_forward": True}, "lean": {"lean_sampler": True},
+            "both": {"packed_forward": True, "lean_sampler": True},
+            "shared+lean": {"shared_prompts": True, "lean_sampler": True}}
 
 
 def our_config(args) -> TrainConfig:
@@ -169,9 +172,8 @@ def main():
                 return
             times["trl"].append(time.perf_counter() - self.mark)
             iteration = len(times["ours"])
-            for name, (packed, lean) in variants.items():  # the same prompts (iteration) for each
-                seconds, batch, minibatches = our_step(model, optimizer, tokenizer, task,
-                                                       replace(cfg, packed_forward=packed, lean_sampler=lean),
+            for name, flags in variants.items():  # the same prompts (iteration) for each
+                seconds, batch, minibatches = our_step(model, optimizer, tokenizer, task, replace(cfg, **flags),
                                                        iteration)
                 times[name].append(seconds)
                 if name == "ours":

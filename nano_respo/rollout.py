@@ -341,3 +341,90 @@ def router_choices(model, batch: RolloutBatch) -> torch.Tensor:
     k = model.config.num_experts_per_tok
     return torch.stack([logits.view(n, length, -1)[:, -width - 1:-1].topk(k, -1).indices.sort(-1).values
                         for logits in out.router_logits])  # [L, B, C, k]
+
+
+@dataclass
+class SharedPacking:
+    """A batch laid out with each distinct prompt once, its completions after it in the same row (see `pack_shared`)."""
+    input_ids: torch.Tensor     # [R, L] a prompt, its completions, then filler
+    position_ids: torch.Tensor  # [R, L] the sampler's: a completion's token t at its prompt's length + t
+    attention: torch.Tensor     # [R, 1, L, L] bool, True where the row's token may attend (the prompt, its own tokens)
+    counts: torch.Tensor        # [R, L] how many batch rows hold each token (a prompt's G; 1; 0 on the filler)
+    predicting: torch.Tensor    # [R, L] bool, the positions whose next token is some completion's token
+    source: torch.Tensor        # [K] for each completion token (batch order), its predicting position's rank
+    targets: torch.Tensor       # [K] the completion tokens, in batch order (batch.completion_mask's nonzero order)
+
+
+def pack_shared(batch: RolloutBatch) -> SharedPacking:
+    """The batch's real tokens with each distinct prompt once: a row per prompt, [prompt, completion 1, ...].
+
+    A group's G samples repeat one prompt, whose tokens see only the prompt before them, so their hidden states
+    are the same in every sample: computing them once gives every completion the same keys and values to attend
+    to. Each completion attends to its prompt and to itself, causally, at the sampler's positions, so every
+    completion token sees what it sees in the padded forward; the last prompt position predicts the first token
+    of each of its completions. The mask is dense ([R, L, L]), which suits short rows (G completions of tens
+    of tokens); at thousands of tokens per row it would dominate the memory.
+    """
+    width = batch.completion_mask.shape[1]
+    prompt_width = batch.input_ids.shape[1] - width
+    distinct, copy_of = torch.unique(torch.cat([batch.input_ids[:, :prompt_width],
+                                                batch.attention_mask[:, :prompt_width]], 1), dim=0, return_inverse=True)
+    positions = real_positions(batch.attention_mask)  # [B, P + C]
+    lengths = batch.completion_mask.sum(-1).tolist()  # [B]
+    layout, predicted_at = [], {}  # per prompt: its row's (ids, positions, segment, counts); (row, t) -> slot
+    for prompt in range(len(distinct)):
+        members = (copy_of == prompt).nonzero().squeeze(-1).tolist()  # the batch rows holding this prompt
+        real = batch.attention_mask[members[0], :prompt_width].bool()
+        n_prompt = int(real.sum())
+        ids, pos = [batch.input_ids[members[0], :prompt_width][real]], [positions[members[0], :prompt_width][real]]
+        segment, counts = [torch.zeros(n_prompt, dtype=torch.long)], [torch.full((n_prompt,), len(members))]
+        start = n_prompt  # the next free slot of the row
+        for k, row in enumerate(members, 1):  # segment 0 is the prompt, k its k-th completion
+            n = lengths[row]
+            ids.append(batch.input_ids[row, prompt_width:prompt_width + n])
+            pos.append(positions[row, prompt_width:prompt_width + n])
+            segment.append(torch.full((n,), k))
+            counts.append(torch.ones(n, dtype=torch.long))
+            for t in range(n):  # token t is predicted at the prompt's last token (t = 0), else at token t - 1
+                predicted_at[(row, t)] = (prompt, n_prompt - 1 if t == 0 else start + t - 1)
+            start += n
+        layout.append([torch.cat(parts).to(batch.input_ids.device) for parts in (ids, pos, segment, counts)])
+    length = max(len(ids) for ids, *_ in layout)
+    device = batch.input_ids.device
+    input_ids, position_ids, segment, counts = (
+        torch.stack([F.pad(parts[i], (0, length - len(parts[i])), value=fill) for parts in layout])
+        for i, fill in enumerate((0, 0, -1, 0)))  # [R, L] each; the filler is segment -1
+    causal = torch.ones(length, length, dtype=torch.bool, device=device).tril()  # [L, L]
+    sees = (segment[:, None, :] == 0) | (segment[:, :, None] == segment[:, None, :])  # [R, L, L]: query, key
+    # The filler sees itself only, so no row of the attention is empty.
+    attention = (causal & sees & (segment[:, :, None] >= 0)) | torch.eye(length, dtype=torch.bool, device=device)
+    rows, cols = batch.completion_mask.nonzero(as_tuple=True)  # [K] in batch order
+    slots = torch.tensor([predicted_at[(r, t)] for r, t in zip(rows.tolist(), cols.tolist())], device=device)  # [K, 2]
+    predicting = torch.zeros(len(layout), length, dtype=torch.bool, device=device)
+    predicting[slots[:, 0], slots[:, 1]] = True
+    rank = predicting.flatten().cumsum(0) - 1  # [R * L] each predicting position's rank, row-major
+    return SharedPacking(input_ids, position_ids, attention[:, None], counts.float(), predicting,
+                         rank[slots[:, 0] * length + slots[:, 1]], batch.input_ids[:, prompt_width:][rows, cols])
+
+
+def shared_prompt_policy_logprobs(model, batch: RolloutBatch, temperature: float, with_entropy: bool = False):
+    """policy_logprobs with each distinct prompt computed once (--shared-prompts): 0 outside the completion mask."""
+    packing = pack_shared(batch)
+    dtype = next(model.parameters()).dtype
+    additive = torch.zeros(packing.attention.shape, dtype=dtype, device=packing.attention.device)
+    additive = additive.masked_fill(~packing.attention, torch.finfo(dtype).min)  # [R, 1, L, L], as HF's masks are
+    # The decoder, then the head on the predicting positions: the causal-LM wrapper would hand this mask to the
+    # MoE load-balancing loss, which expects a [B, T] padding mask; that loss is computed here instead.
+    out = model.get_decoder()(input_ids=packing.input_ids, position_ids=packing.position_ids, attention_mask=additive,
+                              use_cache=False, **router_outputs(model))
+    logits = model.get_output_embeddings()(out.last_hidden_state[packing.predicting])[packing.source]  # [K, V]
+    aux_loss = None
+    if getattr(out, "router_logits", None) is not None:
+        # Each token counted as often as the padded batch holds it (a prompt's G times), as its masked average does.
+        balance = sys.modules[type(model).__module__].load_balancing_loss_func
+        aux_loss = balance(out.router_logits, model.config.num_experts, model.config.num_experts_per_tok,
+                           packing.counts)
+    logp, entropy = tempered_logprobs(logits, packing.targets, temperature, with_entropy)  # [K] in batch order
+    mask = batch.completion_mask  # [B, C]
+    logp = logp.new_zeros(mask.shape).masked_scatter(mask, logp)
+    return logp, None if entropy is None else entropy.new_zeros(mask.shape).masked_scatter(mask, entropy), aux_loss

@@ -1,7 +1,9 @@
-"""Doing less work for the same numbers: the packed training forward and the lean sampler (issue 23).
+"""Doing less work for the same numbers: the packed and shared-prompt training forwards and the lean sampler
+(issue 23).
 
-The packed forward (rollout.pack / packed_policy_logprobs) must give the padded forward's log-probs,
-entropies, MoE load-balancing loss and gradients; the lean sampler (rollout.decode_lean) must
+The packed forward (rollout.pack / packed_policy_logprobs) and the shared-prompt forward (rollout.pack_shared /
+shared_prompt_policy_logprobs) must give the padded forward's log-probs, entropies, MoE load-balancing loss and
+gradients; the lean sampler (rollout.decode_lean) must
 give decode's greedy completions and log mu. Their sampled distributions and w = 1 are checked
 where decode's are (tests/test_trainer_parts.py, tests/test_trainer.py, parametrised).
 """
@@ -15,7 +17,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(1)
 
 from nano_respo.models import load_model  # noqa: E402
-from nano_respo.rollout import RolloutBatch, decode, decode_lean, pack, packed_policy_logprobs, policy_logprobs  # noqa: E402,E501
+from nano_respo.rollout import (RolloutBatch, decode, decode_lean, pack, pack_shared, packed_policy_logprobs,  # noqa: E402
+                               policy_logprobs, shared_prompt_policy_logprobs)
 from nano_respo.scale.logprobs import chunked_policy_logprobs  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("model_cache")
@@ -68,6 +71,71 @@ def test_packed_forward_equals_the_padded_one_with_gradients(model_name, tempera
         assert (a is None) == (b is None), name
         if a is not None:
             torch.testing.assert_close(a, b, rtol=1e-4, atol=2e-5, msg=name)
+
+
+def grouped_batch(vocab, prompt_lengths, completion_lengths, seed=0):
+    """Groups of one prompt each (its completions' lengths listed), rows shuffled: a rollout batch's layout."""
+    batch = ragged_batch(vocab, [p for p, cs in zip(prompt_lengths, completion_lengths) for _ in cs],
+                         [c for cs in completion_lengths for c in cs], seed)
+    width = batch.input_ids.shape[1] - batch.completion_mask.shape[1]
+    first = torch.tensor([i for i, cs in enumerate(completion_lengths) for _ in cs])  # [B] each row's group
+    leaders = torch.tensor([0] + list(torch.tensor(list(map(len, completion_lengths))).cumsum(0)[:-1]))
+    batch.input_ids[:, :width] = batch.input_ids[leaders[first], :width]  # every row of a group: one prompt
+    order = torch.randperm(len(first), generator=torch.Generator().manual_seed(seed))
+    return batch.select(order)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+@pytest.mark.parametrize("model_name", ["tiny-qwen3", "tiny-qwen3-moe"])
+def test_shared_prompt_forward_equals_the_padded_one_with_gradients(model_name, temperature):
+    """Each distinct prompt computed once, its completions attending to it: the padded forward's numbers."""
+    torch.manual_seed(0)
+    net, _ = load_model(model_name)
+    batch = grouped_batch(net.config.vocab_size, [3, 9, 5], [[2, 1, 4], [11, 2], [1, 5, 3, 2]])
+    packing = pack_shared(batch)
+    assert packing.input_ids.shape == (3, 22)  # a row per prompt: 9 + 13 tokens the longest
+    assert packing.counts.sum() == batch.attention_mask.sum()  # each token weighted as often as the batch holds it
+    mask = batch.completion_mask
+    mix = torch.randn(mask.shape) * mask  # [B, C] any loss through the log-probs
+    results = []
+    for logprobs in (policy_logprobs, shared_prompt_policy_logprobs):
+        logp, entropy, aux_loss = logprobs(net, batch, temperature, with_entropy=True)
+        grads = torch.autograd.grad((logp * mix).sum() + (aux_loss if aux_loss is not None else 0),
+                                    list(net.parameters()), allow_unused=True)
+        results.append((logp, entropy, aux_loss, grads))
+    (logp, entropy, aux_loss, grads), (logp_shared, entropy_shared, aux_shared, grads_shared) = results
+    torch.testing.assert_close(logp_shared[mask], logp[mask], rtol=0, atol=1e-5)
+    torch.testing.assert_close(entropy_shared[mask], entropy[mask], rtol=0, atol=1e-5)
+    assert (logp_shared[~mask] == 0).all() and (entropy_shared[~mask] == 0).all()
+    if model_name == "tiny-qwen3-moe":  # the prompt's tokens weighted G times, as the padded batch holds them
+        torch.testing.assert_close(aux_shared, aux_loss, rtol=1e-5, atol=1e-6)
+    else:
+        assert aux_loss is None and aux_shared is None
+    for (name, _), a, b in zip(net.named_parameters(), grads_shared, grads):
+        assert (a is None) == (b is None), name
+        if a is not None:
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=2e-5, msg=name)
+
+
+def test_a_shared_row_read_causally_would_differ():
+    """The equality above can fail: the same row with every token seeing all before it (a completion seeing the
+    group's earlier completions) gives other log-probs."""
+    torch.manual_seed(0)
+    net, _ = load_model("tiny-qwen3")
+    packing = pack_shared(grouped_batch(net.config.vocab_size, [3, 9, 5], [[2, 1, 4], [11, 2], [1, 5, 3, 2]]))
+    causal = torch.ones(packing.attention.shape[-2:], dtype=torch.bool).tril().expand_as(packing.attention)
+    with torch.no_grad():
+        logits = [net(input_ids=packing.input_ids, position_ids=packing.position_ids,
+                      attention_mask=torch.zeros(seen.shape).masked_fill(~seen, torch.finfo(torch.float32).min)).logits
+                  for seen in (packing.attention, causal)]
+    assert (logits[0] - logits[1])[packing.predicting].abs().max() > 1e-2
+
+
+def test_the_shared_prompt_forward_is_a_route_of_its_own():
+    from nano_respo.run.config import TrainConfig
+    for other in ({"packed_forward": True}, {"logprob_chunk_mb": 16}):
+        with pytest.raises(ValueError, match="shared_prompts: a route of its own"):
+            TrainConfig(shared_prompts=True, **other)
 
 
 def test_packing_without_restarting_positions_would_differ():

@@ -33,11 +33,12 @@ def test_the_step_reaches_sampler_kernel_and_update_but_no_fsdp_code():
 
 
 def test_the_systems_routes_are_the_runs_choice_not_the_steps():
-    """--packed-forward and --lean-sampler reach the step as arguments (run.session.routes), so its reader meets
+    """--packed-forward, --shared-prompts and --lean-sampler reach the step as arguments (run.session.routes), so its reader meets
     only the padded forward and decode; started from those routes, the walk finds them."""
     names = reached("respo")
     for option in ("nano_respo.rollout.decode_lean", "nano_respo.rollout.pack", "nano_respo.rollout.packed_forward",
-                   "nano_respo.rollout.packed_policy_logprobs"):
+                   "nano_respo.rollout.packed_policy_logprobs", "nano_respo.rollout.pack_shared",
+                   "nano_respo.rollout.shared_prompt_policy_logprobs"):
         assert option not in names
     walker = Walker(ROOT, "respo")
     walker.run(["trainer.rl_iteration", "rollout.decode_lean", "rollout.packed_policy_logprobs"])

@@ -147,10 +147,10 @@ def test_chunked_policy_logprobs_match_the_models_own_logits_with_gradients(mode
             torch.testing.assert_close(a, b, rtol=1e-4, atol=2e-5, msg=name)
 
 
-@pytest.mark.parametrize("less_work", [False, True], ids=["default", "lean-sampler-packed-forward"])
+@pytest.mark.parametrize("less_work", [{}, {"lean_sampler": True, "packed_forward": True}, {"shared_prompts": True}],
+                         ids=["default", "lean-sampler-packed-forward", "shared-prompts"])
 def test_first_step_of_every_iteration_logs_w_one(tmp_path, varied_reward, less_work):
-    run_dir = train(tiny_config(tmp_path, reuse=4, epochs=2, iterations=2, lean_sampler=less_work,
-                                packed_forward=less_work))
+    run_dir = train(tiny_config(tmp_path, reuse=4, epochs=2, iterations=2, **less_work))
     for record in read_metrics(run_dir):
         if record["kind"] == "train" and record["epoch"] == 0 and record["minibatch"] == 0:
             for key in ("log_w_q10_pos", "log_w_q90_pos", "log_w_q10_neg", "log_w_q90_neg"):

@@ -68,7 +68,8 @@ TRAIN_GROUPS = {
     "systems": (
         "Devices, precision, memory and parallelism; none of these changes the math.",
         ["device", "dtype", "threads", "autocast", "gradient_checkpointing", "micro_batch",
-         "rollout_batch", "logprob_chunk_mb", "packed_forward", "lean_sampler", "fsdp"]),
+         "rollout_batch", "logprob_chunk_mb", "packed_forward", "shared_prompts", "lean_sampler",
+         "fsdp"]),
 }
 
 TRAIN_EXAMPLES = """\

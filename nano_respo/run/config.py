@@ -84,6 +84,8 @@ class TrainConfig(StepConfig):
     """Large vocabularies: log-probs by the chunked routine holding this many MB of float32 logits (16 suits a CPU, 256 a GPU); None = a plain log-softmax."""
     packed_forward: bool = False
     """RL's training forward without padding: each micro-batch's sequences packed into rows, attention confined to each sequence (rollout.packed_policy_logprobs); the same log-probs up to float noise. Off by default, so the default run's numbers stay."""
+    shared_prompts: bool = False
+    """RL's training forward with each distinct prompt computed once: a row per prompt, its completions after it, each attending to the prompt and itself (rollout.shared_prompt_policy_logprobs); the same log-probs up to float noise. Off by default."""
     lean_sampler: bool = False
     """Rollouts by rollout.decode_lean: each prompt prefilled once for its G samples, finished rows dropped from the decode batch; the same distribution, other draws. Off by default, so the default run's numbers stay."""
     plots: bool = True
@@ -107,6 +109,9 @@ class TrainConfig(StepConfig):
                      "threads", "keep_checkpoints"):  # keep_checkpoints: --resume needs one
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        if self.shared_prompts and (self.packed_forward or self.logprob_chunk_mb is not None):
+            raise ValueError("shared_prompts: a route of its own, not combined with --packed-forward or "
+                             "--logprob-chunk-mb")
         if self.logprob_chunk_mb is not None and self.logprob_chunk_mb < 1:
             raise ValueError(f"logprob_chunk_mb: must be >= 1, got {self.logprob_chunk_mb}")
         if self.sft_steps is not None and self.sft_steps < 0:

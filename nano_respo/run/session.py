@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from ..evaluation import evaluate
 from ..models import TINY_WARM_START_STEPS, load_model, refuse_unknown_characters, resolve_device
-from ..rollout import decode, decode_lean, packed_policy_logprobs, policy_logprobs
+from ..rollout import decode, decode_lean, packed_policy_logprobs, policy_logprobs, shared_prompt_policy_logprobs
 from ..sft import warm_start
 from ..tasks import make_task, mixed_task
 from ..trainer import ONE_PROCESS, LaggedPolicy
@@ -241,6 +241,8 @@ def routes(cfg: TrainConfig):
     if cfg.packed_forward:
         rl_logprobs = (functools.partial(logprobs, packed=True) if cfg.logprob_chunk_mb is not None
                        else packed_policy_logprobs)
+    if cfg.shared_prompts:
+        rl_logprobs = shared_prompt_policy_logprobs
     return logprobs, rl_logprobs, decode_lean if cfg.lean_sampler else decode
 
 
