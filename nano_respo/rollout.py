@@ -410,12 +410,15 @@ def pack_shared(batch: RolloutBatch) -> SharedPacking:
 def shared_prompt_policy_logprobs(model, batch: RolloutBatch, temperature: float, with_entropy: bool = False):
     """policy_logprobs with each distinct prompt computed once (--shared-prompts): 0 outside the completion mask."""
     packing = pack_shared(batch)
-    dtype = next(model.parameters()).dtype
-    additive = torch.zeros(packing.attention.shape, dtype=dtype, device=packing.attention.device)
-    additive = additive.masked_fill(~packing.attention, torch.finfo(dtype).min)  # [R, 1, L, L], as HF's masks are
+    mask = packing.attention  # [R, 1, L, L] bool, the form of transformers' own sdpa masks
+    if model.config._attn_implementation == "eager":  # eager adds its mask to the scores
+        dtype = next(model.parameters()).dtype
+        mask = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)
+    elif model.config._attn_implementation != "sdpa":
+        raise ValueError(f"shared_prompts: needs sdpa or eager attention, not {model.config._attn_implementation!r}")
     # The decoder, then the head on the predicting positions: the causal-LM wrapper would hand this mask to the
     # MoE load-balancing loss, which expects a [B, T] padding mask; that loss is computed here instead.
-    out = model.get_decoder()(input_ids=packing.input_ids, position_ids=packing.position_ids, attention_mask=additive,
+    out = model.get_decoder()(input_ids=packing.input_ids, position_ids=packing.position_ids, attention_mask=mask,
                               use_cache=False, **router_outputs(model))
     logits = model.get_output_embeddings()(out.last_hidden_state[packing.predicting])[packing.source]  # [K, V]
     aux_loss = None

@@ -40,6 +40,31 @@ def ragged_batch(vocab: int, prompt_lengths: list[int], completion_lengths: list
                         torch.zeros(completion_mask.shape), torch.zeros(n), torch.zeros(n))
 
 
+def assert_same_numbers(net, batch, routes, temperature):
+    """Both routes' log-probs, entropies, MoE load-balancing loss and gradients agree within float32 noise; the
+    second route gives 0 outside the completion mask."""
+    mask = batch.completion_mask
+    mix = torch.randn(mask.shape) * mask  # [B, C] any loss through the log-probs
+    results = []
+    for logprobs in routes:
+        logp, entropy, aux_loss = logprobs(net, batch, temperature, with_entropy=True)
+        grads = torch.autograd.grad((logp * mix).sum() + (aux_loss if aux_loss is not None else 0),
+                                    list(net.parameters()), allow_unused=True)
+        results.append((logp, entropy, aux_loss, grads))
+    (logp, entropy, aux_loss, grads), (logp_other, entropy_other, aux_other, grads_other) = results
+    torch.testing.assert_close(logp_other[mask], logp[mask], rtol=0, atol=1e-5)
+    torch.testing.assert_close(entropy_other[mask], entropy[mask], rtol=0, atol=1e-5)
+    assert (logp_other[~mask] == 0).all() and (entropy_other[~mask] == 0).all()
+    if hasattr(net.config, "output_router_logits"):  # the padded forward's masked average over real tokens
+        torch.testing.assert_close(aux_other, aux_loss, rtol=1e-5, atol=1e-6)
+    else:
+        assert aux_loss is None and aux_other is None
+    for (name, _), a, b in zip(net.named_parameters(), grads_other, grads):
+        assert (a is None) == (b is None), name
+        if a is not None:
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=2e-5, msg=name)
+
+
 @pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 @pytest.mark.parametrize("model_name", ["tiny-qwen3", "tiny-qwen3-moe"])
@@ -51,26 +76,7 @@ def test_packed_forward_equals_the_padded_one_with_gradients(model_name, tempera
     # Rows as long as the longest sequence, one of them holding two (else the block-diagonal mask goes untested).
     assert packing.input_ids.shape == (5, 13)
     assert packing.real.sum() == batch.attention_mask.sum()
-    mask = batch.completion_mask
-    mix = torch.randn(mask.shape) * mask  # [B, C] any loss through the log-probs
-    results = []
-    for logprobs in ROUTES[route]:
-        logp, entropy, aux_loss = logprobs(net, batch, temperature, with_entropy=True)
-        grads = torch.autograd.grad((logp * mix).sum() + (aux_loss if aux_loss is not None else 0),
-                                    list(net.parameters()), allow_unused=True)
-        results.append((logp, entropy, aux_loss, grads))
-    (logp, entropy, aux_loss, grads), (logp_packed, entropy_packed, aux_packed, grads_packed) = results
-    torch.testing.assert_close(logp_packed[mask], logp[mask], rtol=0, atol=1e-5)
-    torch.testing.assert_close(entropy_packed[mask], entropy[mask], rtol=0, atol=1e-5)
-    assert (logp_packed[~mask] == 0).all() and (entropy_packed[~mask] == 0).all()
-    if model_name == "tiny-qwen3-moe":  # over the real tokens only, as the padded forward's masked average
-        torch.testing.assert_close(aux_packed, aux_loss, rtol=1e-5, atol=1e-6)
-    else:
-        assert aux_loss is None and aux_packed is None
-    for (name, _), a, b in zip(net.named_parameters(), grads_packed, grads):
-        assert (a is None) == (b is None), name
-        if a is not None:
-            torch.testing.assert_close(a, b, rtol=1e-4, atol=2e-5, msg=name)
+    assert_same_numbers(net, batch, ROUTES[route], temperature)
 
 
 def grouped_batch(vocab, prompt_lengths, completion_lengths, seed=0):
@@ -85,36 +91,19 @@ def grouped_batch(vocab, prompt_lengths, completion_lengths, seed=0):
     return batch.select(order)
 
 
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])  # a boolean mask for one, an additive one for the other
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 @pytest.mark.parametrize("model_name", ["tiny-qwen3", "tiny-qwen3-moe"])
-def test_shared_prompt_forward_equals_the_padded_one_with_gradients(model_name, temperature):
+def test_shared_prompt_forward_equals_the_padded_one_with_gradients(model_name, temperature, attention):
     """Each distinct prompt computed once, its completions attending to it: the padded forward's numbers."""
     torch.manual_seed(0)
     net, _ = load_model(model_name)
+    net.set_attn_implementation(attention)
     batch = grouped_batch(net.config.vocab_size, [3, 9, 5], [[2, 1, 4], [11, 2], [1, 5, 3, 2]])
     packing = pack_shared(batch)
     assert packing.input_ids.shape == (3, 22)  # a row per prompt: 9 + 13 tokens the longest
     assert packing.counts.sum() == batch.attention_mask.sum()  # each token weighted as often as the batch holds it
-    mask = batch.completion_mask
-    mix = torch.randn(mask.shape) * mask  # [B, C] any loss through the log-probs
-    results = []
-    for logprobs in (policy_logprobs, shared_prompt_policy_logprobs):
-        logp, entropy, aux_loss = logprobs(net, batch, temperature, with_entropy=True)
-        grads = torch.autograd.grad((logp * mix).sum() + (aux_loss if aux_loss is not None else 0),
-                                    list(net.parameters()), allow_unused=True)
-        results.append((logp, entropy, aux_loss, grads))
-    (logp, entropy, aux_loss, grads), (logp_shared, entropy_shared, aux_shared, grads_shared) = results
-    torch.testing.assert_close(logp_shared[mask], logp[mask], rtol=0, atol=1e-5)
-    torch.testing.assert_close(entropy_shared[mask], entropy[mask], rtol=0, atol=1e-5)
-    assert (logp_shared[~mask] == 0).all() and (entropy_shared[~mask] == 0).all()
-    if model_name == "tiny-qwen3-moe":  # the prompt's tokens weighted G times, as the padded batch holds them
-        torch.testing.assert_close(aux_shared, aux_loss, rtol=1e-5, atol=1e-6)
-    else:
-        assert aux_loss is None and aux_shared is None
-    for (name, _), a, b in zip(net.named_parameters(), grads_shared, grads):
-        assert (a is None) == (b is None), name
-        if a is not None:
-            torch.testing.assert_close(a, b, rtol=1e-4, atol=2e-5, msg=name)
+    assert_same_numbers(net, batch, (policy_logprobs, shared_prompt_policy_logprobs), temperature)
 
 
 def test_a_shared_row_read_causally_would_differ():
