@@ -34,11 +34,11 @@ sys.path.insert(0, str(ROOT))  # run from a checkout, no install
 
 from nano_respo.lab.report import OUTCOMES, group_runs, is_stuck, mean_ci  # noqa: E402
 from nano_respo.run.cli import parse_config  # noqa: E402
-from nano_respo.sft import ANNEALS  # noqa: E402
+from nano_respo.sft import ANNEALS, CONVERGED_SHARE  # noqa: E402
 from toy.across import record_set  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "experiments"))
-from warm_start_stop import WarmStopConfig, verdict  # noqa: E402
+from warm_start_stop import WarmStopConfig, band, verdict  # noqa: E402
 
 SETTINGS = ("default", "avx2")
 # The default run was recorded on an AVX2-only machine (AMD EPYC), where the AVX2 variables change
@@ -106,7 +106,7 @@ def warm_stop_values(read, model: str | None = None, anneal: str | None = None) 
 
 
 # The warm starts measured against today's (budget), and a figure key's spelling of a name.
-CANDIDATES = tuple(a for a in ANNEALS if a != "budget")
+CANDIDATES = tuple(CONVERGED_SHARE)
 
 
 def name(label: str) -> str:
@@ -123,11 +123,11 @@ def warm_stop_paired(read, candidate: str, ratio: bool = False) -> list[float]:
 
 def warm_stop_edge(model: str, candidate: str) -> str:
     """The candidate's pass@1 nearest the edge of `model`'s widened band: its distance inside it, and its cell."""
-    cfg, pass1 = WarmStopConfig(), lambda r: r["heldout"]["heldout_pass@1"]
-    today = warm_stop_values(pass1, model, "budget")
-    low, high = min(today) - cfg.pass1_margin, max(today) + cfg.pass1_margin
-    distance, cell = min((min(pass1(r) - low, high - pass1(r)), f"{r['cpu_setting']} seed {r['config']['sft_seed']}")
-                         for r in warm_stop() if r["config"]["model"] == model and r["config"]["sft_anneal"] == candidate)
+    margin, pass1 = WarmStopConfig().pass1_margin, lambda r: r["heldout"]["heldout_pass@1"]
+    low, high, _ = band(warm_stop_values(lambda r: r, model, "budget"))
+    distance, cell = min((min(pass1(r) - (low - margin), high + margin - pass1(r)),
+                          f"{r['cpu_setting']} seed {r['config']['sft_seed']}")
+                         for r in warm_stop_values(lambda r: r, model, candidate))
     return f"{distance:.4f} ({cell})"
 
 

@@ -64,6 +64,12 @@ class WarmStopConfig:
             raise ValueError(f"candidate: choose one of {', '.join(CONVERGED_SHARE)}, got {self.candidate!r}")
 
 
+def band(today: list[dict]) -> tuple[float, float, float]:
+    """Today's band, from its records: (least pass@1, greatest pass@1, least greedy accuracy), before the margins."""
+    pass1 = [r["heldout"]["heldout_pass@1"] for r in today]
+    return min(pass1), max(pass1), min(r["heldout"]["heldout_acc"] for r in today)
+
+
 def verdict(records: list[dict], cfg: WarmStopConfig) -> list[str]:
     """The pre-registered rule (experiments/WARMSTART.md), per model: one line for today's band, one per candidate."""
     lines = []
@@ -73,9 +79,7 @@ def verdict(records: list[dict], cfg: WarmStopConfig) -> list[str]:
         if not today:
             lines.append(f"{model}: no record of today's warm start: no band to compare with")
             continue
-        low = min(r["heldout"]["heldout_pass@1"] for r in today)
-        high = max(r["heldout"]["heldout_pass@1"] for r in today)
-        greedy = min(r["heldout"]["heldout_acc"] for r in today)
+        low, high, greedy = band(today)
         lines.append(f"{model}: today's band ({len(today)} records): pass@1 {low:.3f}-{high:.3f}, "
                      f"greedy accuracy >= {greedy:.3f}")
         for anneal in sorted({r["config"]["sft_anneal"] for r in mine} - {"budget"}):

@@ -291,6 +291,12 @@ def pack(batch: RolloutBatch) -> Packing:
                    predicting.view(-1, width), rows[packed_order], cols[packed_order])
 
 
+def balance_loss(model, router_logits, weights: torch.Tensor) -> torch.Tensor:
+    """The model's own MoE load-balancing loss, its averages taken with these token weights [R, L] (0: not counted)."""
+    balance = sys.modules[type(model).__module__].load_balancing_loss_func
+    return balance(router_logits, model.config.num_experts, model.config.num_experts_per_tok, weights)
+
+
 def packed_forward(model, batch: RolloutBatch):
     """(output with logits [K, V] and, under MoE, aux_loss; the completion tokens they predict [K]; the packing).
 
@@ -305,14 +311,13 @@ def packed_forward(model, batch: RolloutBatch):
     targets = flat_ids[packing.predicting.flatten().nonzero().squeeze(-1) + 1]  # [K] the next token of each
     if getattr(out, "router_logits", None) is not None:
         # The model averaged its load-balancing loss over the filler too; over the real tokens, as padded does.
-        balance = sys.modules[type(model).__module__].load_balancing_loss_func
-        out.aux_loss = balance(out.router_logits, model.config.num_experts, model.config.num_experts_per_tok,
-                               packing.real)
+        out.aux_loss = balance_loss(model, out.router_logits, packing.real)
     return out, targets, packing
 
 
-def unpacked(values: torch.Tensor | None, packing: Packing, shape: torch.Size) -> torch.Tensor | None:
-    """Per-token values [K] in packed order back to the batch's [B, C] (0 outside the completion mask)."""
+def unpacked(values: torch.Tensor | None, packing, shape: torch.Size) -> torch.Tensor | None:
+    """Per-token values [K] in a layout's order (a Packing's or a SharedPacking's rows and cols) back to the
+    batch's [B, C] (0 outside the completion mask)."""
     if values is None:
         return None
     return values.new_zeros(shape).index_put((packing.rows, packing.cols), values)
@@ -353,6 +358,8 @@ class SharedPacking:
     predicting: torch.Tensor    # [R, L] bool, the positions whose next token is some completion's token
     source: torch.Tensor        # [K] for each completion token (batch order), its predicting position's rank
     targets: torch.Tensor       # [K] the completion tokens, in batch order (batch.completion_mask's nonzero order)
+    rows: torch.Tensor          # [K] the batch row of each
+    cols: torch.Tensor          # [K] its completion column
 
 
 def pack_shared(batch: RolloutBatch) -> SharedPacking:
@@ -371,7 +378,9 @@ def pack_shared(batch: RolloutBatch) -> SharedPacking:
                                                 batch.attention_mask[:, :prompt_width]], 1), dim=0, return_inverse=True)
     positions = real_positions(batch.attention_mask)  # [B, P + C]
     lengths = batch.completion_mask.sum(-1).tolist()  # [B]
-    layout, predicted_at = [], {}  # per prompt: its row's (ids, positions, segment, counts); (row, t) -> slot
+    layout = []  # per prompt: its row's (ids, positions, segment, counts)
+    # Per batch row: its layout row, the slot its completion starts at, the slot of its prompt's last token.
+    row_of, start_of, last_of = ([0] * len(lengths) for _ in range(3))
     for prompt in range(len(distinct)):
         members = (copy_of == prompt).nonzero().squeeze(-1).tolist()  # the batch rows holding this prompt
         real = batch.attention_mask[members[0], :prompt_width].bool()
@@ -385,8 +394,7 @@ def pack_shared(batch: RolloutBatch) -> SharedPacking:
             pos.append(positions[row, prompt_width:prompt_width + n])
             segment.append(torch.full((n,), k))
             counts.append(torch.ones(n, dtype=torch.long))
-            for t in range(n):  # token t is predicted at the prompt's last token (t = 0), else at token t - 1
-                predicted_at[(row, t)] = (prompt, n_prompt - 1 if t == 0 else start + t - 1)
+            row_of[row], start_of[row], last_of[row] = prompt, start, n_prompt - 1
             start += n
         layout.append([torch.cat(parts).to(batch.input_ids.device) for parts in (ids, pos, segment, counts)])
     length = max(len(ids) for ids, *_ in layout)
@@ -399,12 +407,14 @@ def pack_shared(batch: RolloutBatch) -> SharedPacking:
     # The filler sees itself only, so no row of the attention is empty.
     attention = (causal & sees & (segment[:, :, None] >= 0)) | torch.eye(length, dtype=torch.bool, device=device)
     rows, cols = batch.completion_mask.nonzero(as_tuple=True)  # [K] in batch order
-    slots = torch.tensor([predicted_at[(r, t)] for r, t in zip(rows.tolist(), cols.tolist())], device=device)  # [K, 2]
+    row_of, start_of, last_of = (torch.tensor(v, device=device)[rows] for v in (row_of, start_of, last_of))  # [K]
+    # Completion token t is predicted at its prompt's last token (t = 0), else at its own token t - 1.
+    slot = torch.where(cols == 0, last_of, start_of + cols - 1)  # [K]
     predicting = torch.zeros(len(layout), length, dtype=torch.bool, device=device)
-    predicting[slots[:, 0], slots[:, 1]] = True
+    predicting[row_of, slot] = True
     rank = predicting.flatten().cumsum(0) - 1  # [R * L] each predicting position's rank, row-major
     return SharedPacking(input_ids, position_ids, attention[:, None], counts.float(), predicting,
-                         rank[slots[:, 0] * length + slots[:, 1]], batch.input_ids[:, prompt_width:][rows, cols])
+                         rank[row_of * length + slot], batch.input_ids[:, prompt_width:][rows, cols], rows, cols)
 
 
 def shared_prompt_policy_logprobs(model, batch: RolloutBatch, temperature: float, with_entropy: bool = False):
@@ -421,13 +431,9 @@ def shared_prompt_policy_logprobs(model, batch: RolloutBatch, temperature: float
     out = model.get_decoder()(input_ids=packing.input_ids, position_ids=packing.position_ids, attention_mask=mask,
                               use_cache=False, **router_outputs(model))
     logits = model.get_output_embeddings()(out.last_hidden_state[packing.predicting])[packing.source]  # [K, V]
-    aux_loss = None
-    if getattr(out, "router_logits", None) is not None:
-        # Each token counted as often as the padded batch holds it (a prompt's G times), as its masked average does.
-        balance = sys.modules[type(model).__module__].load_balancing_loss_func
-        aux_loss = balance(out.router_logits, model.config.num_experts, model.config.num_experts_per_tok,
-                           packing.counts)
+    # Each token counted as often as the padded batch holds it (a prompt's G times), as its masked average does.
+    aux_loss = None if getattr(out, "router_logits", None) is None else balance_loss(model, out.router_logits,
+                                                                                     packing.counts)
     logp, entropy = tempered_logprobs(logits, packing.targets, temperature, with_entropy)  # [K] in batch order
-    mask = batch.completion_mask  # [B, C]
-    logp = logp.new_zeros(mask.shape).masked_scatter(mask, logp)
-    return logp, None if entropy is None else entropy.new_zeros(mask.shape).masked_scatter(mask, entropy), aux_loss
+    shape = batch.completion_mask.shape
+    return unpacked(logp, packing, shape), unpacked(entropy, packing, shape), aux_loss

@@ -238,11 +238,11 @@ def routes(cfg: TrainConfig):
         from ..scale.logprobs import chunked_policy_logprobs
         logprobs = functools.partial(chunked_policy_logprobs, chunk_mb=cfg.logprob_chunk_mb)
     rl_logprobs = logprobs
-    if cfg.packed_forward:
+    if cfg.shared_prompts:  # a route of its own (TrainConfig refuses it beside the two below)
+        rl_logprobs = shared_prompt_policy_logprobs
+    elif cfg.packed_forward:
         rl_logprobs = (functools.partial(logprobs, packed=True) if cfg.logprob_chunk_mb is not None
                        else packed_policy_logprobs)
-    if cfg.shared_prompts:
-        rl_logprobs = shared_prompt_policy_logprobs
     return logprobs, rl_logprobs, decode_lean if cfg.lean_sampler else decode
 
 
