@@ -11,7 +11,7 @@ def main() -> None:
     from transformers.utils import logging as hf_logging
 
     from nano_respo.run.cli import parse_config
-    from nano_respo.run.config import TrainConfig
+    from nano_respo.config import TrainConfig
     from nano_respo.trainer import train
 
     hf_logging.disable_progress_bar()

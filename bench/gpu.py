@@ -3,8 +3,7 @@
     python bench/gpu.py                              # qwen3-0.6b, qwen3-1.7b, qwen3-moe-small
     python bench/gpu.py --models qwen3-4b --batch 8 --length 1024
     python bench/gpu.py --dry-run                    # no GPU: shapes, parameter and FLOP counts only
-    python bench/gpu.py --device cpu --models qwen3-tiny --vocab 512 --batch 4 --group-size 2 --prompt-len 8 --new-tokens 4 --length 32
-                                                     # no GPU: the whole script on a tiny shape (smoke)
+    python bench/gpu.py --cpu-smoke                  # no GPU: the whole script on a tiny shape (CPU_SMOKE)
 
 Nothing is downloaded: each model is Qwen3Config / Qwen3MoeConfig with the published
 shape, randomly initialised in bfloat16 on the GPU. Per model it prints, each route with its
@@ -26,18 +25,16 @@ tokens/s, peak memory and MFU, and the lean route's time against the plain one's
 
 import argparse
 import os
-import sys
 import time
-from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
+import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
-from nano_respo.kernel import LossConfig, policy_loss  # noqa: E402
-from nano_respo.rollout import RolloutBatch, decode, decode_lean  # noqa: E402
-from nano_respo.scale.logprobs import chunked_policy_logprobs  # noqa: E402
+from nano_respo.kernel import LossConfig, policy_loss
+from nano_respo.rollout import RolloutBatch, decode
+from nano_respo.scale.lean_sampler import decode_lean
+from nano_respo.scale.logprobs import chunked_policy_logprobs
 
 VOCAB = 151936  # Qwen3's; --vocab changes it (a smaller one only for the CPU smoke test)
 # Published Qwen3 shapes (config.json of the Qwen/Qwen3-* checkpoints); qwen3-moe-small keeps
@@ -165,6 +162,11 @@ def report(label: str, tokens: int, seconds: float, flops: float, peak: float, a
             f"  peak {peak / 2**30:.1f} GiB")
 
 
+# --cpu-smoke: the settings of a tiny CPU run that still takes every route (rows end at different steps).
+CPU_SMOKE = dict(device="cpu", models=["qwen3-tiny"], vocab=512, batch=4, group_size=2, prompt_len=8, new_tokens=8,
+                 length=32, eos_share=0.1, train_steps=1)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                      allow_abbrev=False)
@@ -182,7 +184,11 @@ def main():
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="bf16 dense peak of the GPU (H100/H200 SXM)")
     parser.add_argument("--device", default="cuda", help="cuda (the measurement) or cpu (a smoke test)")
     parser.add_argument("--dry-run", action="store_true", help="no GPU: build on the meta device, count only")
+    parser.add_argument("--cpu-smoke", action="store_true",
+                        help="no GPU: every step of the script on a tiny shape on the CPU (CPU_SMOKE; figures mean nothing)")
     args = parser.parse_args()
+    if args.cpu_smoke:
+        vars(args).update(CPU_SMOKE)
     device = torch.device("meta" if args.dry_run else args.device)
     if args.batch % args.group_size or args.length <= args.prompt_len:
         raise SystemExit(f"--batch {args.batch} must be a multiple of --group-size {args.group_size}, and --length "

@@ -1,6 +1,6 @@
 """The ReSPO loss against the token-level clip loss (grpo) at a large batch.
 
-    python bench/kernel.py [--batch 256] [--length 1024] [--repeats 7]
+    python bench/kernel.py [--batch 256] [--length 1024] [--repeats 7] [--record bench/results/kernel.json]
 
 Both are elementwise work over [B, T] plus reductions, so the ratio should be near 1; the
 diagnostics (quantiles, one host sync) are timed too, since policy_loss always returns them.
@@ -9,14 +9,12 @@ Prints min / median / max over repeats of forward + backward, alternating the tw
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 from nano_respo.kernel import LossConfig, policy_loss
+from nano_respo.lab.records import measurement, write_record
 
 
 def time_once(cfg, logp_leaf, old_logp, adv, mask):
@@ -34,6 +32,7 @@ def main():
     parser.add_argument("--length", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--record", help="also write what is printed to this JSON file (bench/README.md reads it)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     g = torch.Generator().manual_seed(0)
@@ -53,6 +52,8 @@ def main():
         print(f"{name:6s} forward+backward at [{B}, {T}]: median {statistics.median(ts) * 1e3:.1f} ms")
     ratios = [r / g for r, g in zip(times["respo"], times["grpo"])]
     print(f"ratio respo / grpo: min {min(ratios):.2f}  median {statistics.median(ratios):.2f}  max {max(ratios):.2f}")
+    write_record(measurement("bench/kernel.py", {"shape": [B, T], "seconds": times, "ratio_respo_grpo": ratios}),
+                 args.record)
 
 
 if __name__ == "__main__":

@@ -27,11 +27,10 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
+from nano_respo.lab.records import measurement, write_record
 from nano_respo.scale.logprobs import token_logprobs
 
 
@@ -121,6 +120,7 @@ def main():
                         help="our chunk (the trainer's --logprob-chunk-mb); 0 = its default")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--record", help="also write what is printed to this JSON file (bench/README.md reads it)")
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--routine", choices=list(ROUTINES), help=argparse.SUPPRESS)
     parser.add_argument("--length", type=int, help=argparse.SUPPRESS)
@@ -135,13 +135,15 @@ def main():
           f"gradient, part of both training peaks, is {args.vocab * args.hidden * itemsize / 2**20:.0f} MB")
     print(f"{'use':18s} {'T':>6s} {'logits MB':>10s} {'ours MB':>9s} {'naive MB':>9s} {'mem ratio':>9s} "
           f"{'ours s':>8s} {'naive s':>8s} {'time ratio':>10s}")
-    mem_ratios = {grad: [] for grad in USES}
+    mem_ratios, rows = {grad: [] for grad in USES}, []
     for grad, use in USES.items():
         for length in args.lengths:
             ours = measure_in_subprocess(args, "ours", length, grad)
             naive = measure_in_subprocess(args, "naive", length, grad)
             # RSS grows in pages: at a small vocabulary the naive peak can stay within one, so no ratio.
             mem_ratios[grad].append(ours["peak"] / naive["peak"] if naive["peak"] > 0 else float("nan"))
+            rows.append({"use": use, "length": length, "logits_mb": length * args.vocab * itemsize / 2**20,
+                         "ours": ours, "naive": naive})
             print(f"{use:18s} {length:6d} {length * args.vocab * itemsize / 2**20:10.0f} "
                   f"{ours['peak'] / 2**20:9.0f} {naive['peak'] / 2**20:9.0f} {mem_ratios[grad][-1]:9.3f} "
                   f"{ours['seconds']:8.2f} {naive['seconds']:8.2f} {ours['seconds'] / naive['seconds']:10.2f}",
@@ -150,6 +152,8 @@ def main():
         measured = [r for r in ratios if r == r]
         worst = f"max {max(measured):.3f}" if measured else "not measurable (the naive peak stayed below RSS resolution)"
         print(f"peak memory ours / naive, {USES[grad]}: {worst} over T = {args.lengths}")
+    write_record(measurement("bench/logprobs.py", {"vocab": args.vocab, "hidden": args.hidden, "dtype": args.dtype,
+                                                  "rows": rows}), args.record)
 
 if __name__ == "__main__":
     main()

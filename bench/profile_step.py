@@ -13,19 +13,17 @@ Prints, for a rollout batch shaped like bench/step.py's (8 prompts x 8 samples, 
 import argparse
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
+import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
-from nano_respo.models import load_model  # noqa: E402
-from nano_respo.rollout import RolloutBatch, encode_prompts, policy_logprobs, sample  # noqa: E402
-from nano_respo.tasks import make_task  # noqa: E402
+from nano_respo.lab.records import measurement, write_record
+from nano_respo.models import load_model
+from nano_respo.rollout import RolloutBatch, encode_prompts, policy_logprobs, sample
+from nano_respo.tasks import make_task
 
 
 @torch.no_grad()
@@ -60,6 +58,7 @@ def main():
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--record", help="also write what is printed to this JSON file (bench/README.md reads it)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -91,8 +90,13 @@ def main():
     events = profile.key_averages()
     total = sum(e.self_cpu_time_total for e in events)
     print(f"training, one mini-batch of {len(half)} sequences: forward/backward {total / 1e6:.3f} s of self CPU time")
-    for event in sorted(events, key=lambda e: -e.self_cpu_time_total)[:8]:
+    top = sorted(events, key=lambda e: -e.self_cpu_time_total)[:8]
+    for event in top:
         print(f"  {event.key[:60]:60s} {event.self_cpu_time_total / total:6.1%}")
+    write_record(measurement("bench/profile_step.py", {
+        "samples": len(prompts), "tokens": width, "sample_seconds": ours, "bare_decode_seconds": bare,
+        "minibatch": len(half), "self_cpu_seconds": total / 1e6,
+        "self_cpu_share": {event.key: event.self_cpu_time_total / total for event in top}}), args.record)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Time per RL step: nano-respo against TRL's GRPOTrainer on the same work, alternating in one run.
 
     .venv-bench/bin/python bench/step.py [--repeats 5]      # TRL from requirements-bench.txt
+    .venv-bench/bin/python bench/step.py --quick            # every part at a tiny size, in seconds (a smoke test)
 
 One RL step = one rollout batch (P prompts x G samples, up to --max-new-tokens tokens each)
 and `reuse` optimizer steps on it (epochs x mini-batches). TRL gets the same local tiny
@@ -26,7 +27,6 @@ on.
 import argparse
 import os
 import statistics
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -35,16 +35,16 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import torch  # noqa: E402
+import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
-from nano_respo.kernel import LossConfig, minibatch_order, reuse_split  # noqa: E402
-from nano_respo.models import load_model, resolve_model_path  # noqa: E402
-from nano_respo.rollout import encode_prompts  # noqa: E402
-from nano_respo.run.config import TrainConfig  # noqa: E402
-from nano_respo.run.session import build_task, initial_model, routes  # noqa: E402
-from nano_respo.tasks import hash_seed, make_task  # noqa: E402
-from nano_respo.trainer import rl_iteration  # noqa: E402
+from nano_respo.kernel import LossConfig, minibatch_order, reuse_split
+from nano_respo.lab.records import measurement, write_record
+from nano_respo.models import load_model, resolve_model_path
+from nano_respo.rollout import encode_prompts
+from nano_respo.config import TrainConfig
+from nano_respo.run.session import build_task, initial_model, routes
+from nano_respo.tasks import hash_seed, make_task
+from nano_respo.trainer import rl_iteration
 
 
 def parse_args():
@@ -62,7 +62,13 @@ def parse_args():
     parser.add_argument("--less-work", action="store_true",
                         help="also time ours with --packed-forward, --lean-sampler, both, and "
                              "--shared-prompts with --lean-sampler")
-    return parser.parse_args()
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke test: 2 prompts x 2 samples, 8 new tokens, 1 repeat (its figures mean nothing)")
+    parser.add_argument("--record", help="also write what is printed to this JSON file (bench/README.md reads it)")
+    args = parser.parse_args()
+    if args.quick:
+        args.prompts, args.group_size, args.max_new_tokens, args.repeats = 2, 2, 8, 1
+    return args
 
 
 # Our step's variants under --less-work: name -> the flags it sets.
@@ -205,6 +211,12 @@ def main():
               f"{name} / ours:  {spread([v / o for v, o in zip(measured[name], measured['ours'])])}")
     print(f"overhead ratio ours / (generate + forward/backward):  min {min(overhead):.2f}  "
           f"median {statistics.median(overhead):.2f}  max {max(overhead):.2f}")
+    settings = {k: getattr(args, k) for k in ("model", "prompts", "group_size", "max_new_tokens", "epochs",
+                                              "minibatches", "repeats", "warm_start")}
+    write_record(measurement("bench/step.py", {"settings": settings, "seconds": measured,
+                                              "ratio_to_trl": {name: [v / t for v, t in zip(measured[name], measured["trl"])]
+                                                               for name in variants},
+                                              "overhead": overhead}), args.record)
 
 
 def spread(ratios: list[float]) -> str:

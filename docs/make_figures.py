@@ -9,17 +9,15 @@ LossConfig's defaults; nothing here re-implements the math.
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from nano_respo.kernel import LossConfig, clip_coefficient, respo_coefficient  # noqa: E402
+from nano_respo.kernel import LossConfig, clip_coefficient, respo_coefficient
 
 OUT = Path(__file__).resolve().parent / "phi.png"
 

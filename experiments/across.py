@@ -14,15 +14,12 @@ when one fails on any of them.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout, no install
 
-from nano_respo.run.cli import parse_config  # noqa: E402
-from nano_respo.lab.report import across_report, claim_result, fmt, parse_claim  # noqa: E402
+from nano_respo.run.cli import parse_config
+from nano_respo.lab.report import across_report, claim_result, fmt, parse_claim
 
 
 @dataclass

@@ -7,7 +7,7 @@ README.md, RESULTS.md, toy/RESULTS.md and docs/ write a measured number as
 
     <!-- fig:NAME -->VALUE<!-- /fig -->
 
-Rendered, the comments vanish and VALUE reads as text; checked (tests/test_figures.py runs the
+Rendered, the comments vanish and VALUE reads as text; checked (tests/course/test_figures.py runs the
 check), VALUE must equal what FIGURES[NAME] computes from the committed records. So a number in
 prose cannot drift from its records, and one quantity has one name, and one value, wherever it
 is cited. The notebooks print the same figures from code (`value(NAME)`).
@@ -24,21 +24,17 @@ import json
 import math
 import re
 import statistics
-import sys
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout, no install
 
-from nano_respo.lab.report import OUTCOMES, group_runs, is_stuck, mean_ci  # noqa: E402
-from nano_respo.run.cli import parse_config  # noqa: E402
-from nano_respo.sft import ANNEALS, CONVERGED_SHARE  # noqa: E402
-from toy.across import record_set  # noqa: E402
+from experiments.common import ROOT
+from nano_respo.lab.report import OUTCOMES, group_runs, is_stuck, mean_ci
+from nano_respo.run.cli import parse_config
+from nano_respo.sft import ANNEALS, CONVERGED_SHARE
+from toy.across import record_set
 
-sys.path.insert(0, str(ROOT / "experiments"))
-from warm_start_stop import WarmStopConfig, band, verdict  # noqa: E402
+from experiments.warm_start_stop import WarmStopConfig, band, verdict
 
 SETTINGS = ("default", "avx2")
 # The default run was recorded on an AVX2-only machine (AMD EPYC), where the AVX2 variables change
@@ -46,7 +42,7 @@ SETTINGS = ("default", "avx2")
 # reductions differently.
 DEFAULT_RUN_SETTINGS = ("avx2", "scalar")
 BASELINES = ("seq_clip", "grpo", "gspo", "vespo")
-PROSE = ("README.md", "RESULTS.md", "toy/RESULTS.md", "docs/training.md")
+PROSE = ("README.md", "RESULTS.md", "toy/RESULTS.md", "docs/training.md", "bench/README.md")
 TAG = re.compile(r"<!-- fig:(\w+) -->(.*?)<!-- /fig -->", re.S)
 STUCK_BELOW = 0.1
 
@@ -449,6 +445,93 @@ def offpolicy_figures() -> dict:
     return figures
 
 
+# --- bench/README.md: the benchmarks' records (bench/results/) --------------------------------
+
+@functools.cache
+def bench(name: str) -> dict:
+    return json.loads((ROOT / "bench" / "results" / f"{name}.json").read_text())
+
+
+def median_span(values, digits: int = 2) -> str:
+    """median (min, max), as the benchmarks print their ratios."""
+    return f"median {statistics.median(values):.{digits}f} (min {min(values):.{digits}f}, max {max(values):.{digits}f})"
+
+
+def bench_medians(record: dict, names, unit: str = "s", scale: float = 1.0, digits: int = 2) -> str:
+    return " / ".join(f"{statistics.median(record['seconds'][n]) * scale:.{digits}f} {unit}" for n in names)
+
+
+LESS_WORK = {"ours": "as is", "packed": "`--packed-forward`", "lean": "`--lean-sampler`", "both": "both",
+             "shared+lean": "`--shared-prompts --lean-sampler`"}
+
+
+def less_work_ratios(key: str) -> str:
+    """Each variant of bench/step.py --less-work against TRL (key ratio_to_trl) or against ours as is."""
+    record = bench("step-less-work")
+    ratios = record["ratio_to_trl"]
+    if key == "ours":
+        ours = record["seconds"]["ours"]
+        return "; ".join(f"{LESS_WORK[n]} {median_span([v / o for v, o in zip(record['seconds'][n], ours)])}"
+                         for n in list(LESS_WORK)[1:])
+    return "; ".join(f"{LESS_WORK[n]} {median_span(ratios[n])}" for n in LESS_WORK)
+
+
+def logprobs_table() -> str:
+    rows = ["| use | T | logits MB | ours MB | naive MB | peak ours / naive | ours s | naive s | time ours / naive |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for row in bench("logprobs")["rows"]:
+        ours, naive = row["ours"], row["naive"]
+        rows.append(f"| {row['use']} | {row['length']} | {row['logits_mb']:.0f} | {ours['peak'] / 2**20:.0f} | "
+                    f"{naive['peak'] / 2**20:.0f} | {ours['peak'] / naive['peak']:.3f} | {ours['seconds']:.2f} | "
+                    f"{naive['seconds']:.2f} | {ours['seconds'] / naive['seconds']:.2f} |")
+    return "\n".join(rows)
+
+
+def logprobs_worst(use: str) -> str:
+    ratios = [r["ours"]["peak"] / r["naive"]["peak"] for r in bench("logprobs")["rows"] if r["use"] == use]
+    return f"{max(ratios):.2f}"
+
+
+def bench_figures() -> dict:
+    def kernel():
+        return bench("kernel")
+
+    def step():
+        return bench("step")
+
+    def profile():
+        return bench("profile_step")
+
+    def shares():
+        return sorted(profile()["self_cpu_share"].items(), key=lambda kv: -kv[1])[:3]
+    return {
+        "bench_kernel_ratio": Figure("the loss alone, forward + backward: time of respo / grpo",
+                                     lambda: median_span(kernel()["ratio_respo_grpo"])),
+        "bench_kernel_ms": Figure("the same: median times of respo / grpo",
+                                  lambda: bench_medians(kernel(), ("respo", "grpo"), "ms", 1e3, 0)),
+        "bench_step_ratio": Figure("one RL step from random init: time of ours / TRL",
+                                   lambda: median_span(step()["ratio_to_trl"]["ours"])),
+        "bench_step_seconds": Figure("the same: median times of ours / TRL",
+                                     lambda: bench_medians(step(), ("ours", "trl"))),
+        "bench_step_overhead": Figure("the same run: ours / (its generate call + forward/backward passes)",
+                                      lambda: median_span(step()["overhead"])),
+        "bench_less_work_trl": Figure("from the warm start, each variant of ours / TRL",
+                                      lambda: less_work_ratios("trl")),
+        "bench_less_work_ours": Figure("the same run: each variant / ours as is", lambda: less_work_ratios("ours")),
+        "bench_less_work_overhead": Figure("the same run: ours as is / its bare parts",
+                                           lambda: median_span(bench("step-less-work")["overhead"])),
+        "bench_sampler": Figure("rollout.sample against a bare decode loop (seconds, the sampler's overhead)",
+                                lambda: f"{profile()['sample_seconds']:.2f} s against {profile()['bare_decode_seconds']:.2f} s "
+                                        f"({profile()['sample_seconds'] / profile()['bare_decode_seconds'] - 1:+.0%})"),
+        "bench_profile_ops": Figure("the three largest shares of one mini-batch's self CPU time",
+                                    lambda: ", ".join(f"`{k}` {v:.0%}" for k, v in shares())),
+        "bench_logprobs_table": Figure("bench/logprobs.py's table", logprobs_table),
+        "bench_logprobs_forward": Figure("peak ours / naive, forward, the worst T", lambda: logprobs_worst("forward (no grad)")),
+        "bench_logprobs_train": Figure("peak ours / naive, training (hidden grad), the worst T",
+                                       lambda: logprobs_worst("train: hidden grad")),
+    }
+
+
 @dataclass(frozen=True)
 class Figure:
     what: str
@@ -647,6 +730,7 @@ FIGURES = {
                                          lambda: f"{sum(map(longer_low, gate2_cells()))} of {len(gate2_cells())}"),
     "digit_sum_gate2_outcome": Figure("gate 2 under amendment 1", gate2_outcome),
     **offpolicy_figures(),
+    **bench_figures(),
 }
 
 

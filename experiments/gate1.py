@@ -17,25 +17,21 @@ No RL step runs: no method is looked at.
 from __future__ import annotations
 
 import json
-import os
-import shlex
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout, no install
 
-import torch  # noqa: E402
+import torch
 
-from nano_respo.evaluation import pass_at_k  # noqa: E402
-from nano_respo.models import cache_dir  # noqa: E402
-from nano_respo.rollout import sample, score  # noqa: E402
-from nano_respo.run.cli import parse_config  # noqa: E402
-from nano_respo.run.config import TrainConfig  # noqa: E402
-from nano_respo.run.session import build_task, initial_model  # noqa: E402
-from nano_respo.tasks import DIGIT_SUM_HELDOUT, digit_sum_prompt, hash_seed  # noqa: E402
+from experiments.common import provenance, require_empty_cache, warm_start_here
+from nano_respo.lab.records import write_record
+from nano_respo.evaluation import pass_at_k
+from nano_respo.rollout import sample, score
+from nano_respo.run.cli import parse_config
+from nano_respo.config import TrainConfig
+from nano_respo.run.session import build_task
+from nano_respo.tasks import DIGIT_SUM_HELDOUT, digit_sum_prompt, hash_seed
 
 CPU_SETTING_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")
 
@@ -87,45 +83,6 @@ class Gate1Config:
         if not 0 <= self.min_success <= self.max_success <= 1:
             raise ValueError(f"min_success, max_success: need 0 <= min <= max <= 1, got {self.min_success}, "
                              f"{self.max_success}")
-
-
-def provenance(script: str, argv=None, empty_cache: bool = True) -> dict:
-    """A record's "command" (the CPU variables set, then the arguments as given) and "cpu_setting"."""
-    setting = {name: os.environ.get(name) for name in CPU_SETTING_VARIABLES}
-    prefix = " ".join(f"{k}={v}" for k, v in setting.items() if v)
-    arguments = shlex.join([script, *(sys.argv[1:] if argv is None else argv)])
-    return {"command": " ".join(filter(None, [prefix, "NANO_RESPO_CACHE=<empty dir>" if empty_cache else "",
-                                              "python", arguments])),
-            "cpu_setting": {"avx2": "avx2", "default": "unvectorised"}.get(setting["ATEN_CPU_CAPABILITY"], "default")}
-
-
-def write_record(record: dict, out: str | None) -> None:
-    if out:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(json.dumps(record, indent=1) + "\n")
-        print(f"wrote {out}")
-
-
-def require_empty_cache() -> Path:
-    """The gate is measured from an empty cache: a warm start trained here, under this CPU setting."""
-    if "NANO_RESPO_CACHE" not in os.environ:
-        raise ValueError("NANO_RESPO_CACHE: point it at a new, empty directory (the gate trains its own warm start)")
-    path = cache_dir()
-    if path.exists() and any(path.iterdir()):
-        raise ValueError(f"NANO_RESPO_CACHE: {path} is not empty; point it at a new directory")
-    return path
-
-
-def warm_start_here(train_cfg: TrainConfig, task) -> tuple:
-    """(model, tokenizer, report): train.py's warm start trained here, in the empty NANO_RESPO_CACHE, and
-    timed; the report holds its converged_at, steps, exact and seconds."""
-    cache = require_empty_cache()
-    start = time.perf_counter()
-    model, tokenizer = initial_model(train_cfg, task, "cpu")
-    seconds = time.perf_counter() - start
-    (report_file,) = (cache / "sft").glob("*/warm_start.json")
-    report = {k: v for k, v in json.loads(report_file.read_text()).items() if k in ("converged_at", "steps", "exact")}
-    return model, tokenizer, {**report, "seconds": round(seconds)}
 
 
 def measure(model, tokenizer, task, target: int, cfg: Gate1Config, seed: int) -> int:

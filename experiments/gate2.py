@@ -16,18 +16,14 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout, no install
-sys.path.insert(0, str(ROOT / "experiments"))
 
-from nano_respo.run.cli import parse_config  # noqa: E402
-from nano_respo.run.metrics import read_metrics  # noqa: E402
-from gate1 import provenance, write_record  # noqa: E402
-from run import ExperimentConfig, run_dir, run_grid  # noqa: E402
+from nano_respo.run.cli import parse_config
+from nano_respo.run.metrics import read_metrics
+from experiments.common import ExperimentConfig, provenance, run_dir, run_grid
+from nano_respo.lab.records import write_record
 
 KEYS = ("low_w_pos_frac", "len_low_w_pos", "len_high_w_pos", "len_pos", "phi_low_w_pos", "approx_kl")
 

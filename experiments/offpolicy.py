@@ -28,21 +28,19 @@ import io
 import json
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout, no install
 
-import torch  # noqa: E402
+import torch
 
-from nano_respo.kernel import (LossConfig, corrected_coefficients, correction_log_ratio,  # noqa: E402
+from experiments.common import ROOT
+from nano_respo.kernel import (LossConfig, coefficients, correction_log_ratio, decoupled_coefficients,
                                effective_sample_share, loss_denominator, off_policy_sequence_mask, outside_bounds,
                                sequence_log_weight)
-from nano_respo.rollout import policy_logprobs  # noqa: E402
-from nano_respo.run.cli import parse_config  # noqa: E402
+from nano_respo.rollout import policy_logprobs
+from nano_respo.run.cli import parse_config
 
 # mu, pi_old, pi made to differ one way at a time (docs/math.md §7), sizes fixed by experiments/OFFPOLICY.md.
 SOURCES = {
@@ -121,7 +119,7 @@ def record_path(cfg: OffPolicyConfig, model: str, source: str, arm: str, seed: i
 
 
 def train_config(cfg: OffPolicyConfig, model: str, source: str, arm: str, seed: int):
-    from nano_respo.run.config import TrainConfig
+    from nano_respo.config import TrainConfig
 
     knobs = SOURCES[source]
     return TrainConfig(model=model, loss=ARMS[arm], seed=seed, iterations=cfg.iterations, lr=cfg.lr,
@@ -142,6 +140,18 @@ def histogram(values: torch.Tensor) -> list[int]:
     edges = torch.tensor(HIST_EDGES, dtype=torch.float64)
     clamped = values.double().clamp(edges[0] + 1e-9, edges[-1] - 1e-9)
     return torch.histc(clamped, bins=len(edges) - 1, min=edges[0].item(), max=edges[-1].item()).long().tolist()
+
+
+def applied_coefficients(logp, mu, adv, mask, loss: LossConfig, pi_old) -> torch.Tensor:
+    """phi [B, T] as kernel.policy_loss applies it, its branches written out (tests/course/test_offpolicy.py checks
+    them against the loss's gradient)."""
+    if loss.correction == "none":
+        phi, _ = coefficients(logp, mu, adv, mask, loss)  # [B, T]
+    else:
+        phi = decoupled_coefficients(logp, mu, adv, mask, loss, pi_old)  # [B, T]
+    if loss.opsm_delta is not None:
+        phi = phi * off_policy_sequence_mask(logp, mu, adv, mask, loss.opsm_delta)[:, None]
+    return phi
 
 
 class StepReader:
@@ -170,7 +180,7 @@ class StepReader:
         default_denominator = loss_denominator(mask, LossConfig().agg, self.max_new_tokens)
         for arm, loss in ARMS.items():
             loss = loss if loss.norm_len else replace(loss, norm_len=self.max_new_tokens)
-            phi = corrected_coefficients(logp, mu, adv, mask, loss, pi_old)  # [B, T]
+            phi = applied_coefficients(logp, mu, adv, mask, loss, pi_old)  # [B, T]
             # Per-token weight relative to our default aggregation: token-mean divides by tokens, not B x T.
             scale = default_denominator / loss_denominator(mask, loss.agg, loss.norm_len).clamp(min=1)
             per_response = (phi * mask).sum(-1) / lengths.clamp(min=1) * scale  # [B]
@@ -218,8 +228,8 @@ class StepReader:
 
 def run_one(cfg: OffPolicyConfig, model_name: str, source: str, arm: str, seed: int) -> dict:
     """One short training run: its rewards per batch, its own diagnostics, and the pooled reading of its steps."""
-    from nano_respo.run.session import build_task, initial_model
-    from nano_respo.trainer import LaggedPolicy, rl_iteration
+    from nano_respo.run.session import build_task, initial_model, off_policy_of
+    from nano_respo.trainer import rl_iteration
 
     tcfg = train_config(cfg, model_name, source, arm, seed)
     task = build_task(tcfg)
@@ -227,8 +237,7 @@ def run_one(cfg: OffPolicyConfig, model_name: str, source: str, arm: str, seed: 
     with contextlib.redirect_stdout(io.StringIO()):  # the warm start prints its cache path
         model, tokenizer = initial_model(tcfg, task, "cpu", policy_logprobs)
     optimizer = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)
-    separate = tcfg.lag or tcfg.sampler_dtype != "float32"
-    lagged = LaggedPolicy(model, tcfg.lag, None, getattr(torch, tcfg.sampler_dtype)) if separate else None
+    off_policy = off_policy_of(tcfg, model, None)  # as train.py's session builds it
     reader = StepReader(tcfg.max_new_tokens)
     state = {"first_step": True, "on_policy": False}
 
@@ -243,10 +252,10 @@ def run_one(cfg: OffPolicyConfig, model_name: str, source: str, arm: str, seed: 
     rewards, router, sampler_kl, own = [], [], [], []
     for iteration in range(tcfg.iterations):
         model.train()
-        sampler = lagged.sampler_for(model) if lagged else None
-        state.update(first_step=True, on_policy=tcfg.sampler_dtype == "float32" and (not lagged or lagged.lag_now == 0))
+        lag_now = min(iteration, tcfg.lag)  # the lag grows 0, 1, ..., lag (offpolicy.LaggedPolicy)
+        state.update(first_step=True, on_policy=tcfg.sampler_dtype == "float32" and lag_now == 0)
         _, records, _ = rl_iteration(model, tokenizer, task, optimizer, tcfg, iteration, 0, reading_logprobs,
-                                     sampler=sampler)
+                                     off_policy=off_policy)
         rewards.append(records[0]["reward"])
         if "router_mismatch_frac" in records[0]:
             router.append(records[0]["router_mismatch_frac"])

@@ -22,14 +22,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout, no install
-sys.path.insert(0, str(ROOT / "experiments"))
 
-from nano_respo.run.cli import parse_config  # noqa: E402
-from nano_respo.run.metrics import read_metrics  # noqa: E402
-from nano_respo.lab.report import mean_scores  # noqa: E402
-from run import ExperimentConfig, finished, grid, record_of, run_dir, run_grid  # noqa: E402
+from nano_respo.run.cli import parse_config
+from nano_respo.run.metrics import read_metrics
+from nano_respo.lab.report import mean_scores
+from experiments.common import ExperimentConfig, finished, grid, record_of, run_dir, run_grid
 
 
 RULES = ("score", "final")

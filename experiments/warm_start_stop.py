@@ -20,22 +20,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout, no install
-sys.path.insert(0, str(ROOT / "experiments"))
 
-import torch  # noqa: E402
+import torch
 
-from gate1 import provenance, require_empty_cache, warm_start_here, write_record  # noqa: E402
-from nano_respo.run.cli import parse_config  # noqa: E402
-from nano_respo.run.config import TrainConfig  # noqa: E402
-from nano_respo.run.session import build_task, evaluate_heldout  # noqa: E402
-from nano_respo.sft import CONVERGED_SHARE  # noqa: E402
+from experiments.common import provenance, require_empty_cache, warm_start_here
+from nano_respo.lab.records import write_record
+from nano_respo.run.cli import parse_config
+from nano_respo.config import TrainConfig
+from nano_respo.run.session import build_task, evaluate_heldout
+from nano_respo.sft import CONVERGED_SHARE
 
 
 @dataclass

@@ -99,11 +99,8 @@ class LossConfig:
                 raise ValueError(f"{f.name}: must be finite, got {value}")
         if not 0.0 <= self.alpha_pos <= 1.0:
             raise ValueError(f"alpha_pos: must lie in [0, 1], got {self.alpha_pos}")
-        for name in ("alpha_neg", "lambda_pos", "lambda_neg", "vespo_k_pos", "vespo_lambda_pos",
-                     "vespo_k_neg", "vespo_lambda_neg", "sapo_tau_pos", "sapo_tau_neg"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")
-        for name in ("eps_low", "eps_high", "diag_eps"):
+        for name in ("alpha_neg", "lambda_pos", "lambda_neg", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg",
+                     "vespo_lambda_neg", "sapo_tau_pos", "sapo_tau_neg", "eps_low", "eps_high", "diag_eps", "opsm_delta"):
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ValueError(f"{name}: must be >= 0, got {value}")
@@ -119,8 +116,6 @@ class LossConfig:
         low, high = correction_bounds(self)
         if not 0 <= low < high:
             raise ValueError(f"correction_min, correction_max: need 0 <= C_min < C_max, got {low} and {high}")
-        if self.opsm_delta is not None and self.opsm_delta < 0:
-            raise ValueError(f"opsm_delta: must be >= 0, got {self.opsm_delta}")
 
 
 # --- docs/math.md §1: the sequence log-weight -----------------------------------------
@@ -263,157 +258,11 @@ def aggregate(terms: torch.Tensor, mask: torch.Tensor, mode: str, norm_len: int 
     return total / loss_denominator(mask, mode, norm_len).clamp(min=1)
 
 
-# --- The loss ------------------------------------------------------------------------
-
-def check_inputs(logp, old_logp, advantages, mask):
-    if logp.dim() != 2:
-        raise ValueError(f"logp: expected shape [B, T], got {tuple(logp.shape)}")
-    for name, t in (("old_logp", old_logp), ("mask", mask)):
-        if t.shape != logp.shape:
-            raise ValueError(f"{name}: shape {tuple(t.shape)} does not match logp's {tuple(logp.shape)}")
-    if advantages.shape != logp.shape[:1]:
-        raise ValueError(f"advantages: expected shape [{logp.shape[0]}], got {tuple(advantages.shape)}")
-    mask = mask.bool()
-    for name, t in (("logp", logp.detach()), ("old_logp", old_logp)):
-        if not torch.where(mask, t, torch.zeros_like(t)).isfinite().all():
-            raise ValueError(f"{name}: NaN or inf at a response token (mask = 1)")
-    if not advantages.isfinite().all():
-        raise ValueError("advantages: NaN or inf")
-    return mask
-
-
-def coefficients(logp, old_logp, advantages, mask, cfg):
-    """Per-token coefficient phi [B, T] (sequence methods broadcast theirs) and the log-weight s [B]."""
-    level, coefficient, (eps_low, eps_high), length_norm = METHOD_TABLE[cfg.method]
-    eps = (eps_low if cfg.eps_low is None else cfg.eps_low,  # None: the method's own clip range
-           eps_high if cfg.eps_high is None else cfg.eps_high)
-    length_norm = length_norm if cfg.length_norm is None else cfg.length_norm
-    positive = advantages > 0  # [B]
-    log_w = sequence_log_weight(logp, old_logp, mask, length_norm)  # [B]
-    if level == SEQUENCE:
-        phi = coefficient(log_w, positive, cfg, eps)[:, None].expand_as(logp)  # [B, T]
-    else:
-        log_r = torch.where(mask, logp.detach() - old_logp, torch.zeros_like(logp)).to(log_w.dtype)  # [B, T]
-        phi = coefficient(log_r, positive[:, None].expand_as(log_r), cfg, eps)  # [B, T]
-    return phi, log_w
-
-
-def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
-                mask: torch.Tensor, cfg: LossConfig, with_stats: bool = True, pi_old_logp: torch.Tensor | None = None):
-    """loss = -agg(stopgrad(phi) * A * log pi_theta); returns (loss, stats).
-
-    logp:       [B, T] per-token log-probs under the current policy (requires grad)
-    old_logp:   [B, T] per-token log-probs under the behaviour policy mu (the sampler)
-    advantages: [B]    one advantage per response
-    mask:       [B, T] 1 on response tokens, 0 on padding
-    cfg:        the method and its knobs, LossConfig() for ReSPO's defaults
-    pi_old_logp: [B, T] log-probs under the learner's weights at rollout time; only the decoupled form
-                (cfg.correction, docs/math.md §7) reads it
-    stats:      dict of python floats, docs/math.md §6 (nan where a set is empty); {} without with_stats,
-                which also skips their host sync (a caller that accumulates micro-batches logs once per step)
-    """
-    mask = check_inputs(logp, old_logp, advantages, mask)
-    phi = corrected_coefficients(logp, old_logp, advantages, mask, cfg, pi_old_logp)  # [B, T]
-    dtype = compute_dtype(logp)
-    terms = -(phi * advantages.to(dtype)[:, None]).detach() * logp.to(dtype)  # [B, T]
-    loss = aggregate(terms, mask, cfg.agg, cfg.norm_len)
-    return loss, diagnostics(phi, logp, old_logp, advantages, mask, cfg) if with_stats else {}
-
-
-# --- docs/math.md §1: groups, advantages and reuse -------------------------------------
-
-def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "none"):
-    """(A [N], stats): A_i = r_i - mean of its (contiguous) group, / (std + 1e-6) if scale = std. docs/math.md §1."""
-    if scale not in SCALES:
-        raise ValueError(f"scale: unknown scale {scale!r}; choose one of {', '.join(SCALES)}")
-    if group_size < 1 or rewards.dim() != 1 or rewards.numel() % group_size:
-        raise ValueError(f"group_size: {group_size} does not divide the {tuple(rewards.shape)} rewards")
-    if not rewards.isfinite().all():
-        raise ValueError("rewards: NaN or inf")
-    grouped = rewards.float().view(-1, group_size)  # [G, group_size]
-    adv = grouped - grouped.mean(-1, keepdim=True)
-    zero_var = (grouped == grouped[:, :1]).all(-1)  # [G] all rewards equal: no learning signal
-    if scale == "std" and group_size > 1:
-        adv = adv / (grouped.std(-1, keepdim=True) + 1e-6)
-    adv = torch.where(zero_var[:, None], torch.zeros_like(adv), adv)
-    return adv.view(-1), {"zero_var_groups": int(zero_var.sum()), "zero_var_frac": zero_var.float().mean().item()}
-
-
-def reuse_split(reuse: int, epochs: int | None = None, minibatches: int | None = None) -> tuple[int, int]:
-    """R optimizer steps on one rollout batch as (epochs, mini-batches per epoch); the count given is capped at R."""
-    if (epochs is None) == (minibatches is None):
-        raise ValueError("reuse: give the number of epochs or of mini-batches per epoch, not both")
-    given = min(reuse, epochs or minibatches)
-    if reuse < 1 or reuse % given:
-        raise ValueError(f"reuse: {reuse} optimizer steps do not split into "
-                         f"{given} {'epochs' if epochs else 'mini-batches'}")
-    return (given, reuse // given) if epochs else (reuse // given, given)
-
-
-def minibatch_order(n_groups: int, group_size: int, minibatches: int, generator: torch.Generator):
-    """One epoch: whole groups in a fresh random order, cut into mini-batches of episode rows (M x [rows])."""
-    groups = torch.randperm(n_groups, generator=generator).view(minibatches, -1)  # [M, groups per mini-batch]
-    return list((groups[:, :, None] * group_size + torch.arange(group_size)).flatten(1))
-
-
-# --- docs/math.md §6: what to watch ---------------------------------------------------
-
-# The statistics `diagnostics` returns, in its order: every list of logged kernel statistics derives from these.
-DIAGNOSTIC_KEYS = (
-    "frac_pos", "frac_neg", "low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "len_low_w_pos",
-    "len_high_w_pos", "len_pos", "phi_mean_pos", "phi_mean_neg", "phi_max_neg", "clip_frac_token", "clip_frac_seq",
-    "approx_kl",
-    *(f"log_w_q{q}_{sign}" for sign in ("pos", "neg") for q in (10, 50, 90)),
-)
-# Those that describe the tails of the weights under reuse (all trivial at w = 1): what the tables show.
-TAIL_KEYS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "phi_max_neg", "clip_frac_seq",
-             "clip_frac_token", "approx_kl", "log_w_q10_pos", "log_w_q90_pos", "log_w_q10_neg", "log_w_q90_neg")
-
-
-@torch.no_grad()
-def diagnostics(phi, logp, old_logp, advantages, mask, cfg) -> dict[str, float]:
-    """docs/math.md §6 statistics of one batch, as python floats (one host sync)."""
-    lengths = mask.sum(-1)  # [B]
-    pos, neg = (advantages > 0) & (lengths > 0), (advantages < 0) & (lengths > 0)  # [B]
-    phi_seq = masked_sum(phi, mask) / lengths.clamp(min=1)  # [B] mean coefficient of a response
-    d = torch.where(mask, logp.detach().to(phi.dtype) - old_logp.to(phi.dtype), torch.zeros_like(phi))  # [B, T]
-    true_log_w = d.sum(-1)  # [B] always the true product, whatever the method uses
-    low_w = pos & (true_log_w < math.log(1 - cfg.diag_eps))  # [B] what a sequence clip starves
-    high_w = pos & (true_log_w > math.log1p(cfg.diag_eps))  # [B] the control: drift sends long ones both ways
-    r, w_true = torch.exp(d.clamp(max=cfg.log_w_max)), torch.exp(true_log_w.clamp(max=cfg.log_w_max))  # [B, T], [B]
-    tok_pos, tok_neg = pos[:, None] & mask, neg[:, None] & mask  # [B, T]
-    tok_clipped = (tok_pos & (r > 1 + cfg.diag_eps)) | (tok_neg & (r < 1 - cfg.diag_eps))  # [B, T]
-    seq_clipped = (pos & (w_true > 1 + cfg.diag_eps)) | (neg & (w_true < 1 - cfg.diag_eps))  # [B]
-    nan, n_tok = phi.new_tensor(float("nan")), mask.sum().clamp(min=1)
-    stats = {
-        "frac_pos": pos.float().mean(),
-        "frac_neg": neg.float().mean(),
-        "low_w_pos_frac": low_w.sum() / pos.sum() if pos.any() else nan,
-        "low_w_pos_phi_mass": phi_seq[low_w].sum() / phi_seq[pos].sum().clamp(min=1e-30) if pos.any() else nan,
-        "phi_low_w_pos": phi_seq[low_w].mean() if low_w.any() else nan,  # what one starved positive gets
-        "len_low_w_pos": lengths[low_w].float().mean() if low_w.any() else nan,  # are the starved ones long?
-        "len_high_w_pos": lengths[high_w].float().mean() if high_w.any() else nan,  # log w sums |y| terms
-        "len_pos": lengths[pos].float().mean() if pos.any() else nan,
-        "phi_mean_pos": phi_seq[pos].mean() if pos.any() else nan,
-        "phi_mean_neg": phi_seq[neg].mean() if neg.any() else nan,
-        "phi_max_neg": phi_seq[neg].max() if neg.any() else nan,
-        "clip_frac_token": (tok_clipped.sum() / (tok_pos | tok_neg).sum().clamp(min=1)),
-        "clip_frac_seq": seq_clipped.sum() / (pos | neg).sum().clamp(min=1),
-        "approx_kl": (torch.expm1(d.clamp(max=cfg.log_w_max)) - d)[mask].sum() / n_tok,  # k3 of KL(mu || pi)
-    }
-    for sign, keep in (("pos", pos), ("neg", neg)):
-        qs = torch.quantile(true_log_w[keep], true_log_w.new_tensor((0.1, 0.5, 0.9))) if keep.any() else [nan] * 3
-        stats.update({f"log_w_q{q}_{sign}": value for q, value in zip((10, 50, 90), qs)})
-    assert tuple(stats) == DIAGNOSTIC_KEYS
-    values = torch.stack([v.float().reshape(()) for v in stats.values()]).tolist()
-    return dict(zip(DIAGNOSTIC_KEYS, values))
-
-
 # --- docs/math.md §7: three policies, the decoupled form -------------------------------
-# mu samples, pi_old is the learner's weights at rollout time, pi the weights now. The coupled
-# form above puts the whole w = pi / mu in one coefficient; the decoupled form splits it into
-# (pi / pi_old) * (pi_old / mu): a method's trust region on the first factor, a correction
-# weight c on the second (TRL's vllm_importance_sampling_mode, verl's rollout_is).
+# mu sampled the batch, pi_old is the learner's log-probs recomputed at the start of the updates
+# on it, pi the learner now. The coupled form puts the whole w = pi / mu in one coefficient; the
+# decoupled form splits it into (pi / pi_old) * (pi_old / mu): a method's trust region on the
+# first factor, a correction weight c on the second (TRL's vllm_importance_sampling_mode, verl's rollout_is).
 
 CORRECTIONS = ("none", "token-truncate", "token-mask", "sequence-truncate", "sequence-mask")
 
@@ -468,29 +317,168 @@ def off_policy_sequence_mask(logp: torch.Tensor, old_logp: torch.Tensor, advanta
     return (~((advantages < 0) & (kl > delta))).to(dtype)
 
 
-def corrected_coefficients(logp, old_logp, advantages, mask, cfg, pi_old_logp=None) -> torch.Tensor:
-    """phi [B, T] as the loss applies it: the method's coefficient (on pi / mu, or with a correction on
-    pi / pi_old times c), then the off-policy sequence mask if asked. docs/math.md §7."""
-    if cfg.correction == "none":
-        phi, _ = coefficients(logp, old_logp, advantages, mask, cfg)  # [B, T]
+def decoupled_coefficients(logp, old_logp, advantages, mask, cfg, pi_old_logp) -> torch.Tensor:
+    """phi [B, T] of the decoupled form: the method's coefficient of pi / pi_old (its trust region), times the
+    correction weight c of pi_old / mu. docs/math.md §7."""
+    if pi_old_logp is None:
+        raise ValueError(f"pi_old_logp: correction {cfg.correction!r} needs the learner's log-probs "
+                         f"recomputed at the start of the updates on this batch")
+    if pi_old_logp.shape != logp.shape:
+        raise ValueError(f"pi_old_logp: shape {tuple(pi_old_logp.shape)} does not match logp's {tuple(logp.shape)}")
+    phi, _ = coefficients(logp, pi_old_logp, advantages, mask, cfg)  # [B, T] trust region on pi / pi_old
+    return phi * correction_weight(pi_old_logp, old_logp, mask, cfg)  # [B, T]
+
+
+# --- The loss ------------------------------------------------------------------------
+
+def check_inputs(logp, old_logp, advantages, mask):
+    if logp.dim() != 2:
+        raise ValueError(f"logp: expected shape [B, T], got {tuple(logp.shape)}")
+    for name, t in (("old_logp", old_logp), ("mask", mask)):
+        if t.shape != logp.shape:
+            raise ValueError(f"{name}: shape {tuple(t.shape)} does not match logp's {tuple(logp.shape)}")
+    if advantages.shape != logp.shape[:1]:
+        raise ValueError(f"advantages: expected shape [{logp.shape[0]}], got {tuple(advantages.shape)}")
+    mask = mask.bool()
+    for name, t in (("logp", logp.detach()), ("old_logp", old_logp)):
+        if not torch.where(mask, t, torch.zeros_like(t)).isfinite().all():
+            raise ValueError(f"{name}: NaN or inf at a response token (mask = 1)")
+    if not advantages.isfinite().all():
+        raise ValueError("advantages: NaN or inf")
+    return mask
+
+
+def coefficients(logp, old_logp, advantages, mask, cfg):
+    """Per-token coefficient phi [B, T] (sequence methods broadcast theirs) and the log-weight s [B]."""
+    level, coefficient, (eps_low, eps_high), length_norm = METHOD_TABLE[cfg.method]
+    eps = (eps_low if cfg.eps_low is None else cfg.eps_low,  # None: the method's own clip range
+           eps_high if cfg.eps_high is None else cfg.eps_high)
+    length_norm = length_norm if cfg.length_norm is None else cfg.length_norm
+    positive = advantages > 0  # [B]
+    log_w = sequence_log_weight(logp, old_logp, mask, length_norm)  # [B]
+    if level == SEQUENCE:
+        phi = coefficient(log_w, positive, cfg, eps)[:, None].expand_as(logp)  # [B, T]
     else:
-        if pi_old_logp is None:
-            raise ValueError(f"pi_old_logp: correction {cfg.correction!r} needs the learner's log-probs "
-                             f"at rollout time")
-        if pi_old_logp.shape != logp.shape:
-            raise ValueError(f"pi_old_logp: shape {tuple(pi_old_logp.shape)} does not match logp's {tuple(logp.shape)}")
-        phi, _ = coefficients(logp, pi_old_logp, advantages, mask, cfg)  # [B, T] trust region on pi / pi_old
-        phi = phi * correction_weight(pi_old_logp, old_logp, mask, cfg)
-    if cfg.opsm_delta is not None:
-        phi = phi * off_policy_sequence_mask(logp, old_logp, advantages, mask, cfg.opsm_delta)[:, None]
-    return phi
+        log_r = torch.where(mask, logp.detach() - old_logp, torch.zeros_like(logp)).to(log_w.dtype)  # [B, T]
+        phi = coefficient(log_r, positive[:, None].expand_as(log_r), cfg, eps)  # [B, T]
+    return phi, log_w
 
 
-# What `off_policy_diagnostics` returns: always, then with pi_old known, then per option.
-OFF_POLICY_KEYS = ("ess", "ess_pos", "ess_neg", "vespo_outliers")
-SAMPLER_KEYS = ("sampler_kl",)
-CORRECTION_KEYS = ("correction_outside_frac",)
-OPSM_KEYS = ("opsm_masked_frac",)
+def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
+                mask: torch.Tensor, cfg: LossConfig, with_stats: bool = True, pi_old_logp: torch.Tensor | None = None):
+    """loss = -agg(stopgrad(phi) * A * log pi_theta); returns (loss, stats).
+
+    logp:       [B, T] per-token log-probs under the current policy (requires grad)
+    old_logp:   [B, T] per-token log-probs under the behaviour policy mu (the sampler)
+    advantages: [B]    one advantage per response
+    mask:       [B, T] 1 on response tokens, 0 on padding
+    cfg:        the method and its knobs, LossConfig() for ReSPO's defaults
+    pi_old_logp: [B, T] the learner's log-probs recomputed at the start of the updates on this batch; only the
+                decoupled form (cfg.correction, docs/math.md §7) reads it
+    stats:      dict of python floats, docs/math.md §6 (nan where a set is empty); {} without with_stats,
+                which also skips their host sync (a caller that accumulates micro-batches logs once per step)
+    """
+    mask = check_inputs(logp, old_logp, advantages, mask)
+    if cfg.correction == "none":  # the coupled form: the method's coefficient of w = pi / mu
+        phi, _ = coefficients(logp, old_logp, advantages, mask, cfg)  # [B, T]
+    else:  # the decoupled form, docs/math.md §7
+        phi = decoupled_coefficients(logp, old_logp, advantages, mask, cfg, pi_old_logp)  # [B, T]
+    if cfg.opsm_delta is not None:  # DeepSeek-V3.2 drops the negatives far off policy, docs/math.md §7
+        phi = phi * off_policy_sequence_mask(logp, old_logp, advantages, mask, cfg.opsm_delta)[:, None]  # [B, T]
+    dtype = compute_dtype(logp)
+    terms = -(phi * advantages.to(dtype)[:, None]).detach() * logp.to(dtype)  # [B, T]
+    loss = aggregate(terms, mask, cfg.agg, cfg.norm_len)
+    return loss, diagnostics(phi, logp, old_logp, advantages, mask, cfg) if with_stats else {}
+
+
+# --- docs/math.md §1: groups, advantages and reuse -------------------------------------
+
+def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "none"):
+    """(A [N], stats): A_i = r_i - mean of its (contiguous) group, / (std + 1e-6) if scale = std. docs/math.md §1."""
+    if scale not in SCALES:
+        raise ValueError(f"scale: unknown scale {scale!r}; choose one of {', '.join(SCALES)}")
+    if group_size < 1 or rewards.dim() != 1 or rewards.numel() % group_size:
+        raise ValueError(f"group_size: {group_size} does not divide the {tuple(rewards.shape)} rewards")
+    if not rewards.isfinite().all():
+        raise ValueError("rewards: NaN or inf")
+    grouped = rewards.float().view(-1, group_size)  # [G, group_size]
+    adv = grouped - grouped.mean(-1, keepdim=True)
+    zero_var = (grouped == grouped[:, :1]).all(-1)  # [G] all rewards equal: no learning signal
+    if scale == "std" and group_size > 1:
+        adv = adv / (grouped.std(-1, keepdim=True) + 1e-6)
+    adv = torch.where(zero_var[:, None], torch.zeros_like(adv), adv)
+    return adv.view(-1), {"zero_var_groups": int(zero_var.sum()), "zero_var_frac": zero_var.float().mean().item()}
+
+
+def reuse_split(reuse: int, epochs: int | None = None, minibatches: int | None = None) -> tuple[int, int]:
+    """R optimizer steps on one rollout batch as (epochs, mini-batches per epoch); the count given is capped at R."""
+    if (epochs is None) == (minibatches is None):
+        raise ValueError("reuse: give the number of epochs or of mini-batches per epoch, not both")
+    given = min(reuse, epochs or minibatches)
+    if reuse < 1 or reuse % given:
+        raise ValueError(f"reuse: {reuse} optimizer steps do not split into "
+                         f"{given} {'epochs' if epochs else 'mini-batches'}")
+    return (given, reuse // given) if epochs else (reuse // given, given)
+
+
+def minibatch_order(n_groups: int, group_size: int, minibatches: int, generator: torch.Generator):
+    """One epoch: whole groups in a fresh random order, cut into mini-batches of episode rows (M x [rows])."""
+    groups = torch.randperm(n_groups, generator=generator).view(minibatches, -1)  # [M, groups per mini-batch]
+    return list((groups[:, :, None] * group_size + torch.arange(group_size)).flatten(1))
+
+
+# --- docs/math.md §6: what to watch ---------------------------------------------------
+
+# The statistics `diagnostics` returns, in its order (then the weights' spread, WEIGHT_SPREAD_KEYS).
+DIAGNOSTIC_KEYS = (
+    "frac_pos", "frac_neg", "low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "len_low_w_pos",
+    "len_high_w_pos", "len_pos", "phi_mean_pos", "phi_mean_neg", "phi_max_neg", "clip_frac_token", "clip_frac_seq",
+    "approx_kl",
+    *(f"log_w_q{q}_{sign}" for sign in ("pos", "neg") for q in (10, 50, 90)),
+)
+WEIGHT_SPREAD_KEYS = ("ess", "ess_pos", "ess_neg", "vespo_outliers")
+
+
+@torch.no_grad()
+def diagnostics(phi, logp, old_logp, advantages, mask, cfg) -> dict[str, float]:
+    """docs/math.md §6 statistics of one batch, as python floats (one host sync)."""
+    lengths = mask.sum(-1)  # [B]
+    pos, neg = (advantages > 0) & (lengths > 0), (advantages < 0) & (lengths > 0)  # [B]
+    phi_seq = masked_sum(phi, mask) / lengths.clamp(min=1)  # [B] mean coefficient of a response
+    d = torch.where(mask, logp.detach().to(phi.dtype) - old_logp.to(phi.dtype), torch.zeros_like(phi))  # [B, T]
+    true_log_w = d.sum(-1)  # [B] always the true product, whatever the method uses
+    low_w = pos & (true_log_w < math.log(1 - cfg.diag_eps))  # [B] what a sequence clip starves
+    high_w = pos & (true_log_w > math.log1p(cfg.diag_eps))  # [B] the control: drift sends long ones both ways
+    r, w_true = torch.exp(d.clamp(max=cfg.log_w_max)), torch.exp(true_log_w.clamp(max=cfg.log_w_max))  # [B, T], [B]
+    tok_pos, tok_neg = pos[:, None] & mask, neg[:, None] & mask  # [B, T]
+    tok_clipped = (tok_pos & (r > 1 + cfg.diag_eps)) | (tok_neg & (r < 1 - cfg.diag_eps))  # [B, T]
+    seq_clipped = (pos & (w_true > 1 + cfg.diag_eps)) | (neg & (w_true < 1 - cfg.diag_eps))  # [B]
+    nan, n_tok = phi.new_tensor(float("nan")), mask.sum().clamp(min=1)
+    stats = {
+        "frac_pos": pos.float().mean(),
+        "frac_neg": neg.float().mean(),
+        "low_w_pos_frac": low_w.sum() / pos.sum() if pos.any() else nan,
+        "low_w_pos_phi_mass": phi_seq[low_w].sum() / phi_seq[pos].sum().clamp(min=1e-30) if pos.any() else nan,
+        "phi_low_w_pos": phi_seq[low_w].mean() if low_w.any() else nan,  # what one starved positive gets
+        "len_low_w_pos": lengths[low_w].float().mean() if low_w.any() else nan,  # are the starved ones long?
+        "len_high_w_pos": lengths[high_w].float().mean() if high_w.any() else nan,  # log w sums |y| terms
+        "len_pos": lengths[pos].float().mean() if pos.any() else nan,
+        "phi_mean_pos": phi_seq[pos].mean() if pos.any() else nan,
+        "phi_mean_neg": phi_seq[neg].mean() if neg.any() else nan,
+        "phi_max_neg": phi_seq[neg].max() if neg.any() else nan,
+        "clip_frac_token": (tok_clipped.sum() / (tok_pos | tok_neg).sum().clamp(min=1)),
+        "clip_frac_seq": seq_clipped.sum() / (pos | neg).sum().clamp(min=1),
+        "approx_kl": (torch.expm1(d.clamp(max=cfg.log_w_max)) - d)[mask].sum() / n_tok,  # k3 of KL(mu || pi)
+    }
+    for sign, keep in (("pos", pos), ("neg", neg)):
+        qs = torch.quantile(true_log_w[keep], true_log_w.new_tensor((0.1, 0.5, 0.9))) if keep.any() else [nan] * 3
+        stats.update({f"log_w_q{q}_{sign}": value for q, value in zip((10, 50, 90), qs)})
+    assert tuple(stats) == DIAGNOSTIC_KEYS
+    stats.update({  # the spread of the weights (docs/math.md §7): effective sample share, VESPO's outlier count
+        "ess": effective_sample_share(true_log_w[lengths > 0]), "ess_pos": effective_sample_share(true_log_w[pos]),
+        "ess_neg": effective_sample_share(true_log_w[neg]), "vespo_outliers": (neg & (true_log_w > math.log(100.0))).sum()})
+    values = torch.stack([v.float().reshape(()) for v in stats.values()]).tolist()
+    return dict(zip(stats, values))
 
 
 def effective_sample_share(log_w: torch.Tensor) -> torch.Tensor:
@@ -499,27 +487,3 @@ def effective_sample_share(log_w: torch.Tensor) -> torch.Tensor:
         return log_w.new_tensor(float("nan"))
     return torch.exp(2 * torch.logsumexp(log_w, 0) - math.log(len(log_w)) - torch.logsumexp(2 * log_w, 0))
 
-
-@torch.no_grad()
-def off_policy_diagnostics(logp, old_logp, advantages, mask, cfg, pi_old_logp=None) -> dict[str, float]:
-    """docs/math.md §7 statistics of one batch (w = pi / mu, the true product), as python floats."""
-    mask = mask.bool()
-    lengths = mask.sum(-1)  # [B]
-    pos, neg = (advantages > 0) & (lengths > 0), (advantages < 0) & (lengths > 0)  # [B]
-    log_w = sequence_log_weight(logp, old_logp, mask)  # [B]
-    stats = {"ess": effective_sample_share(log_w[lengths > 0]), "ess_pos": effective_sample_share(log_w[pos]),
-             "ess_neg": effective_sample_share(log_w[neg]),
-             "vespo_outliers": (neg & (log_w > math.log(100.0))).sum()}  # VESPO's count of exploding negatives
-    if pi_old_logp is not None:
-        d = correction_log_ratio(pi_old_logp, old_logp, mask, TOKEN)  # [B, T]
-        stats["sampler_kl"] = (torch.expm1(d.clamp(max=cfg.log_w_max)) - d)[mask].sum() / mask.sum().clamp(min=1)
-    if cfg.correction != "none":
-        level = cfg.correction.split("-")[0]
-        log_rho = correction_log_ratio(pi_old_logp, old_logp, mask, level)  # [B, T] or [B]
-        counted = mask if level == TOKEN else lengths > 0  # [B, T] or [B]: what the correction weighs
-        stats["correction_outside_frac"] = (outside_bounds(log_rho, cfg) & counted).sum() / counted.sum().clamp(min=1)
-    if cfg.opsm_delta is not None:
-        kept = off_policy_sequence_mask(logp, old_logp, advantages, mask, cfg.opsm_delta)  # [B]
-        stats["opsm_masked_frac"] = (kept[lengths > 0] == 0).sum() / (lengths > 0).sum().clamp(min=1)
-    values = torch.stack([torch.as_tensor(v).float().reshape(()) for v in stats.values()]).tolist()
-    return dict(zip(stats, values))

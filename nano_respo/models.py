@@ -9,6 +9,8 @@ the difference.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import json
 import os
 import re
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from .run.checkpoint import (MANIFEST_FILE, STATE_FILE, newest_intact_checkpoint, publish_directory,
+from .checkpoint import (MANIFEST_FILE, STATE_FILE, newest_intact_checkpoint, publish_directory,
                              verify_checkpoint)
 
 PAD, EOS = "<|endoftext|>", "<|im_end|>"
@@ -130,10 +132,20 @@ def is_complete(path: Path) -> bool:
     return (path / "config.json").exists() and any(path.glob("*.safetensors"))
 
 
+def tiny_model_dir(name: str) -> Path:
+    """Where a tiny default is cached, named by what makes it: its shape, tokenizer, creating code and the
+    library versions whose initialisation it runs (an edit of any of them names a new directory)."""
+    from importlib.metadata import version
+
+    made_by = (TINY_SHAPE, TINY_MODELS[name], CHAT_TEMPLATE, SPECIAL_TOKENS, CHARACTERS, inspect.getsource(create_tiny_model),
+               inspect.getsource(build_char_tokenizer), torch.__version__, version("transformers"))
+    return cache_dir() / "models" / f"{name}-{hashlib.sha256(repr(made_by).encode()).hexdigest()[:12]}"
+
+
 def resolve_model_path(name: str) -> str:
     """A tiny default (created on first use), a run or checkpoint directory, or a hub id / local dir."""
     if name in TINY_MODELS:
-        path = cache_dir() / "models" / name
+        path = tiny_model_dir(name)
         if not is_complete(path):
             create_tiny_model(name, path)
         return str(path)

@@ -25,23 +25,30 @@ end point the same for every seed and CPU (when the model converges; it says whe
 The result depends only on its inputs, so it is saved under the cache
 directory and reused by every run with the same inputs: the same model, the same settings
 and the same training data, recognised by the hash of its content (an edited answer in a
-data file is new data, wherever the file lives).
+data file is new data, wherever the file lives), made by the same code (WARM_START_CODE),
+library versions and CPU setting.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import math
+import os
+import platform
+import sys
 from collections import deque
+from importlib.metadata import version
 
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from . import models, rollout
 from .models import cache_dir, load_model, refuse_unknown_characters
 from .rollout import RolloutBatch, encode_prompts, policy_logprobs, training_forward
-from .run.checkpoint import publish_directory
+from .checkpoint import publish_directory
 from .tasks import Task, hash_seed
 
 
@@ -163,14 +170,46 @@ def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, se
     return {"exact": exact, "converged_at": converged_at, "steps": step}
 
 
+# The code a warm start runs, by module and name: its source is part of the cache key, so an edit of the
+# recipe, the training forward or the tiny models' creation names a new entry instead of reusing a stale one.
+WARM_START_CODE = {"sft": ("teacher_forced_batch", "cosine_lr", "curriculum_size", "smoothed_answer_loss", "sft"),
+                   "rollout": ("encode_prompts", "real_positions", "training_forward", "router_outputs",
+                               "tempered_logprobs", "policy_logprobs"),
+                   "models": ("create_tiny_model", "build_char_tokenizer")}
+WARM_START_CONSTANTS = {"sft": ("CURRICULUM", "LR_SCHEDULE", "CONVERGED_EXACT", "CONVERGED_WINDOW", "CONVERGED_SHARE"),
+                        "models": ("TINY_SHAPE", "TINY_MODELS", "CHAT_TEMPLATE", "SPECIAL_TOKENS", "CHARACTERS")}
+
+
+def warm_start_code() -> str:
+    """A hash of the warm start's code (WARM_START_CODE's sources) and constants, as they are now."""
+    modules = {"sft": sys.modules[__name__], "rollout": rollout, "models": models}
+    parts = [inspect.getsource(getattr(modules[m], name)) for m, names in WARM_START_CODE.items() for name in names]
+    parts += [f"{name} = {getattr(modules[m], name)!r}" for m, names in WARM_START_CONSTANTS.items() for name in names]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def cpu_setting() -> str:
+    """The kernels this process's float math runs on: ATen's CPU capability, MKL's instructions when set, and the
+    processor (the same capability rounds differently on another vendor's chip). The same recipe rounds
+    differently under another setting, so its warm start is another cache entry."""
+    mkl = os.environ.get("MKL_ENABLE_INSTRUCTIONS")
+    try:
+        names = [line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")]
+    except OSError:  # not Linux
+        names = []
+    return ", ".join([torch.backends.cpu.get_cpu_capability(), *([f"MKL {mkl}"] if mkl else []),
+                      names[0] if names else platform.processor() or platform.machine()])
+
+
 def warm_start_key(model_name: str, task: Task, steps: int, batch_size: int, lr: float, seed: int,
                    dtype: str, label_smoothing: float = 0.0, anneal: str = "budget") -> dict:
-    """Everything a warm start's result depends on; its hash names the cache entry (an annealing other than
-    LR_SCHEDULE's own is added, so every earlier entry keeps its name)."""
+    """Everything a warm start's result depends on (settings, data, code, library versions, CPU setting); its
+    hash names the cache entry."""
     return {"model": model_name, "data": task.fingerprint(), "steps": steps, "batch_size": batch_size, "lr": lr,
             "lr_schedule": LR_SCHEDULE, "curriculum": CURRICULUM if task.sizes else None,
-            "label_smoothing": label_smoothing, "seed": seed, "dtype": dtype,
-            **({"anneal": anneal} if anneal != "budget" else {})}
+            "label_smoothing": label_smoothing, "seed": seed, "dtype": dtype, "anneal": anneal,
+            "code": warm_start_code(), "torch": torch.__version__, "transformers": version("transformers"),
+            "cpu": cpu_setting()}
 
 
 def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_size: int, lr: float, seed: int,

@@ -530,7 +530,7 @@ print(f"negatives with w > 1.2 are {sum(high_count) / len(high_count):.1%} of th
 # ## 6. Staleness: what `--lag` does to $w$
 #
 # In asynchronous RL the sampler runs behind the learner. `train.py --lag L` samples each
-# rollout batch with the weights of $L$ iterations ago (`trainer.LaggedPolicy`), so $\log\mu$
+# rollout batch with the weights of $L$ iterations ago (`offpolicy.LaggedPolicy`), so $\log\mu$
 # is the lagged policy's and the *first* of the $R$ steps already sees $w=\pi_{\rm now}/\mu_{\rm lag}\neq1$;
 # with $L=0$ and $R=1$ every method is the on-policy gradient. Toy-sized: train a copy of the
 # warm policy on four more rollout batches ($R=4$, lr 0.01), keeping its weights after each;

@@ -75,7 +75,7 @@ experiment = load_script("experiment_run", ROOT / "experiments" / "run.py")     
 
 # %%
 from nano_respo.rollout import policy_logprobs  # noqa: E402
-from nano_respo.run.config import TrainConfig  # noqa: E402
+from nano_respo.config import TrainConfig  # noqa: E402
 from nano_respo.run.session import build_task, initial_model  # noqa: E402
 from nano_respo.trainer import rl_iteration  # noqa: E402
 
@@ -419,7 +419,7 @@ for lr, v in views.items():
 # the same converged warm start with RL on `reverse`, five methods at the learning rate each
 # scored best on two selection seeds, under heavy reuse and under reuse with stale rollouts.
 # **What `--lag K` means:** each rollout batch is sampled by the policy of $K$ batches earlier
-# (`trainer.LaggedPolicy` keeps those weights), and $\log\mu$ is that old policy's. So at the
+# (`offpolicy.LaggedPolicy` keeps those weights), and $\log\mu$ is that old policy's. So at the
 # first of the $R$ steps on a batch $w=\pi_{\rm now}/\mu_{\rm lag}$ is already not 1: it carries
 # the $K$ batches of updates since the sample (staleness), and the $R$ steps on the batch add
 # their own drift on top (reuse); $w$ folds both. Notebook 03 §6 shows it on the toy. The

@@ -44,10 +44,11 @@ from IPython.display import Markdown, display
 
 import nano_respo
 from nano_respo.kernel import LossConfig, sequence_log_weight
-from nano_respo.rollout import policy_logprobs, router_choices
-from nano_respo.run.config import TrainConfig
+from nano_respo.config import TrainConfig
+from nano_respo.offpolicy import LaggedPolicy, OffPolicy, learner_logprobs, router_choices, router_mismatch
+from nano_respo.rollout import policy_logprobs
 from nano_respo.run.session import build_task, initial_model
-from nano_respo.trainer import LaggedPolicy, collect_rollouts, learner_logprobs, rl_iteration, router_mismatch
+from nano_respo.trainer import collect_rollouts, rl_iteration
 
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 10, "axes.grid": True, "grid.alpha": 0.3})
@@ -107,7 +108,7 @@ print(f"mean |log w|: {log_rho[short].abs().mean():.4f} on the shorter half, {lo
 lagged = LaggedPolicy(model, lag=0, dtype=torch.bfloat16)
 optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
 batch, records, _ = rl_iteration(model, tokenizer, task, optimizer, cfg, iteration=0, step=0,
-                                 sampler=lagged.sampler_for(model))
+                                 off_policy=OffPolicy(lagged))
 with torch.no_grad():
     pi_now, _, _ = policy_logprobs(model, batch, cfg.temperature)              # [N, C] after 4 steps
 mask, mu = batch.completion_mask, batch.old_logp

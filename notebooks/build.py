@@ -6,7 +6,7 @@
 Each notebook's source is a percent-format .py file beside it (01_alpha_divergence_objective.py
 ...), real Python that also runs as a script. This reads it, executes it top to bottom in a
 fresh python3 kernel (one thread), and writes the .ipynb with its outputs, so that it reads
-on a code host without running. tests/test_notebooks.py re-executes each committed .ipynb
+on a code host without running. tests/course/test_notebooks.py re-executes each committed .ipynb
 and fails when its outputs or its cells differ from what the source gives now.
 The same path by hand: jupytext --to ipynb --execute notebooks/01_alpha_divergence_objective.py
 """
@@ -20,7 +20,10 @@ from pathlib import Path
 
 import jupytext
 import nbformat
+import torch
 from nbclient import NotebookClient
+
+from nano_respo.sft import cpu_setting
 
 HERE = Path(__file__).resolve().parent
 SOURCES = sorted(HERE.glob("[0-9][0-9]_*.py")) + [HERE / "exercises.py", HERE / "exercises_solutions.py"]
@@ -37,6 +40,9 @@ def execute(nb: nbformat.NotebookNode, timeout: int = 900) -> nbformat.NotebookN
     os.environ.setdefault("TQDM_DISABLE", "1")  # progress bars print timings: not a reproducible output
     NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
                    resources={"metadata": {"path": str(HERE)}}).execute()
+    # Where its numbers come from: RL runs round differently on another CPU setting, so a fresh execution can
+    # be compared digit by digit only on this one (tests/course/test_notebooks.py).
+    nb.metadata["nano_respo"] = {"built_on": cpu_setting(), "torch": torch.__version__}
     # The sliders' state (and the figures drawn inside them) is live-kernel business: a code
     # host shows the static figures instead, so the file does not carry it.
     nb.metadata.pop("widgets", None)

@@ -1,14 +1,21 @@
-"""Fixtures shared by the test modules."""
+"""Fixtures shared by the test tiers (tests/derivations, step, run, course)."""
 
 import os
 
 import pytest
 import torch
+from hypothesis import settings
+
+# Property tests: a quick profile by default (the derivation tier in under a minute), the full one in CI
+# (HYPOTHESIS_PROFILE=ci, set by .ci/run).
+settings.register_profile("quick", max_examples=25, deadline=None)
+settings.register_profile("ci", max_examples=200, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "quick"))
 
 
 @pytest.fixture(scope="module")
 def model_cache(tmp_path_factory):
-    """Tiny models and warm starts are created once per module in a private cache, never in the user's."""
+    """Tiny models and short warm starts are created once per module in a private cache, never in the user's."""
     previous = os.environ.get("NANO_RESPO_CACHE")
     os.environ["NANO_RESPO_CACHE"] = str(tmp_path_factory.mktemp("cache"))
     yield
@@ -16,6 +23,20 @@ def model_cache(tmp_path_factory):
         os.environ.pop("NANO_RESPO_CACHE")
     else:
         os.environ["NANO_RESPO_CACHE"] = previous
+
+
+@pytest.fixture(scope="session")
+def shared_warm_starts(tmp_path_factory):
+    """One cache for the whole session for the tests that need the default warm starts (minutes each to train):
+    the first such test trains them, the others load them; the user's cache is never read or written."""
+    return tmp_path_factory.mktemp("warm-starts")
+
+
+@pytest.fixture
+def warm_start_cache(shared_warm_starts, monkeypatch):
+    """NANO_RESPO_CACHE at the session's shared warm-start cache for one test."""
+    monkeypatch.setenv("NANO_RESPO_CACHE", str(shared_warm_starts))
+    return shared_warm_starts
 
 
 @pytest.fixture

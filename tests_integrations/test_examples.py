@@ -1,7 +1,9 @@
 """The README's two examples: the TRL script runs; the verl command line is valid for verl 0.9.1."""
 
+import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,3 +111,15 @@ def test_verl_example_applies_the_rollout_correction_once(tmp_path):
     apply_bypass_mode(DataProto.from_dict({"rollout_log_probs": mu, "old_log_probs": pi_old}),
                       bypass.algorithm.rollout_correction, bypass.actor_rollout_ref.actor.policy_loss)
     assert bypass.actor_rollout_ref.actor.policy_loss.loss_mode == "bypass_mode"  # verl's loss, not ReSPO's
+
+
+def test_the_step_benchmark_against_trl_runs_quick(tmp_path):
+    """bench/step.py needs TRL, which this environment has: its --quick smoke test keeps it from rotting unseen."""
+    record = tmp_path / "step.json"
+    env = {**os.environ, "NANO_RESPO_CACHE": str(tmp_path / "cache"), "TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "bench/step.py", "--quick", "--record", str(record)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "ratio ours / TRL:" in done.stdout and "overhead ratio" in done.stdout
+    made = json.loads(record.read_text())
+    assert made["command"].startswith("python bench/step.py --quick") and len(made["ratio_to_trl"]["ours"]) == 1

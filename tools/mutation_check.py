@@ -21,12 +21,13 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = ["tests/test_kernel_derivations.py", "tests/test_kernel_numerics.py"]
-FAMILIES = {  # test-name prefix -> its family number in tests/test_kernel_derivations.py's docstring
+TESTS = ["tests/derivations/test_kernel_derivations.py", "tests/derivations/test_kernel_numerics.py",
+         "tests/derivations/test_kernel_decoupled.py"]
+FAMILIES = {  # test-name prefix -> its family number in tests/derivations/test_kernel_derivations.py's docstring
     "test_on_policy": "1", "test_baseline": "2", "test_clip_table": "2", "test_surrogate": "3",
     "test_corners": "4", "test_alpha_divergence": "5", "test_variational": "6",
     "test_positive_branch": "7", "test_negative_branch": "7", "test_aggregation": "agg",
-}
+}  # tests/derivations/test_kernel_decoupled.py's families print as §7
 KERNEL, SURROGATE = "nano_respo/kernel.py", "nano_respo/lab/surrogate.py"
 MUTANTS = [
     ("flip the sign of the loss", KERNEL, "terms = -(phi * advantages", "terms = (phi * advantages"),
@@ -48,6 +49,19 @@ MUTANTS = [
     ("no log-space guard", KERNEL, "torch.exp(log_phi.clamp(max=log_w_max))", "torch.exp(log_phi)"),
     ("plain IS truncated at 1", KERNEL, "return torch.exp(log_w.clamp(max=cfg.log_w_max))", "return torch.exp(log_w.clamp(max=0.0))"),
     ("empty responses divide by zero", KERNEL, "(terms.sum(-1) / mask.sum(-1).clamp(min=1))", "(terms.sum(-1) / mask.sum(-1))"),
+    # docs/math.md §7, the decoupled form
+    ("trust region on pi / mu, not pi / pi_old", KERNEL, "phi, _ = coefficients(logp, pi_old_logp, advantages, mask, cfg)",
+     "phi, _ = coefficients(logp, old_logp, advantages, mask, cfg)"),
+    ("correction weight left out", KERNEL, "return phi * correction_weight(pi_old_logp, old_logp, mask, cfg)", "return phi"),
+    ("truncation without its C_max", KERNEL, "if low > 0 else None, max=log_high))", "if low > 0 else None, max=cfg.log_w_max))"),
+    ("mask keeps what lies outside the bounds", KERNEL, "torch.where(outside_bounds(log_rho, cfg), torch.zeros_like(log_rho),",
+     "torch.where(outside_bounds(log_rho, cfg), torch.exp(log_rho.clamp(max=log_high)),"),
+    ("sequence correction averaged, not summed", KERNEL, "return log_rho.sum(-1) if level == SEQUENCE else log_rho",
+     "return log_rho.mean(-1) if level == SEQUENCE else log_rho"),
+    ("token truncation capped at TRL's 3, not verl's 2", KERNEL, 'default_max = 2.0 if cfg.correction == "token-truncate" else 3.0',
+     "default_max = 3.0"),
+    ("sequence mask drops positives too", KERNEL, "return (~((advantages < 0) & (kl > delta))).to(dtype)",
+     "return (~(kl > delta)).to(dtype)"),
 ]
 
 
@@ -67,8 +81,8 @@ def run_mutant(path: str, old: str, new: str, fail_fast: bool = False) -> tuple[
                               *(["-x"] if fail_fast else []), *TESTS],
                              cwd=tmp, env={**os.environ, "PYTHONPATH": tmp}, capture_output=True, text=True).stdout
     failed = sorted(set(re.findall(r"^FAILED (\S+)::(\w+)", out, re.M)))
-    families = sorted({"8" if "numerics" in path else FAMILIES.get(next((p for p in FAMILIES if name.startswith(p)), ""), "?")
-                       for path, name in failed})
+    families = sorted({"8" if "numerics" in path else "§7" if "decoupled" in path
+                       else FAMILIES.get(next((p for p in FAMILIES if name.startswith(p)), ""), "?") for path, name in failed})
     return bool(failed), (f"families {','.join(families) or '-'} ({len(failed)} tests: "
                           + ", ".join(name for _, name in failed) + ")")
 

@@ -4,6 +4,7 @@
     python tools/step_lines.py trainer.collect_rollouts trainer.rl_step   # from other roots
     python tools/step_lines.py --method all                      # every row of the method table
     python tools/step_lines.py --root <checkout> ...             # another checkout of the repo
+    python tools/step_lines.py --default                         # only what a default single-device run calls
 
 Starting from the given functions of the package, it follows with `ast` every name a
 reached definition uses that resolves to a definition of the package: functions and
@@ -15,7 +16,10 @@ A class counts its own body (fields, docstrings); each method counts once it is 
 `__init__` / `__post_init__` once the class is. A table keyed by method names (a dict
 literal with a key equal to --method) counts all its lines but is followed along the row of
 that method only, as a reader looks up one row (--method all follows every row). Nothing is
-run and nothing outside the package (torch, transformers) is followed. Prints each
+run and nothing outside the package (torch, transformers) is followed, except with --default:
+then one iteration of a default single-device run is run first (a tiny random-init model) and
+a function it never called is not followed (the branches a flag turns on, such as the
+decoupled correction, drop out; tables and classes a called function reads still count). Prints each
 definition reached with its file, lines, line count and code-line count (docstrings,
 comments and blank lines left out), then the totals; a reached module named `distributed`
 is flagged.
@@ -25,6 +29,10 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = "nano_respo"
@@ -39,7 +47,10 @@ class Module:
         self.source_lines = text.splitlines()
         self.defs: dict[str, ast.AST] = {}       # top-level functions, classes, assignments
         self.imports: dict[str, tuple] = {}      # local alias -> (module, name or None for a module)
-        for node in self.tree.body:
+        # Imports under `if TYPE_CHECKING:` name what an annotation means, so they resolve too.
+        typing_only = [inner for node in self.tree.body if isinstance(node, ast.If)
+                       and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING" for inner in node.body]
+        for node in self.tree.body + typing_only:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self.defs[node.name] = node
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -63,8 +74,9 @@ class Module:
 
 
 class Walker:
-    def __init__(self, root: Path, method: str = "all"):
+    def __init__(self, root: Path, method: str = "all", executed: set[tuple[str, int]] | None = None):
         self.method = method
+        self.executed = executed  # (file, first line) of every function a run executed; None: follow all
         self.modules: dict[str, Module] = {}
         for path in sorted((root / PACKAGE).rglob("*.py")):
             parts = path.relative_to(root).with_suffix("").parts
@@ -119,6 +131,10 @@ class Walker:
     # -- reaching ---------------------------------------------------------------------
     def reach(self, module: Module, qualname: str, node: ast.AST) -> None:
         key = (module.name, qualname)
+        if self.executed is not None and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            path = str(module.path.relative_to(self.root))
+            if not any((path, line) in self.executed for line in [node.lineno, *(d.lineno for d in node.decorator_list)]):
+                return  # a function the run never called
         if key not in self.reached:
             self.reached[key] = node
             self.todo.append((module, qualname, node))
@@ -147,7 +163,10 @@ class Walker:
             args = node.args
             positional = args.posonlyargs + args.args
             defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+            left_out = self.hooks_left_out(node)
             for arg, default in [*zip(positional, defaults), *zip(args.kwonlyargs, args.kw_defaults)]:
+                if arg.annotation is not None and id(arg.annotation) in left_out:
+                    continue
                 cls = self.class_of(module, arg.annotation) or self.class_of(module, default)
                 if cls:
                     typed[arg.arg] = cls
@@ -162,8 +181,11 @@ class Walker:
             body = [item for item in node.body if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))]
             body += node.bases + node.decorator_list
         called = {id(n.func) for part in body for n in ast.walk(part) if isinstance(n, ast.Call)}
+        unused = self.hooks_left_out(node)
         for part in body:
             for sub in ast.walk(part):
+                if id(sub) in unused:
+                    continue
                 if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
                     self.reach_name(module, sub.id, id(sub) in called)
                 elif isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name):
@@ -176,6 +198,18 @@ class Walker:
                     elif cls is not None:  # Class.method; an autograd Function's apply runs forward and backward
                         for attr in ("forward", "backward") if sub.attr == "apply" else (sub.attr,):
                             self.reach_method(*cls, attr)
+
+    def hooks_left_out(self, node: ast.AST) -> set[int]:
+        """With --default: the annotation nodes of parameters that default to None (a hook such as `off_policy`
+        that a default run does not pass), so the class they name is not counted; else nothing."""
+        if self.executed is None or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return set()
+        args = node.args
+        positional = args.posonlyargs + args.args
+        defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+        return {id(n) for arg, default in [*zip(positional, defaults), *zip(args.kwonlyargs, args.kw_defaults)]
+                if isinstance(default, ast.Constant) and default.value is None and arg.annotation is not None
+                for n in ast.walk(arg.annotation)}
 
     def method_row(self, node: ast.AST) -> ast.AST | None:
         """The value of the --method row when node is a table keyed by method names, else None."""
@@ -195,6 +229,41 @@ class Walker:
             self.reach(module, name, module.defs[name])
         while self.todo:
             self.visit(*self.todo.pop())
+
+
+# One RL iteration of a default single-device run (StepConfig's defaults, a random-init tiny Qwen3 on the
+# default task, fewer prompts and tokens): the package functions it calls, as (file, first line).
+DEFAULT_RUN = """
+import json, os, sys, tempfile
+os.environ["NANO_RESPO_CACHE"] = tempfile.mkdtemp()
+import torch
+from nano_respo.config import StepConfig
+from nano_respo.models import load_model
+from nano_respo.tasks import make_task
+from nano_respo.trainer import rl_iteration
+torch.manual_seed(0)
+model, tokenizer = load_model("tiny-qwen3", "float32", "cpu")
+task = make_task("reverse", None, 8, None, seed=0)
+cfg = StepConfig(prompts_per_iteration=2, group_size=4, max_new_tokens=8)
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+package = os.path.join(sys.argv[1], "nano_respo")
+called = set()
+def profile(frame, event, arg):
+    if event == "call" and frame.f_code.co_filename.startswith(package):
+        called.add((os.path.relpath(frame.f_code.co_filename, sys.argv[1]), frame.f_code.co_firstlineno))
+sys.setprofile(profile)
+rl_iteration(model, tokenizer, task, optimizer, cfg, iteration=0, step=0)
+sys.setprofile(None)
+print(json.dumps(sorted(called)))
+"""
+
+
+def executed_functions(root: Path) -> set[tuple[str, int]]:
+    """The package functions one iteration of a default single-device run calls (DEFAULT_RUN, in a fresh process)."""
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
+    out = subprocess.run([sys.executable, "-c", DEFAULT_RUN, str(root)], capture_output=True, text=True, env=env,
+                         check=True, cwd=root)
+    return {(path, line) for path, line in json.loads(out.stdout.splitlines()[-1])}
 
 
 def code_lines(module: Module, node: ast.AST) -> int:
@@ -233,8 +302,11 @@ def main(argv=None):
     parser.add_argument("--method", default="respo",
                         help="the row a reader follows in tables keyed by method (all: every row)")
     parser.add_argument("--root", default=str(Path(__file__).resolve().parents[1]), help="the checkout to read")
+    parser.add_argument("--default", action="store_true",
+                        help="only the functions one iteration of a default single-device run calls (it runs one)")
     args = parser.parse_args(argv)
-    walker = Walker(Path(args.root), args.method)
+    root = Path(args.root).resolve()
+    walker = Walker(root, args.method, executed_functions(root) if args.default else None)
     walker.run(args.roots)
     rows = []
     for (module_name, qualname), node in walker.reached.items():
@@ -256,7 +328,8 @@ def main(argv=None):
         print(f"{lines:5d} {code:5d}  {path}{flag}")
     total, total_code = (sum(v[i] for v in per_file.values()) for i in (0, 1))
     print(f"\n{total} lines ({total_code} of code: no docstrings, comments or blank lines) in {len(rows)} "
-          f"definitions, {len(per_file)} files (from {', '.join(args.roots)}; method tables: {args.method})")
+          f"definitions, {len(per_file)} files (from {', '.join(args.roots)}; method tables: {args.method}"
+          f"{'; the functions a default run calls' if args.default else ''})")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..kernel import METHOD_TABLE, TAIL_KEYS, LossConfig, policy_loss
+from ..kernel import METHOD_TABLE, LossConfig, policy_loss
 
 # Two-sided 95% Student-t quantiles t_{0.975, df}, df = 1..30 (beyond: the normal 1.96).
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
@@ -23,6 +23,10 @@ T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
         2.052, 2.048, 2.045, 2.042)
 OUTCOMES = (("early_auc", "early AUC"), ("full_auc", "full AUC"), ("final_reward", "final train"),
             ("heldout_reward", "held-out"))
+# The kernel statistics (kernel.DIAGNOSTIC_KEYS) that describe the tails of the weights under reuse (all trivial
+# at w = 1): what the tables show.
+TAIL_KEYS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "phi_max_neg", "clip_frac_seq",
+             "clip_frac_token", "approx_kl", "log_w_q10_pos", "log_w_q90_pos", "log_w_q10_neg", "log_w_q90_neg")
 DIAGNOSTICS = (*TAIL_KEYS, "len_low_w_pos", "len_high_w_pos", "len_pos", "zero_var_frac", "response_length", "final_entropy",
                "grad_norm", "tokens_per_s")
 

@@ -41,7 +41,7 @@ CHOICES = {
 DEVICES = "{auto,cpu,cuda,cuda:N}"
 
 # Flag groups of train.py, in the order --help shows them; a field listed in no group is
-# shown last under "other" (tests/test_cli.py checks that none is).
+# shown last under "other" (tests/step/test_cli.py checks that none is).
 TRAIN_GROUPS = {
     "run and model": (
         "Which model to train and where the run goes (runs/<name>/: metrics.jsonl, plots.png, "

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import STATE_FILE, checkpoint_dtype, load_trainer_state
-from .config import TrainConfig
+from ..checkpoint import STATE_FILE, checkpoint_dtype, load_trainer_state
+from ..config import TrainConfig
 from ..evaluation import evaluate
 from ..models import load_model, resolve_device, resolve_model_path
 from ..tasks import make_task

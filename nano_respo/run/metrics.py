@@ -11,7 +11,7 @@ import json
 import math
 from pathlib import Path
 
-from .checkpoint import write_text_atomic
+from ..checkpoint import write_text_atomic
 
 TIMING_KEYS = {"gen_tokens_per_s", "train_tokens_per_s", "iteration_s"}
 

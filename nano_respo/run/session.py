@@ -17,22 +17,25 @@ import json
 import signal
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from tqdm import tqdm
 
+from ..checkpoint import (is_sharded, latest_checkpoint, load_trainer_state, newest_intact_checkpoint,
+                          remove_temporary_checkpoints, save_checkpoint, set_rng_state)
+from ..config import TrainConfig
 from ..evaluation import evaluate
 from ..models import TINY_WARM_START_STEPS, load_model, refuse_unknown_characters, resolve_device
-from ..rollout import decode, decode_lean, packed_policy_logprobs, policy_logprobs, shared_prompt_policy_logprobs
+from ..rollout import decode, policy_logprobs
 from ..sft import warm_start
 from ..tasks import make_task, mixed_task
-from ..trainer import ONE_PROCESS, LaggedPolicy
-from .checkpoint import (is_sharded, latest_checkpoint, load_trainer_state, newest_intact_checkpoint,
-                         remove_temporary_checkpoints, save_checkpoint, set_rng_state)
 from .cli import flat, flat_fields
-from .config import TrainConfig
 from .metrics import MetricsLog, write_plots
 from .runlock import run_lock
+
+if TYPE_CHECKING:
+    from ..offpolicy import LaggedPolicy, OffPolicy
 
 # Config fields a --resume may change without changing what the run computes; a run
 # directory may be moved or renamed, so its location is one of them.
@@ -130,9 +133,9 @@ def initial_model(cfg: TrainConfig, task, device: str, logprobs=policy_logprobs)
     return model, tokenizer
 
 
-def evaluate_heldout(model, tokenizer, task, cfg: TrainConfig, amp, ranks=ONE_PROCESS) -> dict:
+def evaluate_heldout(model, tokenizer, task, cfg: TrainConfig, amp, ranks=None) -> dict:
     """Held-out accuracy, pass@1, pass@k (every rank evaluates under FSDP: sampling runs gathered)."""
-    with amp, ranks.gathered(model):
+    with amp, ranks.gathered(model) if ranks else contextlib.nullcontext():
         return evaluate(model, tokenizer, task, cfg.max_new_tokens, cfg.temperature, cfg.eval_samples,
                         batch_size=cfg.rollout_batch or 256)
 
@@ -158,8 +161,8 @@ class Run:
     amp: contextlib.AbstractContextManager
     logprobs: object
     decoder: object
-    ranks: object
-    lagged: LaggedPolicy | None
+    ranks: object | None  # scale.distributed.Ranks under --fsdp; None on one device
+    off_policy: OffPolicy | None  # a separate sampler and pi_old (nano_respo/offpolicy.py), when the flags ask
     last_eval: dict | None = None
     reward: float = float("nan")
 
@@ -182,6 +185,10 @@ class Run:
         self.reward = records[-1]["reward"]
         self.metrics.write({"kind": "time", "iteration": iteration, "step": self.step, "iteration_s": seconds})
 
+    @property
+    def lagged(self) -> LaggedPolicy | None:
+        return self.off_policy.lagged if self.off_policy else None
+
     def evaluate(self, done: int) -> None:
         self.last_eval = evaluate_heldout(self.model, self.tokenizer, self.task, self.cfg, self.amp, self.ranks)
         self.metrics.write({"kind": "eval", "iteration": done, "step": self.step, **self.last_eval})
@@ -194,7 +201,7 @@ class Run:
     def finish(self) -> None:
         self.metrics.close()
         print(f"end {heldout_line(self.last_eval)} after {self.iteration} iterations, {self.step} optimizer steps")
-        if self.cfg.plots and self.ranks.rank == 0:
+        if self.cfg.plots and (self.ranks is None or self.ranks.rank == 0):
             print(f"plots: {write_plots(self.dir)}")
         print(f"metrics: {self.dir / 'metrics.jsonl'}\ncheckpoint: {latest_checkpoint(self.dir)}")
         if self.stop.requested:
@@ -204,7 +211,7 @@ class Run:
 def save_checkpoint_of(run_dir: Path, model, tokenizer, optimizer, iteration: int, step: int, config: dict, ranks,
                        keep: int = 2, lagged: LaggedPolicy | None = None) -> Path:
     """An atomic checkpoint of the run's state; under FSDP the full weights, and every rank's shards."""
-    if ranks is ONE_PROCESS:
+    if ranks is None:
         extra = {"lagged_weights": list(lagged.kept)} if lagged else {}
         return save_checkpoint(run_dir, model, tokenizer, iteration, step, config, optimizer.state_dict(),
                                keep=keep, extra=extra)
@@ -232,18 +239,35 @@ def open_run(cfg: TrainConfig):
 
 def routes(cfg: TrainConfig):
     """(warm start's log-prob route, RL's log-prob route, RL's decode loop): the systems flags' choice, never the
-    numbers (tests/test_less_work.py). Only --logprob-chunk-mb reaches into scale/."""
+    numbers (tests/step/test_less_work.py). Each route of scale/ is imported only in its own branch."""
     logprobs = policy_logprobs
-    if cfg.logprob_chunk_mb is not None:  # large vocabularies only: the chunked routine of scale/
+    if cfg.logprob_chunk_mb is not None:  # large vocabularies only: the chunked routine
         from ..scale.logprobs import chunked_policy_logprobs
         logprobs = functools.partial(chunked_policy_logprobs, chunk_mb=cfg.logprob_chunk_mb)
     rl_logprobs = logprobs
     if cfg.shared_prompts:  # a route of its own (TrainConfig refuses it beside the two below)
+        from ..scale.shared_prompts import shared_prompt_policy_logprobs
         rl_logprobs = shared_prompt_policy_logprobs
+    elif cfg.packed_forward and cfg.logprob_chunk_mb is not None:
+        rl_logprobs = functools.partial(logprobs, packed=True)
     elif cfg.packed_forward:
-        rl_logprobs = (functools.partial(logprobs, packed=True) if cfg.logprob_chunk_mb is not None
-                       else packed_policy_logprobs)
-    return logprobs, rl_logprobs, decode_lean if cfg.lean_sampler else decode
+        from ..scale.packed import packed_policy_logprobs
+        rl_logprobs = packed_policy_logprobs
+    decoder = decode
+    if cfg.lean_sampler:
+        from ..scale.lean_sampler import decode_lean
+        decoder = decode_lean
+    return logprobs, rl_logprobs, decoder
+
+
+def off_policy_of(cfg: TrainConfig, model, kept: list[dict] | None):
+    """The step's OffPolicy when a flag makes the data off-policy from the start or asks for pi_old, else None."""
+    separate = cfg.lag or cfg.sampler_dtype != "float32"  # a sampler other than the learner itself
+    if not (separate or cfg.loss.correction != "none" or cfg.loss.opsm_delta is not None):
+        return None
+    from ..offpolicy import LaggedPolicy, OffPolicy
+
+    return OffPolicy(LaggedPolicy(model, cfg.lag, kept, getattr(torch, cfg.sampler_dtype)) if separate else None)
 
 
 def start(cfg: TrainConfig, run_dir: Path, task, stop: StopRequest) -> Run:
@@ -287,21 +311,20 @@ def start(cfg: TrainConfig, run_dir: Path, task, stop: StopRequest) -> Run:
     if state is not None:
         optimizer.load_state_dict(state["optimizer"])
         set_rng_state(state["rng"])
-    separate = cfg.lag or cfg.sampler_dtype != "float32"  # a sampler other than the learner itself
-    lagged = LaggedPolicy(model, cfg.lag, state and state.get("lagged_weights"),
-                          getattr(torch, cfg.sampler_dtype)) if separate else None
+    off_policy = off_policy_of(cfg, model, state and state.get("lagged_weights"))
     refuse_unknown_characters(tokenizer, (task.train_pool or []) + task.heldout_problems)
-    ranks = ONE_PROCESS
+    ranks = None
     if cfg.fsdp:  # join the process group and shard; the loop runs on every rank
         model, optimizer, ranks = distributed.shard(model, optimizer, checkpoint, cfg.seed, iteration)
     elif checkpoint is not None and is_sharded(checkpoint):  # an FSDP run's checkpoint, resumed in one process
         from ..scale.distributed import load_sharded
         load_sharded(checkpoint, model, optimizer)
-    log = MetricsLog(run_dir, keep_until_iteration=iteration if checkpoint else None, write=ranks.rank == 0)
-    if ranks.rank == 0:
+    first_rank = ranks is None or ranks.rank == 0
+    log = MetricsLog(run_dir, keep_until_iteration=iteration if checkpoint else None, write=first_rank)
+    if first_rank:
         (run_dir / "config.json").write_text(json.dumps(config, indent=1))
     run = Run(cfg, run_dir, task, model, tokenizer, optimizer, stop, log, config, iteration, step, amp, logprobs,
-              decoder, ranks, lagged, log.last_eval() if checkpoint is not None else None)
+              decoder, ranks, off_policy, log.last_eval() if checkpoint is not None else None)
     if run.last_eval is None:
         run.evaluate(iteration)
     print(f"run: {run_dir}  start {heldout_line(run.last_eval)}")

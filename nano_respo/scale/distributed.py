@@ -35,7 +35,7 @@ from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model
                                                      set_optimizer_state_dict, set_state_dict)
 from torch.distributed.fsdp import FSDPModule, fully_shard
 
-from ..run.checkpoint import SHARDS, is_sharded
+from ..checkpoint import SHARDS, is_sharded
 from ..tasks import hash_seed
 
 

@@ -25,7 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from ..rollout import packed_forward, training_forward, unpacked
+from ..rollout import training_forward
+from .packed import packed_forward, unpacked
 
 
 # Working set of float32 logits per chunk when none is given. A GPU wants larger matmuls
@@ -162,7 +163,7 @@ def chunked_policy_logprobs(model, batch, temperature: float, with_entropy: bool
 
     The model's own forward runs (masks, positions, MoE routing, FSDP gathering) with the
     head handed zero positions; its input and weight go to token_logprobs. packed: through
-    rollout.packed_forward, whose head input is already the K predicting positions.
+    scale.packed.packed_forward, whose head input is already the K predicting positions.
     """
     if packed:
         with head_inputs(model) as collected:

@@ -14,10 +14,10 @@ import torch
 
 from test_kernel_derivations import BASELINE_EPS, grad_of, random_batch, surrogate_terms
 
-from nano_respo.kernel import (CORRECTIONS, METHOD_TABLE, METHODS, SEQUENCE, LossConfig, aggregate, coefficients,
-                               correction_log_ratio, corrected_coefficients, off_policy_diagnostics, policy_loss,
-                               sequence_log_weight)
+from nano_respo.kernel import (CORRECTIONS, METHOD_TABLE, METHODS, SEQUENCE, LossConfig, aggregate, correction_log_ratio,
+                               policy_loss, sequence_log_weight)
 from nano_respo.lab.surrogate import respo_surrogate
+from nano_respo.offpolicy import off_policy_diagnostics
 
 MODES = [c for c in CORRECTIONS if c != "none"]
 
@@ -152,7 +152,9 @@ def test_the_off_policy_sequence_mask_drops_exactly_the_far_negatives(method):
 def test_effective_sample_size_per_sign_and_overall_matches_its_definition():
     _, logp_fn, mu, pi_old, adv, mask = three_policies(7, drift=0.8)
     logp = logp_fn().detach()
-    stats = off_policy_diagnostics(logp, mu, adv, mask, LossConfig(correction="sequence-mask"), pi_old)
+    cfg = LossConfig(correction="sequence-mask")
+    _, stats = policy_loss(logp, mu, adv, mask, cfg, pi_old_logp=pi_old)  # the weights' spread: kernel diagnostics
+    stats.update(off_policy_diagnostics(logp, mu, adv, mask, cfg, pi_old))  # what pi_old adds
     w = torch.exp(torch.where(mask, logp - mu, 0.0).sum(-1))
     nonempty = mask.any(-1)
     for key, rows in (("ess", nonempty), ("ess_pos", nonempty & (adv > 0)), ("ess_neg", nonempty & (adv < 0))):
@@ -163,8 +165,9 @@ def test_effective_sample_size_per_sign_and_overall_matches_its_definition():
     assert stats["sampler_kl"] == pytest.approx(((torch.exp(d) - 1 - d)[mask]).mean().item(), rel=1e-6)
     rho = torch.exp(d.sum(-1))
     assert stats["correction_outside_frac"] == pytest.approx(((rho > 3.0) & nonempty).sum().item() / nonempty.sum().item())
-    equal = off_policy_diagnostics(mu, mu, adv, mask, LossConfig())
-    assert equal["ess"] == pytest.approx(1.0) and "sampler_kl" not in equal and "correction_outside_frac" not in equal
+    _, equal = policy_loss(mu, mu, adv, mask, LossConfig())
+    assert equal["ess"] == pytest.approx(1.0)
+    assert off_policy_diagnostics(mu, mu, adv, mask, LossConfig()) == {}  # nothing without pi_old or an option
 
 
 def test_vespo_outliers_count_the_negatives_above_one_hundred():
@@ -172,19 +175,21 @@ def test_vespo_outliers_count_the_negatives_above_one_hundred():
     log_w = torch.tensor([5.0, 4.0, 5.0, 4.7, -3.0])  # w = e^5 > 100 > e^4 > ... and e^4.7 > 100
     adv = torch.tensor([-1.0, -1.0, 1.0, -0.5, -1.0])
     mu = torch.zeros(5, 2)
-    stats = off_policy_diagnostics(torch.stack([log_w / 2] * 2, 1), mu, adv, mask, LossConfig())
+    _, stats = policy_loss(torch.stack([log_w / 2] * 2, 1), mu, adv, mask, LossConfig())
     assert stats["vespo_outliers"] == 2  # rows 0 and 3; row 2 is a positive
 
 
 # --- 5. With the options off the coefficient is untouched --------------------------------
 
 @pytest.mark.parametrize("method", METHODS)
-def test_without_a_correction_the_coefficient_is_the_coupled_one_bit_for_bit(method):
-    _, logp_fn, mu, pi_old, adv, mask = three_policies(8)
+def test_without_a_correction_pi_old_is_unread_bit_for_bit(method):
+    params, logp_fn, mu, pi_old, adv, mask = three_policies(8)
     cfg = LossConfig(method=method)
-    coupled, _ = coefficients(logp_fn(), mu, adv, mask, cfg)
-    assert torch.equal(corrected_coefficients(logp_fn(), mu, adv, mask, cfg), coupled)
-    assert torch.equal(corrected_coefficients(logp_fn(), mu, adv, mask, cfg, pi_old), coupled)  # pi_old unread
+    coupled, coupled_stats = policy_loss(logp_fn(), mu, adv, mask, cfg)
+    given, given_stats = policy_loss(logp_fn(), mu, adv, mask, cfg, pi_old_logp=pi_old)
+    assert torch.equal(coupled, given) and torch.equal(grad_of(coupled, params), grad_of(given, params))
+    assert coupled_stats == given_stats or all(a == b or (a != a and b != b) for a, b in
+                                               zip(coupled_stats.values(), given_stats.values()))
 
 
 # --- 6. VESPO under TRL's vLLM correction is the coupled vespo on w = pi / mu ---------------

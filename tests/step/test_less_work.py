@@ -1,11 +1,11 @@
 """Doing less work for the same numbers: the packed and shared-prompt training forwards and the lean sampler
 (issue 23).
 
-The packed forward (rollout.pack / packed_policy_logprobs) and the shared-prompt forward (rollout.pack_shared /
-shared_prompt_policy_logprobs) must give the padded forward's log-probs, entropies, MoE load-balancing loss and
-gradients; the lean sampler (rollout.decode_lean) must
+The packed forward (scale.packed: pack / packed_policy_logprobs) and the shared-prompt forward
+(scale.shared_prompts: pack_shared / shared_prompt_policy_logprobs) must give the padded forward's log-probs,
+entropies, MoE load-balancing loss and gradients; the lean sampler (scale.lean_sampler.decode_lean) must
 give decode's greedy completions and log mu. Their sampled distributions and w = 1 are checked
-where decode's are (tests/test_trainer_parts.py, tests/test_trainer.py, parametrised).
+where decode's are (tests/step/test_trainer_parts.py, tests/run/test_trainer.py, parametrised).
 """
 
 import os
@@ -17,9 +17,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(1)
 
 from nano_respo.models import load_model  # noqa: E402
-from nano_respo.rollout import (RolloutBatch, decode, decode_lean, pack, pack_shared, packed_policy_logprobs,  # noqa: E402
-                               policy_logprobs, shared_prompt_policy_logprobs)
+from nano_respo.rollout import RolloutBatch, decode, policy_logprobs  # noqa: E402
+from nano_respo.scale.lean_sampler import decode_lean  # noqa: E402
 from nano_respo.scale.logprobs import chunked_policy_logprobs  # noqa: E402
+from nano_respo.scale.packed import pack, packed_policy_logprobs  # noqa: E402
+from nano_respo.scale.shared_prompts import pack_shared, shared_prompt_policy_logprobs  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("model_cache")
 
@@ -121,7 +123,7 @@ def test_a_shared_row_read_causally_would_differ():
 
 
 def test_the_shared_prompt_forward_is_a_route_of_its_own():
-    from nano_respo.run.config import TrainConfig
+    from nano_respo.config import TrainConfig
     for other in ({"packed_forward": True}, {"logprob_chunk_mb": 16}):
         with pytest.raises(ValueError, match="shared_prompts: a route of its own"):
             TrainConfig(shared_prompts=True, **other)
@@ -158,23 +160,3 @@ def test_lean_decode_gives_decodes_greedy_completions_and_log_mu(family):
     assert torch.equal(tokens_lean, tokens) and torch.equal(in_response_lean, in_response)
     assert torch.equal(ended_lean, ended)
     torch.testing.assert_close(logps_lean[in_response], logps[in_response], rtol=0, atol=1e-5)
-
-
-def test_the_gpu_benchmark_times_both_routes_of_each_change_on_a_tiny_shape():
-    """bench/gpu.py (run on a GPU when one is lent) at a tiny size on the CPU: decode against decode_lean, the
-    padded against the packed step, each with tokens/s, and the two time ratios."""
-    import re
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "bench/gpu.py", "--device", "cpu", "--models", "qwen3-tiny", "--vocab", "512",
-                          "--batch", "4", "--group-size", "2", "--prompt-len", "8", "--new-tokens", "8", "--length", "32",
-                          "--eos-share", "0.1", "--train-steps", "1"], cwd=root, capture_output=True, text=True,
-                         timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert out.returncode == 0, out.stderr[-2000:]
-    for route in ("generation decode ", "generation decode_lean", "training padded", "training packed"):
-        assert re.search(rf"{route}\s+\d+ tokens/s", out.stdout), (route, out.stdout)
-    assert re.search(r"decode_lean / decode time \d+\.\d\d", out.stdout)
-    assert re.search(r"packed / padded time \d+\.\d\d \(\d+ real tokens of 128 padded\)", out.stdout)

@@ -1,10 +1,7 @@
 """experiments/offpolicy.py: what one run of each source records, and that records are never overwritten unasked."""
 
-import importlib.util
 import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,10 +9,7 @@ import torch
 from nano_respo.rollout import RolloutBatch
 from nano_respo.run.cli import parse_config
 
-SPEC = importlib.util.spec_from_file_location("experiments_offpolicy",
-                                              Path(__file__).parents[1] / "experiments" / "offpolicy.py")
-offpolicy = sys.modules["experiments_offpolicy"] = importlib.util.module_from_spec(SPEC)  # dataclasses look it up
-SPEC.loader.exec_module(offpolicy)
+from experiments import offpolicy
 
 
 def config(tmp_path, *argv):
@@ -106,3 +100,25 @@ def test_unknown_sources_and_arms_are_refused(tmp_path):
     for flag, value in (("--sources", "drift"), ("--arms", "ppo"), ("--compare-in", "lag")):
         with pytest.raises(SystemExit):
             config(tmp_path, flag, value)
+
+
+def test_the_reading_applies_each_arms_coefficient_as_the_loss_does():
+    """applied_coefficients writes out policy_loss's branches: its phi gives the loss's gradient for every arm."""
+    from dataclasses import replace
+
+    from nano_respo.kernel import aggregate, policy_loss
+
+    g = torch.Generator().manual_seed(0)
+    mask = torch.rand(12, 7, generator=g) < 0.8
+    mu = -torch.rand(12, 7, generator=g) * 2
+    pi_old = mu + 0.4 * torch.randn(12, 7, generator=g)
+    adv = torch.randn(12, generator=g)
+    for arm, loss in offpolicy.ARMS.items():
+        loss = replace(loss, norm_len=loss.norm_len or 7)
+        logp = (pi_old + 0.3 * torch.randn(12, 7, generator=g)).requires_grad_()
+        (got,) = torch.autograd.grad(policy_loss(logp, mu, adv, mask, loss, pi_old_logp=pi_old)[0], logp)
+        phi = offpolicy.applied_coefficients(logp.detach(), mu, adv, mask, loss, pi_old)
+        reference = aggregate(-(phi * adv[:, None]) * logp, mask, loss.agg, loss.norm_len)
+        (expected,) = torch.autograd.grad(reference, logp)
+        assert expected.abs().sum() > 0, arm
+        torch.testing.assert_close(got, expected, msg=arm)

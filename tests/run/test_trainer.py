@@ -14,21 +14,22 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(1)
 
-from nano_respo.run import checkpoint as checkpoint_module  # noqa: E402
+from nano_respo import checkpoint as checkpoint_module  # noqa: E402
 from nano_respo.run import evaluate_cli  # noqa: E402
 from nano_respo import trainer as trainer_module  # noqa: E402
 from nano_respo.run import session as session_module  # noqa: E402
-from nano_respo.run.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint  # noqa: E402
+from nano_respo.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint  # noqa: E402
 from nano_respo.run.cli import build_parser, from_flat, parse_config  # noqa: E402
 from nano_respo.run.evaluate_cli import EvalConfig, run_eval  # noqa: E402
 from nano_respo.kernel import LossConfig  # noqa: E402
 from nano_respo.run.metrics import TIMING_KEYS, read_metrics  # noqa: E402
 from nano_respo.models import load_model  # noqa: E402
-from nano_respo.rollout import (RolloutBatch, decode, decode_lean, packed_policy_logprobs, policy_logprobs,  # noqa: E402
-                                sample, score)
+from nano_respo.rollout import RolloutBatch, decode, policy_logprobs, sample, score  # noqa: E402
+from nano_respo.scale.lean_sampler import decode_lean  # noqa: E402
 from nano_respo.scale.logprobs import chunked_policy_logprobs  # noqa: E402
-from nano_respo.tasks import Problem, make_task  # noqa: E402
-from nano_respo.run.config import TrainConfig  # noqa: E402
+from nano_respo.scale.packed import packed_policy_logprobs  # noqa: E402
+from nano_respo.tasks import make_task  # noqa: E402
+from nano_respo.config import TrainConfig  # noqa: E402
 from nano_respo.trainer import rl_step, train  # noqa: E402
 
 

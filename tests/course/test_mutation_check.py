@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("mutation_check", ROOT / "tools" / "mutation_check.py")
 mutation_check = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mutation_check)

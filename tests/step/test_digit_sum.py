@@ -9,7 +9,7 @@ import torch
 
 from nano_respo.models import build_char_tokenizer, refuse_unknown_characters
 from nano_respo.rollout import sample, score
-from nano_respo.run.config import TrainConfig
+from nano_respo.config import TrainConfig
 from nano_respo.run.session import build_task
 from nano_respo.sft import curriculum_size
 from nano_respo.tasks import (DIGIT_SUM_EXTRAPOLATION, DIGIT_SUM_HELDOUT, DIGIT_SUM_INTERPOLATION, hash_seed,

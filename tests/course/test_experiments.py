@@ -1,27 +1,24 @@
 """experiments/run.py: the grid it launches and the train.py command of each cell."""
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from nano_respo.run.cli import parse_config
-from nano_respo.run.config import TrainConfig
+from nano_respo.config import TrainConfig
 
-SPEC = importlib.util.spec_from_file_location("experiments_run", Path(__file__).parents[1] / "experiments" / "run.py")
-experiments = sys.modules["experiments_run"] = importlib.util.module_from_spec(SPEC)  # dataclasses look it up
-SPEC.loader.exec_module(experiments)
+from experiments import across, common, gate2, select_lr as select, warm_start_stop
+from experiments import run as experiments
 
 
 def config(*argv):
-    return parse_config(experiments.ExperimentConfig, ["--models", "tiny-qwen3", *argv])
+    return parse_config(common.ExperimentConfig, ["--models", "tiny-qwen3", *argv])
 
 
 def test_the_on_policy_cell_runs_once_and_every_stale_or_reused_cell_for_every_method():
     cfg = config("--methods", "respo", "grpo", "--settings", "1", "1+lag2", "4", "4+lag2", "--seeds", "0")
-    cells = set(experiments.grid(cfg))
+    cells = set(common.grid(cfg))
     assert ("tiny-qwen3", "respo", 1, 0, 0) in cells and ("tiny-qwen3", "grpo", 1, 0, 0) not in cells
     assert {("tiny-qwen3", m, r, lag, 0) for m in ("respo", "grpo") for r, lag in ((1, 2), (4, 0), (4, 2))} <= cells
     assert len(cells) == 7
@@ -30,7 +27,7 @@ def test_the_on_policy_cell_runs_once_and_every_stale_or_reused_cell_for_every_m
 def test_each_cell_is_a_valid_train_py_command_with_its_lag_and_learning_rate():
     cfg = config("--methods", "respo", "seq_clip", "--settings", "8+lag2", "--lrs", "respo=0.001")
     for method, lr in (("respo", 0.001), ("seq_clip", TrainConfig().lr)):
-        command = experiments.train_command(cfg, "tiny-qwen3", method, 8, 2, 3, resume=False)
+        command = common.train_command(cfg, "tiny-qwen3", method, 8, 2, 3, resume=False)
         run = parse_config(TrainConfig, command[2:])
         assert (run.loss.method, run.reuse, run.lag, run.lr, run.seed) == (method, 8, 2, lr, 3)
         assert run.name == f"{method}-reuse8-lag2-seed3"
@@ -39,7 +36,7 @@ def test_each_cell_is_a_valid_train_py_command_with_its_lag_and_learning_rate():
 @pytest.mark.parametrize("text", ["0", "4+lag", "lag2", "4 + lag2", "-1"])
 def test_a_malformed_setting_is_refused_naming_the_flag(text):
     with pytest.raises(ValueError, match="^settings:"):
-        experiments.ExperimentConfig(settings=[text])
+        common.ExperimentConfig(settings=[text])
 
 
 def test_records_of_one_model_replace_that_models_records_and_keep_the_others(tmp_path):
@@ -52,20 +49,14 @@ def test_records_of_one_model_replace_that_models_records_and_keep_the_others(tm
 
 def test_learning_rates_must_name_a_method_of_the_grid():
     with pytest.raises(ValueError, match="^lrs:"):
-        experiments.ExperimentConfig(methods=["respo"], lrs=["grpo=0.01"])
+        common.ExperimentConfig(methods=["respo"], lrs=["grpo=0.01"])
 
 
-SELECT = importlib.util.spec_from_file_location("experiments_select", Path(__file__).parents[1] / "experiments" / "select_lr.py")
-select = sys.modules["experiments_select"] = importlib.util.module_from_spec(SELECT)
-SELECT.loader.exec_module(select)
-GATE2 = importlib.util.spec_from_file_location("experiments_gate2", Path(__file__).parents[1] / "experiments" / "gate2.py")
-gate2 = sys.modules["experiments_gate2"] = importlib.util.module_from_spec(GATE2)
-GATE2.loader.exec_module(gate2)
 
 
 def test_selection_runs_every_method_at_each_learning_rate_and_picks_the_best_score():
     cfg = select.SelectConfig(methods=["respo", "seq_clip"], lr_grid=[1e-4, 1e-3], settings=["8"], seeds=[900])
-    command = experiments.train_command(select.grid_at(cfg, 1e-3), "tiny-qwen3", "seq_clip", 8, 0, 900, resume=False)
+    command = common.train_command(select.grid_at(cfg, 1e-3), "tiny-qwen3", "seq_clip", 8, 0, 900, resume=False)
     assert parse_config(TrainConfig, command[2:]).lr == 1e-3
     outcome = {("respo", 1e-4): 0.2, ("respo", 1e-3): 0.6, ("seq_clip", 1e-4): 0.5, ("seq_clip", 1e-3): 0.1}
     records = [{"method": m, "lr": lr, "early_auc": v, "final_reward": v, "heldout_reward": v}
@@ -88,11 +79,11 @@ def test_the_preregistered_lr_rule_skips_collapsed_learning_rates_and_breaks_nea
     records[1]["skipped_steps"] = 1  # a skipped step is a collapse too
     assert select.choose_final(records, ["respo"], [1e-4, 3e-4, 1e-3])[0] == {"respo": 3e-4}
     selection = select.SelectConfig(task="digit_sum", sft_task_size=20, sft_full_share=0.02)
-    command = experiments.train_command(select.grid_at(selection, 1e-3), "tiny-qwen3", "respo", 1, 0, 900, resume=False)
+    command = common.train_command(select.grid_at(selection, 1e-3), "tiny-qwen3", "respo", 1, 0, 900, resume=False)
     run_cfg = parse_config(TrainConfig, command[2:])
     assert (run_cfg.task, run_cfg.sft_task_size, run_cfg.sft_full_share, run_cfg.task_size) == ("digit_sum", 20, 0.02,
                                                                                                    None)
-    gate2_cfg = parse_config(TrainConfig, experiments.train_command(
+    gate2_cfg = parse_config(TrainConfig, common.train_command(
         gate2.experiment(gate2.Gate2Config(lr=1e-4, sft_task_size=20, sft_full_share=0.02)), "tiny-qwen3", "seq_clip",
         8, 0, 900, resume=False)[2:])
     assert (gate2_cfg.sft_task_size, gate2_cfg.sft_full_share, gate2_cfg.reuse) == (20, 0.02, 8)
@@ -101,29 +92,26 @@ def test_the_preregistered_lr_rule_skips_collapsed_learning_rates_and_breaks_nea
 
 
 def test_a_rerun_is_checked_against_committed_records_model_by_model(tmp_path):
-    committed = Path(__file__).parents[1] / "experiments" / "results" / "default" / "records.json"
+    committed = Path(__file__).parents[2] / "experiments" / "results" / "default" / "records.json"
     reference = json.loads(committed.read_text())
     rerun = tmp_path / "records.json"
     rerun.write_text(json.dumps(reference))  # a rerun that agrees exactly
     argv = ["--models", "tiny-qwen3", "tiny-qwen3-moe", "--out-dir", str(tmp_path), "--records", str(rerun),
             "--check", str(committed)]
-    assert experiments.check(parse_config(experiments.ExperimentConfig, argv))
+    assert experiments.check(parse_config(common.ExperimentConfig, argv))
     assert "CHECK PASSED" in (tmp_path / "check.md").read_text()
     # A claim the records cannot carry fails the check: a method never beats itself.
-    failing = parse_config(experiments.ExperimentConfig, argv + ["--claims", "early_auc@8:grpo:above:grpo"])
+    failing = parse_config(common.ExperimentConfig, argv + ["--claims", "early_auc@8:grpo:above:grpo"])
     assert not experiments.check(failing)
     assert "CHECK FAILED" in (tmp_path / "check.md").read_text()
 
 
 def test_a_check_never_writes_into_the_records_it_checks_against(tmp_path):
-    committed = str(Path(__file__).parents[1] / "experiments" / "results" / "default" / "records.json")
+    committed = str(Path(__file__).parents[2] / "experiments" / "results" / "default" / "records.json")
     with pytest.raises(ValueError, match="^records:"):
-        experiments.ExperimentConfig(check=committed, records=committed)
+        common.ExperimentConfig(check=committed, records=committed)
 
 
-ACROSS = importlib.util.spec_from_file_location("experiments_across", Path(__file__).parents[1] / "experiments" / "across.py")
-across = sys.modules["experiments_across"] = importlib.util.module_from_spec(ACROSS)
-ACROSS.loader.exec_module(across)
 
 
 def test_a_claim_is_carried_only_when_it_holds_on_every_cpu_setting(tmp_path):
@@ -146,10 +134,6 @@ def test_a_claim_is_carried_only_when_it_holds_on_every_cpu_setting(tmp_path):
     assert stop.value.code == 1 and "stuck" in (tmp_path / "across.md").read_text().lower()
 
 
-WARM = importlib.util.spec_from_file_location("experiments_warm_start_stop",
-                                              Path(__file__).parents[1] / "experiments" / "warm_start_stop.py")
-warm_start_stop = sys.modules["experiments_warm_start_stop"] = importlib.util.module_from_spec(WARM)
-WARM.loader.exec_module(warm_start_stop)
 
 
 def warm_record(anneal, seed, pass1, greedy=1.0, converged_at=514, setting="default"):
@@ -180,13 +164,12 @@ def test_the_warm_start_rule_passes_inside_the_widened_band_and_fails_outside_it
 
 
 def test_a_record_names_its_cpu_setting_and_the_command_that_made_it(monkeypatch):
-    """gate1.provenance, which the gate and warm-start records share: the variables set come first."""
-    gate1 = sys.modules.get("gate1") or importlib.import_module("gate1")
+    """common.provenance, which the gate and warm-start records share: the variables set come first."""
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
     monkeypatch.delenv("MKL_ENABLE_INSTRUCTIONS", raising=False)
-    made = gate1.provenance("experiments/gate1.py", ["--out", "a b.json"])
+    made = common.provenance("experiments/gate1.py", ["--out", "a b.json"])
     assert made == {"command": "ATEN_CPU_CAPABILITY=default NANO_RESPO_CACHE=<empty dir> python "
                                "experiments/gate1.py --out 'a b.json'", "cpu_setting": "unvectorised"}
     monkeypatch.delenv("ATEN_CPU_CAPABILITY")
-    assert gate1.provenance("experiments/gate2.py", [], empty_cache=False) == \
+    assert common.provenance("experiments/gate2.py", [], empty_cache=False) == \
         {"command": "python experiments/gate2.py", "cpu_setting": "default"}

@@ -7,7 +7,7 @@ import torch
 
 from test_exercises import checks  # notebooks/checks.py, loaded with the course module it imports
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 SELECTION = ROOT / "toy" / "results" / "selection"
 METHODS = ("seq_clip", "grpo", "gspo", "cispo", "vespo", "respo")

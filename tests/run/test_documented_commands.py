@@ -21,10 +21,10 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from nano_respo.run.cli import parse_config  # noqa: E402
-from nano_respo.run.config import TrainConfig  # noqa: E402
+from nano_respo.config import TrainConfig  # noqa: E402
 from nano_respo.run.evaluate_cli import EvalConfig  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ["README.md", "RESULTS.md", "docs/math.md", "docs/training.md", "docs/scaling.md", "bench/README.md",
         "toy/RESULTS.md", "nano_respo/integrations/README.md"]
 PROGRAMS = ("python", "python3", ".venv-bench/bin/python", "torchrun", "bash", "jupyter")
@@ -56,25 +56,25 @@ SHORTENED = {
 }
 # Scripts run (shortened) by another test, or by CI itself, and what runs them.
 RUN_BY = {
-    "train.py": "tests/test_commands_after_a_default_run.py",  # the default run and every --help example
-    "eval.py": "tests/test_commands_after_a_default_run.py",
-    "toy.run": "tests/test_toy.py",
-    "toy.across": "tests/test_report.py",
-    "toy.stuck": "tests/test_toy_stuck.py",
+    "train.py": "tests/run/test_commands_after_a_default_run.py",  # the default run and every --help example
+    "eval.py": "tests/run/test_commands_after_a_default_run.py",
+    "toy.run": "tests/step/test_toy.py",
+    "toy.across": "tests/step/test_report.py",
+    "toy.stuck": "tests/step/test_toy_stuck.py",
     # The grid scripts launch many train.py runs: their parts (the cells' commands, the check
     # against committed records, the choice of learning rate) are run there on small inputs.
-    "experiments/run.py": "tests/test_experiments.py",
-    "experiments/across.py": "tests/test_experiments.py",
-    "experiments/select_lr.py": "tests/test_experiments.py",
-    "experiments/figures.py": "tests/test_figures.py",  # --check over the prose
-    "experiments/offpolicy.py": "tests/test_offpolicy.py",
-    "tools/mutation_check.py": "tests/test_mutation_check.py",
+    "experiments/run.py": "tests/course/test_experiments.py",
+    "experiments/across.py": "tests/course/test_experiments.py",
+    "experiments/select_lr.py": "tests/course/test_experiments.py",
+    "experiments/figures.py": "tests/course/test_figures.py",  # --check over the prose
+    "experiments/offpolicy.py": "tests/course/test_offpolicy.py",
+    "tools/mutation_check.py": "tests/course/test_mutation_check.py",
     "pytest": ".ci/run",
     ".ci/integrations.sh": ".ci/run",
     "examples/trl_respo.py": "tests_integrations/test_examples.py",  # TRL: the integrations' environment
     "examples/verl_respo.sh": "tests_integrations/test_examples.py",
     "bench/step.py": None,  # TRL in .venv-bench (bench/README.md): here its flags are checked with --help only
-    "notebooks/": "tests/test_notebooks.py",  # jupyter lab notebooks/: every notebook is executed there
+    "notebooks/": "tests/course/test_notebooks.py",  # jupyter lab notebooks/: every notebook is executed there
     "venv": None, "--version": None,  # setting up Python itself
 }
 
@@ -84,10 +84,8 @@ STAND_INS = {"mine=runs/check/records.json": "mine=experiments/results/default/l
 
 
 def script_module(path: str):
-    spec = importlib.util.spec_from_file_location(Path(path).stem + "_documented", ROOT / path)
-    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look it up
-    spec.loader.exec_module(module)
-    return module
+    """experiments/x.py as the package module experiments.x."""
+    return importlib.import_module(path.removesuffix(".py").replace("/", "."))
 
 
 def commands_in(text: str) -> list[str]:
@@ -142,7 +140,7 @@ def test_the_docs_name_commands_of_every_kind():
 def test_every_documented_command_is_checked(doc, command, model_cache, tmp_path):
     script, args = script_and_args(command)
     assert script in CONFIGS or script in SHORTENED or script in RUN_BY, \
-        f"{doc} names `{command}`: add its script {script!r} to tests/test_documented_commands.py"
+        f"{doc} names `{command}`: add its script {script!r} to tests/run/test_documented_commands.py"
     if script in CONFIGS:
         cls = CONFIGS[script]()
         try:

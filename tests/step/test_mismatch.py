@@ -15,10 +15,12 @@ from nano_respo.kernel import LossConfig
 from nano_respo.models import load_model
 from nano_respo.rollout import policy_logprobs
 from nano_respo.run.cli import from_flat
-from nano_respo.run.config import TrainConfig
+from nano_respo.config import TrainConfig
 from nano_respo.run.metrics import read_metrics
 from nano_respo.tasks import make_task
-from nano_respo.trainer import LaggedPolicy, StepConfig, rl_iteration, train
+from nano_respo.config import StepConfig
+from nano_respo.offpolicy import LaggedPolicy, OffPolicy
+from nano_respo.trainer import rl_iteration, train
 
 from conftest import parity_reward  # shared with the parity_runs fixture
 
@@ -37,9 +39,9 @@ def first_iteration(model_name, dtype, seed=0, **loss):
                      loss=LossConfig(**loss))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     learner = copy.deepcopy(model)
-    sampler = LaggedPolicy(model, lag=0, dtype=dtype).sampler_for(model)
-    batch, records, _ = rl_iteration(model, tokenizer, task, optimizer, cfg, 0, 0, sampler=sampler)
-    return learner, sampler, batch, records, cfg
+    lagged = LaggedPolicy(model, lag=0, dtype=dtype)
+    batch, records, _ = rl_iteration(model, tokenizer, task, optimizer, cfg, 0, 0, off_policy=OffPolicy(lagged))
+    return learner, lagged.sampler, batch, records, cfg
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

@@ -182,10 +182,10 @@ def test_a_response_ends_at_its_first_eos_and_decoding_stops_when_all_have():
 
 def test_a_broken_tiny_model_cache_is_rebuilt(tmp_path, monkeypatch):
     """A cache entry without weights (an interrupted or rank-0-less save) is replaced, not trusted."""
-    from nano_respo.models import load_model
+    from nano_respo.models import load_model, tiny_model_dir
 
     monkeypatch.setenv("NANO_RESPO_CACHE", str(tmp_path))
-    broken = tmp_path / "models" / "tiny-qwen3"
+    broken = tiny_model_dir("tiny-qwen3")
     broken.mkdir(parents=True)
     build_char_tokenizer().save_pretrained(broken)
     model, _ = load_model("tiny-qwen3")
@@ -233,7 +233,8 @@ def exact_distribution(model, prompt: list[int], steps: int, temperature: float)
 @pytest.mark.parametrize("family", ["dense", "moe"])
 def test_sampler_draws_the_exact_tempered_distribution_with_left_padding(family, lean):
     """Completion frequencies of the KV-cache sampler match exact enumeration; log mu matches each sequence's."""
-    from nano_respo.rollout import decode, decode_lean
+    from nano_respo.rollout import decode
+    from nano_respo.scale.lean_sampler import decode_lean
 
     model = tiny_vocabulary_model(family)
     temperature, steps, n = 0.6, 3, 3000
@@ -276,9 +277,12 @@ def test_at_reuse_1_without_lag_every_method_takes_the_same_first_step(tmp_path,
     trainer's own path, where log mu comes from the KV-cache sampler and log pi from the training forward,
     so w = 1 up to their float noise: the steps agree to that noise, and a drifted mu makes them differ."""
     from nano_respo.models import load_model
-    from nano_respo.trainer import StepConfig, collect_rollouts, rl_step
+    from nano_respo.config import StepConfig
+    from nano_respo.trainer import collect_rollouts, rl_step
     from nano_respo.kernel import LossConfig, group_advantages
-    from nano_respo.rollout import RolloutBatch, decode, decode_lean, packed_policy_logprobs, policy_logprobs
+    from nano_respo.rollout import RolloutBatch, decode, policy_logprobs
+    from nano_respo.scale.lean_sampler import decode_lean
+    from nano_respo.scale.packed import packed_policy_logprobs
 
     monkeypatch.setenv("NANO_RESPO_CACHE", str(tmp_path))
     model, tokenizer = load_model("tiny-qwen3")

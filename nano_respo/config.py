@@ -1,19 +1,81 @@
-"""train.py's config: every flag of a training run, each with its one-line docstring, checked when built.
+"""The configs of train.py, below both the trainer and the session: every flag, each with its one-line docstring.
 
-StepConfig (nano_respo/trainer.py) holds what one RL step reads, LossConfig (kernel.py) the
-policy loss; TrainConfig adds the model, the task, the warm start and the run around them.
-Every value is checked here, so a bad flag fails in one line before anything loads.
+StepConfig holds what one RL step reads, LossConfig (kernel.py) the policy loss; TrainConfig
+adds the model, the task, the warm start and the run around them. Every value is checked here,
+so a bad flag fails in one line before anything loads. run/cli.py makes the flags from these
+fields and their docstrings.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..models import TINY_MODELS, WEIGHT_DTYPES, check_device, resolve_model_path
-from ..sft import ANNEALS
-from ..trainer import StepConfig
+from .kernel import SCALES, LossConfig, reuse_split
+from .models import TINY_MODELS, WEIGHT_DTYPES, check_device, resolve_model_path
+from .sft import ANNEALS
+
+
+@dataclass
+class StepConfig:
+    """What one RL step reads: its rollout batch, advantages, reuse loop and loss (flags of train.py)."""
+    prompts_per_iteration: int = 32
+    """Prompts per rollout batch (P); the batch holds P x group_size episodes."""
+    group_size: int = 8
+    """Completions sampled per prompt (G); advantages are centred within each group."""
+    reuse: int = 4
+    """Optimizer steps per rollout batch (epochs x mini-batches); 1 = on-policy."""
+    epochs: int = 2
+    """Passes over each rollout batch (at most reuse); mini-batches (of whole groups) per pass = reuse / epochs."""
+    max_new_tokens: int = 48
+    """Generation budget; a completion without EOS within it is truncated (and usually wrong)."""
+    temperature: float = 1.0
+    """Sampling temperature; the training forward divides logits by the same value so w = 1 on a fresh batch."""
+    adv_scale: str = "none"
+    """Group advantage scaling: none (A = r - group mean) or std (also divide by the group std, as GRPO)."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping threshold (total L2 norm)."""
+    router_aux_coef: float = 0.0
+    """MoE only: coefficient of the router load-balancing loss added to the policy loss (always logged)."""
+    rollout_batch: int | None = None
+    """Sequences per sampler call (bounds the KV cache); None = the whole rollout batch at once."""
+    micro_batch: int | None = None
+    """Sequences per forward/backward; gradients accumulate over a mini-batch. None = the whole mini-batch."""
+    seed: int = 0
+    """Seed of sampling, mini-batch order and the task's training problems."""
+    loss: LossConfig = field(default_factory=LossConfig)
+    """The policy loss (its fields are flags of their own: --method, --alpha-pos, ...)."""
+
+    def __post_init__(self):
+        for name in ("prompts_per_iteration", "reuse", "epochs", "max_new_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        if self.group_size < 2:  # an advantage is a reward minus its group's mean: a group of one has 0
+            raise ValueError(f"group_size: must be >= 2, got {self.group_size}; a group of one has advantage 0 "
+                             f"(its reward minus its own mean), so nothing would be learned")
+        for name in ("micro_batch", "rollout_batch"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        if self.prompts_per_iteration % self.minibatches:
+            raise ValueError(f"reuse: {self.prompts_per_iteration} prompts do not split into {self.minibatches} "
+                             f"mini-batches of whole groups (reuse / epochs)")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature: must be > 0, got {self.temperature}")
+        if self.adv_scale not in SCALES:
+            raise ValueError(f"adv_scale: unknown scale {self.adv_scale!r}; choose one of {', '.join(SCALES)}")
+        if not (math.isfinite(self.max_grad_norm) and self.max_grad_norm > 0):
+            raise ValueError(f"max_grad_norm: must be > 0, got {self.max_grad_norm}")
+
+    @property
+    def minibatches(self) -> int:
+        return reuse_split(self.reuse, self.epochs)[1]
+
+    @property
+    def step_loss(self) -> LossConfig:
+        """The loss as the step runs it: Dr. GRPO's constant divisor defaults to the generation budget, so
+        every mini-batch and rank divides alike."""
+        return self.loss if self.loss.norm_len else replace(self.loss, norm_len=self.max_new_tokens)
 
 
 @dataclass
@@ -83,11 +145,11 @@ class TrainConfig(StepConfig):
     logprob_chunk_mb: float | None = None
     """Large vocabularies: log-probs by the chunked routine holding this many MB of float32 logits (16 suits a CPU, 256 a GPU); None = a plain log-softmax."""
     packed_forward: bool = False
-    """RL's training forward without padding: each micro-batch's sequences packed into rows, attention confined to each sequence (rollout.packed_policy_logprobs); the same log-probs up to float noise. Off by default, so the default run's numbers stay."""
+    """RL's training forward without padding: each micro-batch's sequences packed into rows, attention confined to each sequence (scale.packed); the same log-probs up to float noise. Off by default, so the default run's numbers stay."""
     shared_prompts: bool = False
-    """RL's training forward with each distinct prompt computed once: a row per prompt, its completions after it, each attending to the prompt and itself (rollout.shared_prompt_policy_logprobs); the same log-probs up to float noise. Off by default."""
+    """RL's training forward with each distinct prompt computed once: a row per prompt, its completions after it, each attending to the prompt and itself (scale.shared_prompts); the same log-probs up to float noise. Off by default."""
     lean_sampler: bool = False
-    """Rollouts by rollout.decode_lean: each prompt prefilled once for its G samples, finished rows dropped from the decode batch; the same distribution, other draws. Off by default, so the default run's numbers stay."""
+    """Rollouts by scale.lean_sampler.decode_lean: each prompt prefilled once for its G samples, finished rows dropped from the decode batch; the same distribution, other draws. Off by default, so the default run's numbers stay."""
     plots: bool = True
     """Write plots.png at the end."""
     fsdp: bool = False

@@ -17,7 +17,7 @@ import pytest
 
 from nano_respo.run.metrics import TIMING_KEYS, read_metrics
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.usefixtures("model_cache")
 
@@ -29,7 +29,8 @@ HELD_TRAIN = r'''
 import json, runpy, signal, sys, time
 import torch
 from nano_respo import tasks
-from nano_respo.run import checkpoint, metrics, session
+from nano_respo import checkpoint
+from nano_respo.run import metrics, session
 
 def parity_task(*args, **kwargs):
     task = tasks.make_task(*args, **kwargs)

@@ -15,8 +15,10 @@ from nano_respo.run.metrics import TIMING_KEYS, read_metrics
 from nano_respo.models import load_model
 from nano_respo.rollout import policy_logprobs
 from nano_respo.tasks import make_task
-from nano_respo.run.config import TrainConfig
-from nano_respo.trainer import LaggedPolicy, StepConfig, rl_iteration, train
+from nano_respo.config import TrainConfig
+from nano_respo.config import StepConfig
+from nano_respo.offpolicy import LaggedPolicy, OffPolicy
+from nano_respo.trainer import rl_iteration, train
 
 from conftest import parity_reward  # shared with the parity_runs fixture
 
@@ -35,13 +37,12 @@ def test_lagged_rollouts_record_the_lagged_policys_log_probs():
     lagged = LaggedPolicy(model, lag=1)
 
     assert lagged.lag_now == -1
-    rl_iteration(model, tokenizer, task, optimizer, cfg, 0, 0, sampler=lagged.sampler_for(model))
+    rl_iteration(model, tokenizer, task, optimizer, cfg, 0, 0, off_policy=OffPolicy(lagged))
     assert lagged.lag_now == 0  # nothing older than the start exists yet
     weights_before = copy.deepcopy(lagged.kept[0])  # the weights that sampled iteration 0 ...
     learner_now = copy.deepcopy(model)  # ... and the learner that steps on iteration 1's batch
-    sampler = lagged.sampler_for(model)
+    batch, records, _ = rl_iteration(model, tokenizer, task, optimizer, cfg, 1, 1, off_policy=OffPolicy(lagged))
     assert lagged.lag_now == 1
-    batch, records, _ = rl_iteration(model, tokenizer, task, optimizer, cfg, 1, 1, sampler=sampler)
 
     mask = batch.completion_mask
     lagged_model = copy.deepcopy(model)

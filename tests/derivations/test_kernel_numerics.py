@@ -7,7 +7,7 @@ import sys
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from nano_respo.kernel import AGG_MODES, METHODS, LossConfig, group_advantages, policy_loss
@@ -29,7 +29,6 @@ respo_branches = st.tuples(st.sampled_from([0.0, 0.3, 1.0]), st.sampled_from([0.
                            st.sampled_from([0.0, 1.0, 3.0]), st.sampled_from([0.0, 2.0]))
 
 
-@settings(max_examples=60, deadline=None)
 @given(extreme_batches(), respo_branches)
 def test_loss_and_gradient_are_finite_for_every_finite_input(batch, branches):
     log_ratio, lengths, adv = batch

@@ -25,12 +25,13 @@ import transformers
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
 from nano_respo.scale import distributed as nd
-from nano_respo.run.checkpoint import latest_checkpoint
+from nano_respo.checkpoint import latest_checkpoint
 from nano_respo.kernel import LossConfig
 from nano_respo.models import build_char_tokenizer
 from nano_respo.rollout import RolloutBatch, decode
 from nano_respo.run.session import save_checkpoint_of
-from nano_respo.trainer import ONE_PROCESS, StepConfig, rl_step
+from nano_respo.config import StepConfig
+from nano_respo.trainer import ONE_PROCESS, rl_step
 
 WORLD = 2
 GROUP = 2
@@ -234,7 +235,7 @@ def test_torchrun_fsdp_train_then_resume_in_one_process(tmp_path):
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     flags = ["--model", "tiny-qwen3-moe", "--sft-steps", "0", "--prompts-per-iteration", "4", "--group-size", "2",
              "--reuse", "2", "--epochs", "1", "--max-new-tokens", "6", "--eval-problems", "2", "--eval-samples", "1",
              "--eval-every", "100", "--out-dir", str(tmp_path), "--name", "r", "--no-plots"]

@@ -1,16 +1,11 @@
 """The measured numbers of the prose are the committed records' (experiments/figures.py)."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 from nano_respo.sft import CONVERGED_SHARE
 
-ROOT = Path(__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("figures", ROOT / "experiments" / "figures.py")
-figures = importlib.util.module_from_spec(spec)
-sys.modules["figures"] = figures  # its dataclasses look their module up
-spec.loader.exec_module(figures)
+ROOT = Path(__file__).resolve().parents[2]
+from experiments import figures, gate1, gate2, warm_start_stop  # noqa: E402
 
 
 def test_every_tagged_figure_in_the_prose_equals_what_the_records_give():
@@ -40,11 +35,7 @@ def test_every_table_of_gates_md_is_what_the_command_above_it_prints(monkeypatch
     import re
 
     monkeypatch.chdir(ROOT)
-    scripts = {}
-    for name in ("gate1", "gate2"):
-        spec = importlib.util.spec_from_file_location(f"experiments_{name}", ROOT / "experiments" / f"{name}.py")
-        scripts[name] = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(scripts[name])
+    scripts = {"gate1": gate1, "gate2": gate2}
     text = (ROOT / "experiments" / "results" / "gates.md").read_text()
     found = re.findall(r"```bash\npython experiments/(gate[12])\.py --summarise (\S+)\n```\n\n((?:\|.*\n)+)", text)
     assert len(found) >= 5, "gates.md: each table follows the --summarise command that prints it"
@@ -55,9 +46,7 @@ def test_every_table_of_gates_md_is_what_the_command_above_it_prints(monkeypatch
 def test_the_warm_start_result_is_what_its_summarise_prints(monkeypatch):
     """experiments/WARMSTART.md's result section copies `warm_start_stop.py --summarise`: table and verdict."""
     monkeypatch.chdir(ROOT)
-    spec = importlib.util.spec_from_file_location("experiments_warm_start_stop_md", ROOT / "experiments" / "warm_start_stop.py")
-    script = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = warm_start_stop
     text = (ROOT / "experiments" / "WARMSTART.md").read_text()
     for candidate in CONVERGED_SHARE:
         command = (f"python experiments/warm_start_stop.py --summarise experiments/results/warm-start-stop "

@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -19,12 +18,12 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(1)
 
-from nano_respo.run import checkpoint as checkpoint_module  # noqa: E402
+from nano_respo import checkpoint as checkpoint_module  # noqa: E402
 from nano_respo import models, sft, tasks
 from nano_respo.run import metrics  # noqa: E402
 from nano_respo.tasks import Problem, make_task  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 # Tiny models and warm starts go to a private cache per module (tests/conftest.py), never the user's.
@@ -349,7 +348,7 @@ def test_the_character_tokenizer_refuses_unknown_characters_instead_of_dropping_
 # ---- run arguments checked before anything loads ---------------------------------------------------
 
 def run_args(**overrides):
-    from nano_respo.run.config import TrainConfig
+    from nano_respo.config import TrainConfig
 
     return TrainConfig(**{"model": "tiny-qwen3", **overrides})  # every check runs as the config is built
 
@@ -384,7 +383,7 @@ def test_a_run_directory_without_checkpoints_as_model_fails_in_one_line(tmp_path
 
 def test_a_second_run_on_a_locked_run_directory_is_refused_before_loading(tmp_path):
     from nano_respo.run.runlock import run_lock
-    from nano_respo.run.config import TrainConfig
+    from nano_respo.config import TrainConfig
     from nano_respo.trainer import train
 
     cfg = TrainConfig(out_dir=str(tmp_path), name="shared", model="no-such-org/no-such-model-is-loaded")
@@ -394,7 +393,7 @@ def test_a_second_run_on_a_locked_run_directory_is_refused_before_loading(tmp_pa
 
 
 def test_group_size_one_is_refused_by_train_before_anything_loads(tmp_path):
-    from nano_respo.run.config import TrainConfig
+    from nano_respo.config import TrainConfig
     from nano_respo.trainer import train
 
     with pytest.raises(ValueError, match="group_size"):
@@ -423,7 +422,7 @@ def short_run(tmp_path, monkeypatch, **overrides):
     from nano_respo import trainer
     from nano_respo.run import evaluate_cli, session
     from nano_respo.run.cli import from_flat
-    from nano_respo.run.config import TrainConfig
+    from nano_respo.config import TrainConfig
 
     def parity_task(*args, **kwargs):
         task = make_task(*args, **kwargs)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 course_spec = importlib.util.spec_from_file_location("course", NOTEBOOKS_DIR / "course.py")
 course = importlib.util.module_from_spec(course_spec)
 course_spec.loader.exec_module(course)

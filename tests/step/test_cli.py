@@ -14,11 +14,11 @@ from nano_respo import kernel, trainer
 from nano_respo.run import cli  # noqa: E402
 from nano_respo.run.cli import TRAIN_GROUPS, build_parser, parse_config  # noqa: E402
 from nano_respo.run.evaluate_cli import EvalConfig, run_eval  # noqa: E402
-from nano_respo.run.config import TrainConfig  # noqa: E402
+from nano_respo.config import TrainConfig  # noqa: E402
 from toy.run import RunConfig  # noqa: E402
 from toy.run import main as toy_main  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("flag, choices", [

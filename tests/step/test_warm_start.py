@@ -39,9 +39,33 @@ def test_every_setting_of_the_recipe_is_in_the_cache_key():
                    anneal="converged")
     for name, value in changed.items():
         assert sft.warm_start_key("tiny-qwen3", task, **{**settings, name: value}) != key, name
-    assert "anneal" not in key  # at "budget", the key (so every cached warm start's name) is what it was
     assert sft.warm_start_key("tiny-qwen3-moe", task, **settings) != key
     assert sft.warm_start_key("tiny-qwen3", make_task("reverse", size=9), **settings) != key
+
+
+def test_the_cache_key_sees_the_code_the_constants_the_libraries_and_the_cpu_setting(monkeypatch):
+    """Edit the convergence rule, the recipe's code or the tiny model's creation, upgrade torch or change the CPU
+    setting, and a cached warm start is no longer taken for this one."""
+    task = make_task("reverse", size=8)
+    settings = dict(steps=1000, batch_size=64, lr=3e-3, seed=0, dtype="float32")
+    key = sft.warm_start_key("tiny-qwen3", task, **settings)
+    assert sft.warm_start_key("tiny-qwen3", task, **settings) == key  # the same inputs, the same entry
+    edits = [(sft, "CONVERGED_EXACT", 0.6), (sft, "CONVERGED_WINDOW", 21), (sft, "CONVERGED_SHARE", {"converged": 3}),
+             (sft, "sft", lambda *args, **kwargs: None), (sft.rollout, "training_forward", lambda *args: None),
+             (sft.models, "create_tiny_model", lambda *args: None), (sft.models, "TINY_SHAPE", {"hidden_size": 64}),
+             (sft.torch, "__version__", "0.0"), (sft, "cpu_setting", lambda: "another CPU")]
+    for module, name, value in edits:
+        with monkeypatch.context() as edit:
+            edit.setattr(module, name, value)
+            assert sft.warm_start_key("tiny-qwen3", task, **settings) != key, name
+    assert sft.warm_start_key("tiny-qwen3", task, **settings) == key
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")  # read when a process starts: a fresh one sees it
+    import subprocess
+    import sys
+    code = ("from nano_respo import sft; from nano_respo.tasks import make_task; "
+            "print(sft.warm_start_key('tiny-qwen3', make_task('reverse', size=8), 1000, 64, 3e-3, 0, 'float32')['cpu'])")
+    scalar = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert scalar.startswith("DEFAULT") and scalar != key["cpu"]
 
 
 def test_the_curriculum_grows_the_size_over_the_first_quarter_and_draws_only_that_size():
@@ -129,7 +153,7 @@ def test_the_warm_start_bar_has_a_total_and_time_left(capsys):
 def test_a_smaller_sft_task_size_warms_up_on_short_strings_of_the_same_training_split(monkeypatch):
     """--sft-task-size: the demonstrations stop at that length while RL's task (and held-out) reach beyond."""
     from nano_respo.run import session
-    from nano_respo.run.config import TrainConfig
+    from nano_respo.config import TrainConfig
 
     seen = {}
     monkeypatch.setattr(session, "warm_start",
@@ -151,7 +175,7 @@ def test_the_warm_start_is_cached_where_docs_training_says_and_deleting_it_train
 
     from nano_respo.models import cache_dir
 
-    docs = " ".join((Path(__file__).parents[1] / "docs" / "training.md").read_text().split())
+    docs = " ".join((Path(__file__).parents[2] / "docs" / "training.md").read_text().split())
     assert "`$NANO_RESPO_CACHE/sft/` (default `~/.cache/nano_respo/sft/`)" in docs
     with monkeypatch.context() as unset:
         unset.delenv("NANO_RESPO_CACHE")

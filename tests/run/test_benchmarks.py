@@ -1,0 +1,46 @@
+"""The benchmarks run, so they cannot rot unseen; their figures in bench/README.md are read from bench/results/
+by experiments/figures.py --check (tests/course/test_figures.py). bench/step.py needs TRL: its --quick smoke test
+runs in the TRL environment (tests_integrations/test_examples.py)."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def test_the_gpu_benchmark_times_both_routes_of_each_change_on_a_tiny_cpu_shape():
+    """bench/gpu.py --cpu-smoke (the GPU script, run on a GPU when one is lent) at a tiny size on the CPU: decode
+    against decode_lean, the padded against the packed step, each with tokens/s, and the two time ratios."""
+    out = subprocess.run([sys.executable, "bench/gpu.py", "--cpu-smoke"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300, env=ENV)
+    assert out.returncode == 0, out.stderr[-2000:]
+    for route in ("generation decode ", "generation decode_lean", "training padded", "training packed"):
+        assert re.search(rf"{route}\s+\d+ tokens/s", out.stdout), (route, out.stdout)
+    assert re.search(r"decode_lean / decode time \d+\.\d\d", out.stdout)
+    assert re.search(r"packed / padded time \d+\.\d\d \(\d+ real tokens of 128 padded\)", out.stdout)
+
+
+def test_the_readmes_parameter_and_flop_counts_are_what_the_dry_run_prints():
+    out = subprocess.run([sys.executable, "bench/gpu.py", "--dry-run"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300, env=ENV, check=True).stdout
+    row = next(line for line in (ROOT / "bench" / "README.md").read_text().splitlines()
+               if line.startswith("| parameter and FLOP counts"))
+    figures = row.split("|")[2]
+    for model, numbers in re.findall(r"(qwen3-[\w.-]+) ([^;]+)", figures):
+        printed = next(line for line in out.splitlines() if line.startswith(f"{model}:"))
+        for number in re.findall(r"\d+\.\d+", numbers):
+            assert number in printed, (model, number, printed)
+
+
+def test_a_benchmark_writes_the_record_it_printed(tmp_path):
+    record = tmp_path / "kernel.json"
+    subprocess.run([sys.executable, "bench/kernel.py", "--batch", "4", "--length", "8", "--repeats", "2", "--record",
+                    str(record)], cwd=ROOT, capture_output=True, text=True, timeout=300, env=ENV, check=True)
+    made = json.loads(record.read_text())
+    assert made["command"] == f"python bench/kernel.py --batch 4 --length 8 --repeats 2 --record {record}"
+    assert len(made["ratio_respo_grpo"]) == 2 and made["shape"] == [4, 8] and made["cpu_setting"]
