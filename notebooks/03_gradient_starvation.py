@@ -575,7 +575,8 @@ print(f"ever-low positives end higher under ReSPO than under the clip on "
 #
 # **Does it cost learning?** Learning curves need several seeds and learning rates, and an
 # honest comparison is at *equal* learning rates: a method's best learning rate is part of
-# the method (a clip tolerates less, since it does not bound negatives). The toy's
+# the method (which step a method tolerates depends on its coefficient: exercise 1 in §11
+# asks which collapse at the largest rate). The toy's
 # selection runs (`toy/results/selection/runs.jsonl`, written by `python -m toy.select`)
 # ran every method at three learning rates, reuse 4 and 16, seeds 0–2; they are read back here,
 # not rerun. These are the seeds the learning rates were chosen on, 3 of them: read them as a
@@ -707,8 +708,9 @@ confirm("GRPO and CISPO give them within 2 points of no_is",
 # and CISPO, whose per-token ratios stay nearer 1, give these negatives about what `no_is` does.
 #
 # *Takeaway:* the clip's other half is visible on this batch: a sequence clip hands
-# over-generated negatives more of the update than the exact weight would, because it drops the
-# positives that rose. ReSPO's negative branch is not a cut at moderate weights; it is one only
+# over-generated negatives more of the update than the exact weight would: it gives them the
+# same $w$ as `is` (the numerator is identical), so the difference is all in what it zeroes, the
+# positives that rose and the negatives that fell. ReSPO's negative branch is not a cut at moderate weights; it is one only
 # where $w$ goes far above 1.
 #
 # ## 6. Staleness: what `--lag` does to $w$
@@ -967,10 +969,11 @@ confirm("the drifted-away positives rise past w = 1.2 under the clip too, which 
 #   separates the kernel's share from the optimizer's (§7 found that the learning rate, not a
 #   kernel setting, removed them).
 #
-# What limits it: the tilt $\lambda_+$, which is why the default is not $\lambda_+=0$ (a larger
-# $\lambda_+$ brakes sooner above 1 but raises what a drifted positive gets below 1, up to
-# $e^{\lambda_+}$: one knob sets both); and the learning rate, which in the toy's records removed
-# the stuck runs where no kernel setting tried did (§7). Not the gradient-norm clip: it bounds
+# What limits it: the tilt $\lambda_+$ (the lone group's rows: a larger $\lambda_+$ brakes sooner
+# above 1 but raises what a drifted positive gets below 1, up to $e^{\lambda_+}$: one knob sets
+# both; the default $0.1$ is the toy selection's choice, `toy/RESULTS.md`); and the learning
+# rate, which in the toy's records removed the stuck runs where none of §10's negative branches
+# did (§7, §10). Not the gradient-norm clip: it bounds
 # SGD's step, but Adam's step is about lr per weight whatever the gradient's norm (§2).
 #
 # ## 10. Which negative branch collapsed under heavy reuse, and why
