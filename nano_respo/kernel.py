@@ -46,7 +46,7 @@ class LossConfig:
     alpha_pos: float = 0.0
     """ReSPO positive branch power alpha_+ in [0, 1] (1 only as the plain-IS corner)."""
     lambda_pos: float = 0.1
-    """ReSPO positive branch tilt lambda_+ >= 0; the w -> 0 floor is exp(lambda_+) at alpha_+ = 0."""
+    """ReSPO positive branch tilt lambda_+ >= 0; at alpha_+ = 0, phi_+ -> exp(lambda_+) as w -> 0 (its max on w < 1)."""
     alpha_neg: float = 3.0
     """ReSPO negative branch power alpha_- >= 0; alpha_- > lambda_- keeps a trust region below w = 1."""
     lambda_neg: float = 2.0

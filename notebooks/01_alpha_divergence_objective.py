@@ -13,7 +13,8 @@
 # for it, and a numerical check underneath (a line that starts with ✓). The math is
 # docs/math.md §1–§4; every coefficient comes from `nano_respo.kernel`, nothing here
 # re-implements the loss. A number in the text is one a code cell printed: "printed above"
-# points at it.
+# points at it. Two passages marked **Optional depth** (§4's KL limits, §6's closed forms) can
+# be skipped on a first reading; the rest reads in one sitting.
 #
 # ## 0. Start here
 #
@@ -33,6 +34,42 @@
 # Every method in this project is a **coefficient** $\phi$ on the policy gradient
 # (docs/math.md §1):
 # $$g=\mathbb E_{y\sim\mu}\big[\phi\,A\,\nabla\log\pi_\theta(y|x)\big].$$
+#
+# **The policy gradient working, before any subtlety.** The digit-sum toy of notebook 03 (a
+# small MLP writes digits 0–3 until an end token; reward 1 when they sum to the prompt's
+# target), trained from scratch by `toy.train` with one optimizer step per fresh batch of 16
+# prompts × 8 responses. With one step per batch, $\pi_\theta=\mu$ at that step, $w=1$, and every
+# method of this course takes the same step (here `no_is`, $\phi=1$): the plain policy gradient
+# with a group baseline. Its training reward per batch, and its reward on targets it never
+# trained on:
+
+# %%
+import matplotlib.pyplot as plt
+import torch
+
+from course import confirm
+from toy.train import Job, train
+
+torch.set_num_threads(1)
+from_scratch = train(Job(env="seq", method="no_is", reuse=1, seed=0, lr=0.01, iterations=200))
+curve = torch.tensor(from_scratch["reward_curve"])
+fig, ax = plt.subplots(figsize=(6, 2.4))
+ax.plot(range(1, len(curve) + 1), curve, color="0.6", lw=0.8, label="each rollout batch")
+ax.plot(range(10, len(curve) + 1), curve.unfold(0, 10, 1).mean(-1), color="tab:red", lw=2, label="mean of the last 10")
+ax.set(xlabel="rollout batch (one optimizer step each)", ylabel="training reward", ylim=(-0.02, 1.02))
+ax.legend(fontsize=7)
+ax.grid(alpha=0.3)
+fig.tight_layout()
+plt.show()
+print(f"training reward: {curve[:10].mean():.2f} over the first 10 batches, {curve[-10:].mean():.2f} over the last 10; "
+      f"held-out targets at the end: {from_scratch['heldout_reward']:.2f}")
+confirm("the toy learns from scratch: under 0.1 over the first 10 batches, above 0.9 over the last 10 and held out",
+        max(0.0, curve[:10].mean().item() - 0.1, 0.9 - curve[-10:].mean().item(), 0.9 - from_scratch["heldout_reward"]), 1e-12)
+
+# %% [markdown]
+# This is the policy gradient working: the reward climbs from almost nothing to almost every
+# answer right, on targets it was never trained on too. Everything below is about what changes
+# when one batch feeds more than one step.
 #
 # **One RL iteration, drawn.** The sampler $\mu$ draws a group of responses and the verifier
 # scores them; then the *same* batch feeds $R$ optimizer steps (`--reuse R`). At the first
@@ -142,10 +179,24 @@ for i, y in enumerate(picks.tolist()):
 # %% [markdown]
 # Read the left panel with the printout: the correct response's $w$ rises (it is being
 # pushed up) and the wrong response 101 falls, but the two wrong responses that share the
-# correct one's prefix 11 drift *up* with it, because each step raises the shared prefix.
+# correct one's prefix 11 drift *up* with it. The policy is tabular, so 112, 111 and 110 read
+# the same parameter rows for their first two tokens; the next cell splits each last-step
+# $\log w$ into the part on those two tokens and the part on the last one, and checks that the
+# two wrong responses rose on the shared prefix while their own last token fell.
 # Where each lands in the clip table is printed above; the right panel starts from the
-# first-step weights printed above instead of 1. Everything below is about what a method
-# should do with these drifted weights.
+# first-step weights printed above instead of 1.
+
+# %%
+last_logp = space.token_log_probs(theta_end)[picks].detach()                    # [4, 3] the policy at the last step
+split = last_logp - space.token_log_probs(theta_mu)[picks].detach()             # [4, 3] per-token log-ratios
+for i, y in enumerate(picks.tolist()):
+    print(f"response {''.join(map(str, space.seqs[y].tolist()))}: log w at the last step {split[i].sum():+.2f} = "
+          f"{split[i, :2].sum():+.2f} on its first two tokens {split[i, 2]:+.2f} on its last")
+confirm("111 and 110 rose on the prefix 11 they share with 112, and fell on their own last token",
+        max(0.0, -split[1:3, :2].sum(-1).min().item(), split[1:3, 2].max().item()), 1e-12)
+
+# %% [markdown]
+# Everything below is about what a method should do with these drifted weights.
 #
 # ## 1. The exact off-policy gradient, and why something must give
 #
@@ -174,9 +225,9 @@ print(f"w over the 27 responses: {w.min():.2f} to {w.max():.2f}; baseline b = E_
 # %% [markdown]
 # **Claim (the baseline is free only for the exact weight).** Subtracting $b$ from the reward
 # changes the expected gradient by $-b\,\mathbb E_\mu[\phi\nabla\log\pi]$, which is $0$ for
-# $\phi=w$ and not $0$ for any other $\phi$.
-# *Reason:* $\mathbb E_\mu[w\nabla\log\pi]=\sum_y\nabla\pi=\nabla1=0$; for $\phi\ne w$ the sum
-# $\sum_y\mu\phi\nabla\log\pi$ has no such cancellation (at $\phi=1$ it is $\mathbb E_\mu[\nabla\log\pi]$,
+# $\phi=w$ (and for any constant multiple $\phi=c\,w$), and in general not $0$ for any other $\phi$.
+# *Reason:* $\mathbb E_\mu[w\nabla\log\pi]=\sum_y\nabla\pi=\nabla1=0$; for a $\phi$ that is not a multiple of $w$
+# the sum $\sum_y\mu\phi\nabla\log\pi$ has no such cancellation (at $\phi=1$ it is $\mathbb E_\mu[\nabla\log\pi]$,
 # the gradient of $-\mathrm{KL}(\mu\|\pi)$, zero only at $\pi=\mu$).
 #
 # So the group baseline, harmless on-policy, *moves* the expected gradient of every reshaped
@@ -202,6 +253,10 @@ for method in METHOD_TABLE:
     centred, raw = expected_gradient(method, A), expected_gradient(method, reward)
     shift[method] = ((centred - raw).norm() / centred.norm()).item()
 confirm("for the exact weight (is) the baseline does not move the expected gradient", shift["is"], 1e-12)
+confirm("nor for a multiple of it, phi = 2 w: b E_mu[2 w grad log pi] = 0",
+        (mu[:, None] * 2 * w[:, None] * tok_jac.sum(1)).sum(0).norm(), 1e-12)
+confirm("every other method's expected gradient moves by more than 10% of its size",
+        max(0.0, 0.1 - min(s for m, s in shift.items() if m != "is")), 1e-12)
 print("|g(r - b) - g(r)| / |g(r - b)|, the baseline's share of each method's expected gradient:")
 print("  " + ", ".join(f"{m} {s:.2f}" for m, s in shift.items()))
 
@@ -239,15 +294,17 @@ for d in drifts:
                      for s in (True, False)]
     # the recursion, from the last position back: M(y_<t) = sum over y_t of c(y_t | y_<t) M(y_<=t)
     factor = (2 * log_pi_tok - log_mu_tok).exp()          # [N, 7] pi_t^2 / mu_t of each sequence's token
-    M, floor_product = torch.ones(len(mu7), dtype=torch.float64), 1.0
+    M, least_product = torch.ones(len(mu7), dtype=torch.float64), 1.0
     for t in reversed(range(7)):
         rows, repeats = sp.prefix_id[:, t], 3 ** (sp.length - 1 - t)   # each (y_<t, y_t) appears `repeats` times
         c_t = torch.zeros(3 ** t, dtype=torch.float64).index_add_(0, rows, factor[:, t]) / repeats   # [3^t]
         M = (torch.zeros(3 ** t, dtype=torch.float64).index_add_(0, rows, factor[:, t] * M) / repeats)[rows]
-        floor_product *= c_t.min().item()
+        least_product *= c_t.min().item()
     confirm(f"δ = {d}: the recursion gives E_mu[w^2] at L = 7, and it is >= the product of the least factors",
-            abs(M[0].item() / second_moment[d][-1] - 1) + max(0.0, floor_product - M[0].item()), 1e-9)
+            abs(M[0].item() / second_moment[d][-1] - 1) + max(0.0, least_product - M[0].item()), 1e-9)
 
+confirm("E_mu[w_L^2] grows with the length L at every drift (each factor c_t >= 1)",
+        max(0.0, max(a - b for m in second_moment.values() for a, b in zip(m, m[1:]))), 1e-12)
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8, 2.8))
 for d, colour in zip(drifts, ("tab:blue", "tab:orange", "tab:red")):
     ax1.semilogy(lengths, [m - 1 for m in second_moment[d]], "o-", color=colour, label=f"drift δ = {d}")
@@ -283,13 +340,21 @@ confirm("at every drift E_mu[phi_s^2] <= sup phi_s^2 (e^(2 lambda_+) and the squ
 #   flat corner $\phi_+=1$ the positives' expected gradient is
 #   $\mathbb E_\mu[A_+\nabla\log\pi]=\nabla\,\mathbb E_\mu[A_+\log\pi]=-Z_+\nabla\mathrm{KL}(q_+\|\pi)$ with
 #   $q_+\propto\mu A_+$ the advantage-weighted successes of $\mu$: a weighted likelihood of
-#   every success the sampler found. This is also what "mass-covering as $\alpha\to0$" means
-#   here (§4): $\mathrm{KL}(q_+\|\pi)$ is large wherever $q_+$ has mass and $\pi$ has none, so the
-#   target does not let $\pi$ drop a success $\mu$ found, however low its $w$ has fallen.
+#   every success the sampler found. $\mathrm{KL}(q_+\|\pi)$ is large wherever $q_+$ has mass and
+#   $\pi$ has none, so this target does not let $\pi$ drop a success $\mu$ found, however low its
+#   $w$ has fallen.
+#
+# **The whole target at the flat corner: two divergences, opposite signs.** With $\phi=1$ on
+# both signs (the $\alpha=0$, $\lambda=0$ corner) and $A=r-\mathbb E_\mu[r]$, the negatives carry
+# $q_-\propto\mu|A_-|$ with the same total, $Z_-=\sum_y\mu|A_-|=Z_+=Z$ (centred advantages sum to zero
+# under $\mu$), and
+# $$J_0=\mathbb E_\mu[A\log\pi]=Z\,\big[\mathrm{KL}(q_-\|\pi)-\mathrm{KL}(q_+\|\pi)\big]+\text{const}:$$
+# fit $\mu$'s successes, repel from its failures. That is the precise sense of "mass-covering as
+# $\alpha\to0$" in this course; §4 returns to it.
 #
 # Check on the 27-response space: the low-$w$ positives' share of the second moment under
-# the exact weight and under ReSPO, and the flat positive branch's gradient against the
-# gradient of $-Z_+\mathrm{KL}(q_+\|\pi)$.
+# the exact weight and under ReSPO, the flat positive branch's gradient against the
+# gradient of $-Z_+\mathrm{KL}(q_+\|\pi)$, and $J_0$ against the two divergences.
 
 # %%
 positive = A > 0
@@ -309,6 +374,33 @@ kl = (q_plus / Z_plus * ((q_plus / Z_plus).clamp(min=1e-300).log() - log_pi)).su
 (by_kl,) = torch.autograd.grad(-Z_plus * kl, theta)
 confirm("E_mu[A_+ grad log pi] = -Z_+ grad KL(q_+ || pi): the flat branch fits mu's successes",
         (by_flat_branch - by_kl).abs().max(), 1e-12)
+q_minus = mu * (-A).clamp(min=0)
+confirm("Z_- = Z_+ when A = r - E_mu[r]", (q_minus.sum() - Z_plus).abs(), 1e-12)
+
+
+def flat_corner_terms(log_pi_now):
+    """(J_0 = E_mu[A log pi], Z [KL(q_- || pi) - KL(q_+ || pi)], the constant Z [H(q_-) - H(q_+)])."""
+    kls, entropies = [], []
+    for q in (q_minus / Z_plus, q_plus / Z_plus):
+        kls.append((q * (q.clamp(min=1e-300).log() - log_pi_now)).sum())
+        entropies.append(-(q * q.clamp(min=1e-300).log()).sum())
+    return (mu * A * log_pi_now).sum(), Z_plus * (kls[0] - kls[1]), Z_plus * (entropies[0] - entropies[1])
+
+
+errors = []
+for th in (theta.detach(), theta_mu, theta_mu + 2.0 * space.random_theta(torch.Generator().manual_seed(7))):
+    j0, two_kls, const = flat_corner_terms(space.log_probs(th))
+    errors.append((j0 - (two_kls + const)).abs())
+confirm("J_0 = Z [KL(q_- || pi) - KL(q_+ || pi)] + Z [H(q_-) - H(q_+)], at three policies", max(errors), 1e-12)
+low_share = {}
+for name, coeff in (("is", w), ("respo", phi_respo)):
+    moment = mu * (coeff * A) ** 2 * sq_norm
+    low_share[name] = (moment[positive & (w < 0.8)].sum() / moment.sum()).item()
+    if name == "is":
+        high_share = (moment[w > 1.2].sum() / moment.sum()).item()
+confirm("under the exact weight the w > 1.2 cells carry most of the second moment, the low-w positives little; "
+        "ReSPO's near-1 coefficient raises the low-w positives' share",
+        max(0.0, 0.5 - high_share, low_share["is"] - 0.1, low_share["is"] - low_share["respo"]), 1e-12)
 
 # %% [markdown]
 # *Takeaway:* the exact off-policy gradient weighs each response by $w$; its variance grows
@@ -400,9 +492,9 @@ print(f"A > 0 at w = {W[0]:.2f}: clip L(w) - L(1) = {surrogates['seq_clip', True
 # positive's $w\to0$: the clip's surrogate is $wA$, whose slope in $w$ stays $A$ but whose slope in
 # $\log w$, the one the gradient $\nabla\log\pi$ sees, is $wA\to0$; on the log axis the curve goes
 # flat at $-A$ (its value at the left edge is printed above), so pushing the response further
-# down costs the clip's objective almost nothing and its own term barely pulls it back (what
-# brings such responses back in notebook 03 §2 is the rest of the batch, through shared
-# weights). ReSPO's surrogate
+# down costs the clip's objective almost nothing and its own term barely pulls it back
+# (notebook 03 §2 shows what does bring such responses back on a toy: the other positives'
+# pushes, through shared weights). ReSPO's surrogate
 # keeps a slope near 1 in $\log w$ and keeps falling (its value is printed beside the clip's).
 # Above the band the clip goes flat. Right: the clip's surrogate keeps a slope $w$ that grows
 # without bound above the band, ReSPO's bends back to flat.
@@ -455,12 +547,15 @@ for alpha in (0.0, 0.5, 2.0):
 # 0/1 rewards) and $\alpha<1$ it *rewards* divergence from $\mu$; for $\alpha>1$, where
 # $\alpha(1-\alpha)<0$, it penalises it. It is also §1's baseline shift, in closed form.
 #
-# **Claim (the KL limits).** $D_\alpha\to\mathrm{KL}(\mu\|\pi)$ as $\alpha\to0$ and $D_\alpha\to\mathrm{KL}(\pi\|\mu)$ as $\alpha\to1$.
+# **Optional depth: the KL limits** (the rest of the course does not use them; skip to the
+# figure on a first reading). $D_\alpha\to\mathrm{KL}(\mu\|\pi)$ as $\alpha\to0$ and $D_\alpha\to\mathrm{KL}(\pi\|\mu)$ as $\alpha\to1$.
 # *Reason:* at $\alpha\to0$, $t^\alpha=1+\alpha\log t+O(\alpha^2)$ gives $f_\alpha(t)\to t-1-\log t$,
 # whose $\mu$-mean is $\mathbb E_\mu[-\log w]=\mathrm{KL}(\mu\|\pi)$; at $\alpha\to1$, $t^\alpha=t+(\alpha-1)t\log t+O((\alpha-1)^2)$
 # gives $f_\alpha(t)\to t\log t-t+1$, whose $\mu$-mean is $\mathbb E_\mu[w\log w]=\mathrm{KL}(\pi\|\mu)$.
 # $\mathrm{KL}(\mu\|\pi)$ is the mass-covering direction ($\pi$ must have mass wherever $\mu$ does),
-# $\mathrm{KL}(\pi\|\mu)$ the mode-seeking one.
+# $\mathrm{KL}(\pi\|\mu)$ the mode-seeking one. Careful with the sign: in $J_\alpha$ the baseline
+# *adds* $b\,\mathrm{KL}(\mu\|\pi)$ at $\alpha\to0$, a reward for leaving $\mu$, so "mass-covering"
+# describes the divergence, not what the objective does with it (next paragraph).
 
 # %%
 pi = space.log_probs(theta).detach().exp()
@@ -490,6 +585,9 @@ print(f"b = {baseline:.3f}: the baseline term b (1 - alpha) D_alpha is "
       + ", ".join(f"{baseline * (1 - a) * d_alpha(a):+.3f} at alpha = {a:g}" for a in (0.25, 0.5, 1.5, 3.0)))
 confirm("D_alpha -> KL(mu || pi) as alpha -> 0", (d_alpha(1e-7) - kl_mu_pi).abs(), 1e-5)
 confirm("D_alpha -> KL(pi || mu) as alpha -> 1", (d_alpha(1 - 1e-7) - kl_pi_mu).abs(), 1e-5)
+terms = {a: (baseline * (1 - a) * d_alpha(a)).item() for a in (0.25, 0.5, 1.5, 3.0)}
+confirm("the baseline's term is positive for alpha < 1 and negative for alpha > 1 (b > 0, D_alpha >= 0)",
+        max(0.0, *(-v for a, v in terms.items() if a < 1), *(v for a, v in terms.items() if a > 1)), 1e-12)
 
 alphas = [a for a in torch.linspace(-0.5, 3.5, 161).tolist() if min(abs(a), abs(a - 1)) > 1e-6]
 fig, (ax, ax_b) = plt.subplots(1, 2, figsize=(9, 2.9))
@@ -510,11 +608,14 @@ plt.show()
 # %% [markdown]
 # Read the two panels with the printout. The α-divergence is non-negative at every α (left);
 # what changes sign is the factor $(1-\alpha)$ in front of it (right; the printed values are
-# positive for the two $\alpha$ below 1 and negative for the two above). At $\alpha=0$ the baseline
-# adds $b\,\mathrm{KL}(\mu\|\pi)$. Read it carefully: rewarding $\mathrm{KL}(\mu\|\pi)$ rewards $\pi$ for
-# *leaving* the responses $\mu$ wrote (that divergence is large where $\pi$ drops $\mu$'s mass);
-# with the $r$ term the whole objective is $\mathbb E_\mu[(r-b)\log\pi]$ up to a constant: raise
-# $\mu$'s successes, lower its failures. At $\alpha=3$ the baseline subtracts $2b\,D_3$, a pull back
+# positive for the two $\alpha$ below 1 and negative for the two above; the check asserts the
+# signs). At $\alpha=0$ the baseline adds $b\,\mathrm{KL}(\mu\|\pi)$, the divergence from the *whole* of
+# $\mu$, successes and failures together, with a plus sign: it rewards $\pi$ for leaving the
+# responses $\mu$ wrote. Read alone it misleads; with the $r$ term the whole objective at $b=\mathbb E_\mu[r]$
+# is §1's $J_0=Z\,[\mathrm{KL}(q_-\|\pi)-\mathrm{KL}(q_+\|\pi)]+\text{const}$ (checked there): the $r$ term
+# pulls towards the successes only, the baseline pushes away from all of $\mu$, and the sum pulls
+# towards each success with weight $1-b$ and pushes away from each failure with weight $b$. At
+# $\alpha=3$ the baseline subtracts $2b\,D_3$, a pull back
 # towards $\mu$. The closed form is for one $\alpha$ on every response; ReSPO picks its branch by
 # the sign of $A=r-b$, so its baseline term is a sum of per-branch pieces, not this formula.
 #
@@ -524,7 +625,13 @@ plt.show()
 # ## 5. The variational proposal and the exponential tilt
 #
 # Ask a different question: under which distribution $Q$ should the gradient
-# $\mathbb E_Q[A\nabla\log\pi]$ be averaged? Write the criterion (docs/math.md §4.2):
+# $\mathbb E_Q[A\nabla\log\pi]$ be averaged? **This construction is VESPO's** (Shen et al.,
+# arXiv:2602.10693, §3.1–3.3): every reshaping $\phi(w)$ is a change of measure to a proposal
+# $Q=\mu\phi(w)/Z$, and VESPO derives $\phi$ from a proposal that balances proximity to the
+# behaviour $\mu$ and the target $\pi$ under an importance-weight budget $\mathbb E_Q[w]\le C$. Its
+# objective $\mathrm{KL}(Q\|\mu)-\alpha\mathbb E_Q[\log w]$ is the one below, since
+# $\alpha\,\mathrm{KL}(Q\|\pi)=\alpha\,\mathrm{KL}(Q\|\mu)-\alpha\,\mathbb E_Q[\log w]$. Write the criterion
+# (docs/math.md §4.2), with $\lambda$ the budget's multiplier:
 # $$\min_Q\ F(Q)=(1-\alpha)\,\mathrm{KL}(Q\|\mu)+\alpha\,\mathrm{KL}(Q\|\pi)+\lambda\,\mathbb E_Q[w]\quad\text{s.t.}\ \textstyle\sum_yQ(y)=1.$$
 #
 # **Lagrangian.** With a multiplier $\nu$ for the normalisation,
@@ -565,8 +672,12 @@ for s, (a_s, l_s) in (("+", (c.alpha_pos, c.lambda_pos)), ("-", (c.alpha_neg, c.
 kernel_direction = parts["+"] + parts["-"]
 two_problems = constants["+"] * parts["+"] + constants["-"] * parts["-"]
 print(f"e^-lambda_s / Z_s(x) for this prompt: {constants['+']:.3f} for (0, 0.1), {constants['-']:.3f} for (3, 2)")
+reweighting = constants["-"] / constants["+"]
+print(f"so the kernel weighs its positive part {reweighting:.2f} times as much, against its negative part, "
+      f"as the two problems' own normalisations would")
 cosine = (kernel_direction @ two_problems / (kernel_direction.norm() * two_problems.norm())).item()
 print(f"cosine between the kernel's step and the two problems' own-normalised step: {cosine:.4f}")
+confirm("the two constants differ by more than 10%, so the splice re-weights the signs", max(0.0, 0.1 - abs(reweighting - 1)), 1e-12)
 (kernel_grad,) = torch.autograd.grad(
     policy_loss(space.token_log_probs(theta), tok_logp_mu, A, all_tokens, LossConfig(agg="seq-mean-token-sum"),
                 with_stats=False)[0], theta)
@@ -575,10 +686,13 @@ confirm("the kernel's step is the spliced sum (1/N) sum_y phi_s A grad log pi, c
          .mul(A) @ grad_log_pi / len(A)).abs().max(), 1e-12)
 
 # %% [markdown]
-# The two constants printed above differ, and the cosine printed under them is below 1 (by
-# how much depends on the prompt and the drift):
-# which share of the step goes to the positives is set by the splice, not by the derivation.
-# Across prompts, dropping $Z_s(x)$ also changes how much each prompt weighs: a choice too.
+# The two constants printed above differ, and their ratio is the point: relative to the two
+# problems solved with their own constants, the kernel's step weighs the positives' part by
+# that factor against the negatives' (the second line). The cosine under it only says how
+# much that re-weighting turns the step on this prompt, where the two parts happen to point
+# in similar directions; which share of the step goes to the positives is set by the splice,
+# not by the derivation. Across prompts, dropping $Z_s(x)$ also changes how much each prompt
+# weighs: a choice too.
 #
 # **Claim (what the objective means for α > 1).** For $\alpha\in[0,1]$ and $\lambda=0$, $Q^*\propto\mu^{1-\alpha}\pi^\alpha$
 # is a geometric mixture: it sits between $\mu$ and $\pi$. For $\alpha>1$ it does not. At the negative
@@ -628,6 +742,20 @@ for alpha, lam in ((0.5, 0.0), (0.5, 1.0), (0.0, 0.1), (3.0, 0.0), (3.0, 2.0)):
             (torch.softmax(z.detach(), 0) - q_closed).abs().max(), 1e-6)
 print(f"KL(. || mu): pi {kl_from_mu(log_pi8.exp()):.3f}; "
       + ", ".join(f"Q*(α={a:g}, λ={lam:g}) {kl_from_mu(q):.3f}" for (a, lam), q in proposals.items()))
+
+
+def kl_to_pi(q):
+    return (q * (q.log() - log_pi8)).sum().item()
+
+
+print(f"KL(. || pi): mu {kl_to_pi(log_mu8.exp()):.3f}; "
+      + ", ".join(f"Q*(α={a:g}, λ={lam:g}) {kl_to_pi(q):.3f}" for (a, lam), q in proposals.items()))
+between = proposals[(0.5, 0.0)]
+confirm("the untilted Q*(0.5, 0) lies between: nearer mu than pi is, and nearer pi than mu is",
+        max(0.0, kl_from_mu(between) - kl_from_mu(log_pi8.exp()), kl_to_pi(between) - kl_to_pi(log_mu8.exp())), 1e-12)
+away = proposals[(0.0, 0.1)]
+confirm("the positive branch's Q*(0, 0.1) is farther from pi than mu is: the tilt moves it away from what pi raised",
+        max(0.0, kl_to_pi(log_mu8.exp()) - kl_to_pi(away)), 1e-12)
 beyond = kl_from_mu(proposals[(3.0, 2.0)]) - kl_from_mu(log_pi8.exp())
 print(f"KL(Q*(3, 2) || mu) - KL(pi || mu) = {beyond:+.3f}: the tilted negative proposal is "
       f"{'farther from' if beyond > 0 else 'no farther from'} mu than pi is")
@@ -657,15 +785,22 @@ plt.show()
 print("w of each response:", " ".join(f"{v:.2f}" for v in w8.tolist()))
 
 # %% [markdown]
-# With $\alpha=0.5,\lambda=0$ (left), $Q^*$ sits between $\mu$ and $\pi$, and its distance from $\mu$
-# printed above is below $\pi$'s. The tilt $e^{-\lambda w}$ takes mass away from responses with a
-# large $w$ (middle). At $(3,0)$ the printed distance is far beyond $\pi$'s: the proposal
-# overshoots $\pi$. The tilt of $(3,2)$ (right) pulls it back towards $\pi$'s distance but, in
-# the difference printed, not inside it; it favours $w$ near $\alpha/\lambda$ and drops the low-$w$
-# responses. So "$Q$ sits between $\mu$ and $\pi$" holds for the positive branch, not for the
-# negative one: there, the reading that survives is the coefficient's own shape (§7), a bump.
+# With $\alpha=0.5,\lambda=0$ (left), $Q^*$ sits between $\mu$ and $\pi$: its distance from $\mu$ is
+# below $\pi$'s and its distance from $\pi$ below $\mu$'s (both printed, the first check). The tilt
+# $e^{-\lambda w}$ takes mass away from responses with a large $w$ (middle). "Favours $w$ near
+# $\alpha/\lambda$" is meant relative to $\mu$: $Q^*/\mu\propto w^\alpha e^{-\lambda w}$ is largest at
+# $w=\alpha/\lambda$. So the positive branch's $(0,0.1)$, with $\alpha/\lambda=0$, favours the *lowest* $w$:
+# relative to $\mu$ it moves mass off the responses $\pi$ raised, and it ends farther from $\pi$ than
+# $\mu$ itself (the second printed line, the second check); it does not lie between $\mu$ and $\pi$.
+# At $(3,0)$ the printed distance from $\mu$ is far beyond $\pi$'s: the proposal overshoots $\pi$. The
+# tilt of $(3,2)$ (right) pulls it back towards $\pi$'s distance but, in the difference printed,
+# not inside it; relative to $\mu$ it favours $w$ near $\alpha/\lambda=1.5$ and drops the low-$w$
+# responses. So "$Q$ sits between $\mu$ and $\pi$" holds only for the untilted $\alpha\in[0,1]$
+# (a geometric mixture), for neither of ReSPO's branches: what survives for both is the
+# coefficient's own shape (§7), nearly flat for positives, a bump for negatives.
 #
-# **Claim (the variance control, and what it is not).** $\lambda$ is the multiplier of a budget
+# **Claim (the variance control, and what it is not).** As in VESPO (§3.2, §3.4 of its paper),
+# $\lambda$ is the multiplier of a budget
 # $\mathbb E_Q[w]\le C$. That budget equals $1+\mathrm{Var}_\mu(w)$ only at $Q=\pi$ (since
 # $\mathbb E_\pi[w]=\sum_y\pi^2/\mu=\mathbb E_\mu[w^2]$), not at the tilted $Q^*$ the kernel uses. The argument that
 # holds is docs/math.md §4.4's: with $\lambda>0$ the coefficient is *bounded*, $\phi_+\le e^{\lambda_+}$
@@ -705,7 +840,8 @@ confirm(f"E_mu[phi^2 A^2 |grad log pi|^2] <= max phi^2 E_mu[A^2 |grad log pi|^2]
 # - **Each branch is the density ratio of a proposal** (§5): the gradient of
 #   $\mathbb E_\mu[A\,\Phi_\pm(w)]$ is the policy gradient averaged under that sign's $Q^*$, up to the
 #   constant the kernel drops.
-# - **Closed forms**, which the tests use as an independent check of the kernel. For ReSPO,
+# - **Optional depth: closed forms** (used by the tests as an independent check of the kernel;
+#   nothing later in the course needs them, so skip to §7 on a first reading). For ReSPO,
 #   $\Phi(w)=\int_1^w u^{\alpha-1}e^{-\lambda(u-1)}\,du$, and by the substitution $v=\lambda u$
 #   ($du=dv/\lambda$, $u^{\alpha-1}=v^{\alpha-1}\lambda^{1-\alpha}$):
 # $$\Phi(w)=e^{\lambda}\lambda^{-\alpha}\int_\lambda^{\lambda w}v^{\alpha-1}e^{-v}\,dv .$$
@@ -816,8 +952,9 @@ confirm("at the defaults ReSPO's negative branch is VESPO's",
         (phi_curve("vespo", dense, False) - phi_dense).abs().max(), 1e-12)
 
 # %% [markdown]
-# *Takeaway:* one kernel family, two settings: a floor of 1 for positives (the drifted slightly
-# up-weighted) and VESPO's bump for negatives. Notebook 02 moves the four numbers.
+# *Takeaway:* one kernel family, two settings: for positives a nearly flat branch, at least 1
+# below $w=1$ and at most $e^{\lambda_+}$ (the drifted slightly up-weighted), and VESPO's bump for
+# negatives. Notebook 02 moves the four numbers.
 #
 # ## 8. A worked example: one group, every method, one gradient
 #
@@ -852,6 +989,12 @@ jac_group = torch.autograd.functional.jacobian(lambda t: space.log_probs(t)[pick
 phi_group = respo_coefficient(group_log_w, adv4 > 0)
 confirm("ReSPO's gradient = (1/4) sum_i phi_i A_i grad log pi(y_i), from the printed phi and A",
         (grads["respo"] - (phi_group * adv4) @ jac_group / 4).abs().max(), 1e-12)
+cosines = {m: (grads[m] @ grads["is"] / (grads[m].norm() * grads["is"].norm())).item() for m in METHOD_TABLE}
+lowest = ("grpo", "dapo", "dual_clip", "seq_clip", "gspo", "vespo")
+confirm("the clips (token and sequence) and VESPO have the six lowest cosines with the exact gradient",
+        max(0.0, max(cosines[m] for m in lowest) - min(c for m, c in cosines.items() if m not in lowest)), 1e-12)
+confirm("the sequence clip gives 0 to the correct response (above the band) and to 101 (below it)",
+        group_phi["seq_clip"][[0, 3]].abs().max(), 1e-12)
 
 # %% [markdown]
 # Read the rows against §2's table and §0's cells. The sequence clip writes 0 for the correct
@@ -865,12 +1008,29 @@ confirm("ReSPO's gradient = (1/4) sum_i phi_i A_i grad log pi(y_i), from the pri
 # ## Quick questions
 #
 # 1. Why is the group baseline free for the exact weight but not for ReSPO?
-#    <details><summary>answer</summary>$\mathbb E_\mu[w\nabla\log\pi]=\sum_y\nabla\pi=0$, so $b\,\mathbb E_\mu[w\nabla\log\pi]=0$; for $\phi\ne w$ the sum $\mathbb E_\mu[\phi\nabla\log\pi]$ is not zero, and §1 printed how much of each method's expected gradient the baseline accounts for.</details>
+#    <details><summary>answer</summary>$\mathbb E_\mu[w\nabla\log\pi]=\sum_y\nabla\pi=0$, so $b\,\mathbb E_\mu[w\nabla\log\pi]=0$ (and for $c\,w$); for a $\phi$ that is not a multiple of $w$ the sum $\mathbb E_\mu[\phi\nabla\log\pi]$ is in general not zero, and §1 printed how much of each method's expected gradient the baseline accounts for.</details>
 # 2. For the power surrogate $J_\alpha$ with baseline $b>0$, does the baseline reward or penalise moving away from $\mu$ at $\alpha=0$, and at $\alpha=3$?
 #    <details><summary>answer</summary>It adds $b(1-\alpha)D_\alpha$ (§4). $D_\alpha\ge0$ always, so at $\alpha=0$ it adds $b\,\mathrm{KL}(\mu\|\pi)$ (a reward for divergence) and at $\alpha=3$ it subtracts $2bD_3$ (a penalty).</details>
 # 3. Does giving a low-$w$ positive a coefficient near 1 reduce variance?
 #    <details><summary>answer</summary>No. That cell contributes almost nothing to the exact weight's second moment ($w^2\to0$) and more under ReSPO (§1 printed the shares). It changes the target, towards the likelihood of $\mu$'s successes $\mathbb E_\mu[A_+\log\pi]$; the variance cut is on the high-$w$ negatives.</details>
 # 4. Why is the kernel's step not the solution of one variational problem?
-#    <details><summary>answer</summary>Each sign has its own $Q^*_s$ and its own constant $e^{-\lambda_s}/Z_s(x)$; the kernel drops both, and they differ (§5 printed them), so the sum of the two parts points in a different direction from the sum of the two problems' gradients.</details>
+#    <details><summary>answer</summary>Each sign has its own $Q^*_s$ and its own constant $e^{-\lambda_s}/Z_s(x)$; the kernel drops both, and they differ (§5 printed them), so the kernel weighs its positive part against its negative part by their ratio relative to the two problems' own step; how far that turns the step depends on the prompt (§5's cosine).</details>
 # 5. At the defaults, how does ReSPO differ from VESPO?
 #    <details><summary>answer</summary>Only on positives: the negative branch $(3,2)$ is VESPO's; VESPO's positive branch $(2,3)$ peaks at $w=2/3$ and falls to 0 like $e^3w^2$, ReSPO's $(0,0.1)$ is nearly flat with its maximum $e^{0.1}$ at $w\to0$ (§7).</details>
+#
+# ## Where this comes from
+#
+# - The exact off-policy gradient and its product weight (§1): importance sampling over whole
+#   trajectories; with one reward at the end of a response, Precup et al.'s per-decision weighting
+#   (ICML 2000) saves nothing, so the weight is the whole $w$.
+# - The clip as a coefficient table (§2): PPO (Schulman et al., arXiv:1707.06347), applied here to
+#   the sequence weight; GRPO (arXiv:2402.03300) and GSPO (arXiv:2507.18071) clip other ratios.
+# - The α-divergence and its KL limits (§4): Amari's α-family of f-divergences.
+# - The variational proposal under a weight budget (§5), the power-times-exponential kernel and
+#   the negative branch $(3,2)$ (§7): VESPO (Shen et al., arXiv:2602.10693, §3).
+# - The flat positive corner $\phi_+=1$ (§1's change of target): TOPR's positive branch (Le Roux
+#   et al., arXiv:2503.14286).
+# - Two branches by advantage sign, a positive branch that keeps low-$w$ positives: ReSPO (Chen, Ban
+#   and Hsieh), from its abstract only; the rest is this project's reconstruction (docs/math.md).
+#
+# One line per work, in this course's notation: [docs/bibliography.md](../docs/bibliography.md).

@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
-from course import SequenceSpace, confirm
+from course import EndedSpace, SequenceSpace, confirm
 from nano_respo.kernel import METHOD_TABLE, LossConfig, coefficients, respo_coefficient
 
 torch.set_num_threads(1)
@@ -80,7 +80,9 @@ plt.show()
 # ## 2. What $\alpha$ and $\lambda$ do: small multiples
 #
 # One panel per $(\alpha,\lambda)$. Read across a row: $\alpha$ bends the low-$w$ side down
-# ($\sim w^\alpha$). Read down a column: $\lambda$ pulls the high-$w$ side down ($\sim e^{-\lambda w}$).
+# ($\sim w^\alpha$). Read down a column: $\lambda$ pulls the high-$w$ side down ($\sim e^{-\lambda w}$) and,
+# because $\phi(1)=1$ is fixed, lifts the low side by the same tilt: as $w\to0$,
+# $\phi\approx e^{\lambda}w^\alpha$ (at $\alpha=0$ the limit $e^\lambda$, printed under the figure).
 # Corners: $(1,0)$ is the exact weight, $(0,0)$ ignores it. Both axes are logarithmic and
 # shared, with the top wide enough for every curve (the $\alpha=3$ panels without a strong tilt
 # reach far above 1; each panel prints its maximum on the plotted range). On these axes the
@@ -119,9 +121,14 @@ fig.tight_layout()
 plt.show()
 confirm("every panel's maximum lies inside the shared y-limits",
         max(0.0, max(c.max().item() for c in curves.values()) - y_limits[1]), 1e-12)
+print("alpha = 0, phi at the smallest w plotted (1e-3), by lambda: "
+      + ", ".join(f"lambda {lam:g}: {curves[0.0, lam][0]:.3f} (e^lambda {math.exp(lam):.3f})" for lam in lambdas))
+confirm("at alpha = 0 the tilt lifts the low side to about e^lambda (at w = 1e-3: e^(lambda (1 - 1e-3)))",
+        max(abs(curves[0.0, lam][0].item() - math.exp(lam * (1 - 1e-3))) for lam in lambdas), 1e-9)
 
 # %% [markdown]
-# *Takeaway:* $\alpha$ decides the fate of low-$w$ responses, $\lambda$ the fate of high-$w$ ones.
+# *Takeaway:* $\alpha$ decides how fast the low-$w$ side falls, $\lambda$ the fate of high-$w$ ones
+# and, through $\phi(1)=1$, the height of the low side too.
 # A positive wants $\alpha\approx0$ (keep the low tail); a negative wants $\lambda>0$ (drop the
 # high tail), a large $\alpha$ (drop the low tail too, fast) and $\alpha>\lambda$ (the peak above 1).
 #
@@ -216,20 +223,50 @@ for method, (level, *_rest) in METHOD_TABLE.items():
 largest = len(drifts) - 1
 print(f"at the largest drift (std of log w {spread[largest]:.2f}), relative bias of the sequence-level methods: "
       + ", ".join(f"{m} {results[m][largest][0]:.2f}" for m in panels["sequence-level"]))
+mse = {m: results[m][at][0] ** 2 + results[m][at][1] ** 2 / n for m in METHOD_TABLE}
+print(f"methods with a smaller mse than ReSPO's at n = {n}: " + ", ".join(m for m in METHOD_TABLE if mse[m] < mse["respo"]))
+
+
+def bias_by_sign(cfg: LossConfig, state) -> list[float]:
+    """|E_mu[(phi - w) A grad log pi]| over the positives and over the negatives, relative to |g*|."""
+    logp, jac = state
+    phi_t, log_w = coefficients(logp, old_logp, adv, mask, cfg)
+    g_true = (mu * log_w.exp() * adv) @ jac.sum(1)
+    gap = ((phi_t - log_w.exp()[:, None]) * adv[:, None])[..., None] * jac                  # [N, L, P]
+    return [((mu * rows)[:, None, None] * gap).sum((0, 1)).norm().item() / g_true.norm().item()
+            for rows in (adv > 0, adv < 0)]
+
+
+by_sign = bias_by_sign(LossConfig(), states[largest])
+print(f"ReSPO at the largest drift: the part of its bias from the positives {by_sign[0]:.2f}, "
+      f"from the negatives {by_sign[1]:.2f}")
+seq_level = [m for m in panels["sequence-level"] if m != "is"]
+jumps = {m: max(b - a for (a, _), (b, _) in zip(results[m], results[m][1:])) for m in METHOD_TABLE}
+confirm("at the moderate drift ReSPO's bias is below the sequence clip's, GSPO's and VESPO's, its spread above the clip's",
+        max(0.0, *(results["respo"][at][0] - results[m][at][0] for m in ("seq_clip", "gspo", "vespo")),
+            results["seq_clip"][at][1] - results["respo"][at][1]), 1e-12)
+confirm("at the largest drift ReSPO's bias is the largest of the sequence-level methods, mostly from its positives",
+        max(0.0, max(results[m][largest][0] for m in seq_level) - results["respo"][largest][0], by_sign[1] - by_sign[0]),
+        1e-12)
+confirm("the hard clips' bias jumps by more than 0.4 between two drifts; the smooth coefficients' never by 0.25",
+        max(0.0, *(0.4 - jumps[m] for m in ("grpo", "dapo", "dual_clip", "seq_clip", "gspo")),
+            *(jumps[m] - 0.25 for m in ("cispo", "sapo", "topr", "respo"))), 1e-12)
 
 # %% [markdown]
 # Read the two pictures together. The exact weight (`is`) has no bias and a spread that
 # grows fastest with the drift (notebook 01, §1). Every other method buys a smaller spread
 # with a bias that grows with the drift. The hard clips (GRPO, DAPO, dual-clip, the sequence
 # clip, and GSPO with its tiny $\epsilon$) jump to a large bias as soon as responses leave their
-# band; the smooth coefficients (CISPO, SAPO, TOPR, ReSPO) grow it gradually. At a moderate
-# drift (std of $\log w$ about 0.5) ReSPO has less bias than the sequence clip, GSPO and
-# VESPO and a somewhat larger spread than the sequence clip. At the largest drift the order
-# turns: ReSPO's bias is the largest of the sequence-level methods (the last line printed),
-# as a change of target predicts: its nearly flat positive branch does not aim at the exact
-# gradient, against which bias is measured here (notebook 01 §1). This is one tiny space with a
-# random drift: which method has the smallest error depends on the batch size $n$, and the
-# ranking is not a claim about LLM training. What the maps do show is that "biased" and
+# band; the smooth coefficients (CISPO, SAPO, TOPR, ReSPO) grow it gradually (the last check).
+# At a moderate drift (std of $\log w$ about 0.5) ReSPO has less bias than the sequence clip,
+# GSPO and VESPO and a somewhat larger spread than the sequence clip; at $n=64$ the methods
+# whose mean squared error is below ReSPO's are the ones printed under the table. At the
+# largest drift the order turns: ReSPO's bias is the largest of the sequence-level methods,
+# and most of it comes from its positives (the split printed), where its nearly flat branch
+# departs from $w$: a change of target, measured against the exact gradient here (notebook 01
+# §1). This is one tiny space with a random drift: which method has the smallest error
+# depends on the batch size $n$, and the ranking is not a claim about LLM training. What the
+# maps do show is that "biased" and
 # "unbiased" are not the choice; *how much* bias for *how much* spread is.
 # Part of every reshaped method's bias is the group baseline: $A=r-\mathbb E_\mu[r]$ adds
 # $-\mathbb E_\mu[r]\,\mathbb E_\mu[\phi\nabla\log\pi]$ to the expected gradient, zero only for $\phi=w$ (notebook 01 §1).
@@ -335,25 +372,161 @@ for method in ("grpo", "cispo", "seq_clip", "vespo", "respo"):
 #
 # **What the token clip pays for it**, from printouts already above. It never looks at the
 # product, so it is no trust region on $w$: here almost every response has $w<0.8$ while few
-# tokens leave the band (the first line printed). It zeroes tokens rather than responses, on
-# both signs, as soon as token ratios leave the band, and its bias at §3's moderate drift is
-# the sequence clip's (the `grpo` and `seq_clip` rows of §3's table). And zeroing part of a
-# response turns the step: on notebook 01 §8's worked group, GRPO's step has a negative cosine
-# with the exact gradient.
+# tokens leave the band (the first line printed; the check below). It zeroes tokens rather than
+# responses, on both signs, as soon as token ratios leave the band, and its bias at §3's
+# moderate drift is the sequence clip's (the `grpo` and `seq_clip` rows of §3's table, equal to
+# their printed digits). And zeroing part of a response turns the step: on notebook 01 §8's
+# worked group, GRPO's step has a negative cosine with the exact gradient.
+
+# %%
+outside = ((r_t < 0.8) | (r_t > 1.2)).float().mean().item()
+confirm("most responses have w < 0.8 while under a tenth of the token ratios leave [0.8, 1.2]",
+        max(0.0, 0.5 - low.float().mean().item(), outside - 0.1), 1e-12)
+confirm("at §3's moderate drift GRPO's bias equals the sequence clip's to 0.01",
+        max(0.0, abs(results["grpo"][at][0] - results["seq_clip"][at][0]) - 0.01), 1e-12)
 #
 # *Takeaway:* sequence-level starvation is the sharp one; token-level clipping starves mildly
 # because it never looks at the product, and pays for that with no control of $w$ and, from
 # a moderate drift on, a bias as large as the sequence clip's (§3's figure).
 #
+# ## 6. The mechanism, exactly: a rare long correct answer, pushed by its neighbours
+#
+# Starvation is a claim about a specific response: a long correct answer the sampler rarely
+# writes, whose weight falls because the updates from *other* responses move the policy away
+# from it; a sequence clip then multiplies its gradient by that fallen $w$. Here is that
+# situation with nothing sampled. Responses are 0 to 7 tokens over $\{0,1\}$ followed by an end
+# token $E$ (255 of them, a tabular policy as in §3). Two are correct: the short `1E`, which
+# $\mu$ writes often, and the planted long `1111111E`, which $\mu$ writes with probability about
+# $10^{-3}$ (printed). They share the first token, and at the prefix `1` the short answer ends
+# where the long one goes on: what raises `1E` lowers the long answer. Each method takes 16 plain
+# gradient steps (SGD, learning rate 2) on its *exact* expected gradient
+# $g=\mathbb E_\mu[\sum_t\phi_tA\nabla\log\pi_t]$ with $\mu$ fixed, i.e. reuse of one infinitely large batch,
+# no seeds. Before each step $R$ the cell prints the long answer's probability and the component
+# of $g$ towards it, $\langle g,\nabla\log\pi(y^*)\rangle$ (the rate at which the step raises
+# $\log\pi(y^*)$), and, once, the part of that component that comes from $y^*$'s own term
+# $\mu(y^*)\phi^*A^*\|\nabla\log\pi(y^*)\|^2$.
+
+# %%
+ended = EndedSpace(vocab=2, max_len=8)
+star, short = (1,) * 7 + (ended.end,), (1, ended.end)
+i_star, i_short = ended.index(star), ended.index(short)
+theta_mu6 = ended.logits_from_probs({(): (0.3, 0.6, 0.1), (1,): (0.1, 0.4, 0.5),
+                                     **{(1,) * k: (0.35, 0.35, 0.3) for k in range(2, 7)}})
+logp_mu6 = ended.token_log_probs(theta_mu6)                                  # [N, L]
+mu6 = logp_mu6.sum(-1).exp()
+both = torch.tensor([float(s in (star, short)) for s in ended.seqs], dtype=torch.float64)
+only_star = torch.tensor([float(s == star) for s in ended.seqs], dtype=torch.float64)
+print(f"{len(ended.seqs)} responses; mu(1111111E) = {mu6[i_star]:.2e} ({int(ended.mask[i_star].sum())} tokens), "
+      f"mu(1E) = {mu6[i_short]:.2f}; sum of mu = {mu6.sum():.6f}")
+
+
+def exact_reuse(method, reward6, steps=16, lr=2.0, optimizer="sgd"):
+    """Per step before it: (pi(y*), <g, grad log pi(y*)>, y*'s own part of it, phi of y*, phi of 1E)."""
+    adv6 = reward6 - (mu6 * reward6).sum()                                   # A = r - E_mu[r]
+    theta = theta_mu6.clone().requires_grad_(True)
+    opt = torch.optim.SGD([theta], lr=lr) if optimizer == "sgd" else torch.optim.Adam([theta], lr=lr)
+    out = []
+    for _ in range(steps):
+        logp = ended.token_log_probs(theta)
+        phi, _ = coefficients(logp.detach(), logp_mu6, adv6, ended.mask, LossConfig(method=method))
+        terms = mu6[:, None] * phi * adv6[:, None] * logp                     # [N, L] E_mu[phi A log pi], per token
+        g = torch.autograd.grad(terms.sum(), theta, retain_graph=True)[0]
+        own = torch.autograd.grad(terms[i_star].sum(), theta, retain_graph=True)[0]
+        towards = torch.autograd.grad(logp[i_star].sum(), theta)[0]           # grad log pi(y*)
+        out.append((logp[i_star].sum().exp().item(), (g @ towards).item(), (own @ towards).item(),
+                    phi[i_star].mean().item(), phi[i_short].mean().item()))
+        opt.zero_grad()
+        theta.grad = -g                                                        # ascent on the expected gradient
+        opt.step()
+    return out
+
+
+shown_methods = ("seq_clip", "grpo", "gspo", "respo", "respo_pos_clip_neg", "topr")
+exact = {m: exact_reuse(m, both) for m in shown_methods}
+print("before step R =  " + "".join(f"{r:>6}" for r in range(1, 17)))
+for m, rows in exact.items():
+    print(f"{m:<18} pi(y*) x 1e3 " + "".join(f"{p * 1e3:6.2f}" for p, *_ in rows))
+    print(f"{'':<18} comp. x 100  " + "".join(f"{c * 100:+6.1f}" for _, c, *_ in rows))
+print("y*'s own part of the component at R = 1 and R = 16, and phi of y* and of 1E at R = 16:")
+for m, rows in exact.items():
+    print(f"  {m:<18} {rows[0][2]:+.4f} {rows[-1][2]:+.4f}   phi(y*) {rows[-1][3]:.2f}   phi(1E) {rows[-1][4]:.2f}")
+control = {m: exact_reuse(m, only_star) for m in ("seq_clip", "respo")}
+print("control, 1111111E the only correct answer: component at R = 1, 8, 16 | pi(y*) x 1e3 at R = 16")
+for m, rows in control.items():
+    print(f"  {m:<18} " + " ".join(f"{rows[r][1]:+.4f}" for r in (0, 7, 15)) + f" | {rows[-1][0] * 1e3:.2f}")
+adam = {m: exact_reuse(m, both, lr=0.05, optimizer="adam") for m in shown_methods}
+print("the same 16 steps with Adam (lr 0.05) instead: pi(y*) x 1e3 at R = 16 | w of y* there")
+for m, rows in adam.items():
+    print(f"  {m:<18} {rows[-1][0] * 1e3:6.2f} | {rows[-1][0] / mu6[i_star].item():.2f}")
+
+# %%
+first = [rows[0] for rows in exact.values()]
+confirm("at R = 1 (w = 1) every method has the same component towards y*, and it is negative",
+        max(max(abs(c - first[0][1]) for _, c, *_ in first), max(0.0, first[0][1])), 1e-12)
+confirm("y*'s own term is positive and under a tenth of the component's size at R = 1",
+        max(0.0, -first[0][2], first[0][2] - 0.1 * abs(first[0][1])), 1e-12)
+confirm("without the short correct answer the component towards y* is positive at every step (the control)",
+        max(0.0, -min(c for rows in control.values() for _, c, *_ in rows)), 1e-12)
+confirm("the sequence clip starves y* (phi = w < 1 at R = 16) while ReSPO gives it more than 1",
+        max(0.0, exact["seq_clip"][-1][3] - 1, 1 - exact["respo"][-1][3]), 1e-12)
+confirm("yet y* ends less likely under ReSPO than under the sequence clip, which gives 1E nothing above its band",
+        max(0.0, exact["respo"][-1][0] - exact["seq_clip"][-1][0], exact["seq_clip"][-1][4]), 1e-12)
+confirm("with Adam the order reverses: y* ends likelier under ReSPO than under the sequence clip",
+        max(0.0, adam["seq_clip"][-1][0] - adam["respo"][-1][0]), 1e-12)
+
+# %% [markdown]
+# Read it in this order. At $R=1$ every method takes the same step ($w=1$), and its component
+# towards the long answer is negative: the expected gradient lowers $y^*$ although $y^*$ is
+# correct, and the control without `1E` turns it positive, so the push comes from the short
+# answer sharing its first token (the first and third checks). This is the pressure the
+# starvation story needs, exact here.
+#
+# Then the methods part. The sequence clip lets $w(y^*)$ fall below 1 and gives $y^*$ its $w$
+# (starved, the fourth check); ReSPO gives it slightly more than 1. But $y^*$'s own term is
+# $\mu(y^*)$ times its coefficient, a small part of the component (the second check, and the
+# printed own parts, close between methods), so what decides $y^*$'s fate is what each method
+# does to the *competitor*. The sequence clip and GSPO give `1E` nothing once its weight passes
+# their upper band (its printed $\phi$ of 0), and $y^*$'s component goes to about 0 after a step
+# or two; GRPO's token clip keeps $y^*$ about level too, its component alternating in sign.
+# ReSPO, TOPR and the branch ablation keep pushing `1E` (their printed $\phi$ of it; ReSPO's
+# positive branch brakes slowly above 1, notebook 03 §9), the component stays negative, and
+# $y^*$ keeps falling. In the exact expectation a coefficient near 1 on a rare answer is worth
+# about $\mu(y^*)$ of the step; the upper brake on the answer it competes with is worth far more.
+#
+# Two limits of this cell. It is plain gradient ascent. With Adam (the last table) every
+# weight moves by about the learning rate whatever the size of its gradient, so $y^*$'s own
+# rows, which it shares only with wrong answers, rise at that rate whenever its
+# coefficient is positive, and the order reverses: ReSPO and TOPR leave $y^*$ likeliest (the
+# last check). What a coefficient buys depends on the optimizer that applies it. And it is one
+# designed space: it shows the mechanism and what each coefficient does to it, not how often it
+# arises in a trained model (notebooks 03–05 measure that).
+#
 # ## Quick questions
 #
 # 1. Which parameter decides what a drifted correct answer ($w\ll1$) receives, and which one decides what an over-generated wrong answer ($w\gg1$) receives?
 #    <details><summary>answer</summary>$\alpha_+$ for the first ($\phi_+\sim w^{\alpha_+}$ as $w\to0$; $\alpha_+=0$ keeps it between 1 and $e^{\lambda_+}$, its limit), $\lambda_-$ for the second ($\phi_-\sim e^{-\lambda_-w}$ as $w\to\infty$); §2's small multiples show both.</details>
-# 2. Why does the $\alpha=3$ column of §2 need its own axis, and what makes its curves come back down?
-#    <details><summary>answer</summary>$w^3$ grows without bound; only the tilt $e^{-\lambda w}$ brings it back, with the peak at $w^*=3/\lambda$ and height $(3/\lambda)^3e^{\lambda-3}$, enormous for a small $\lambda$ (the printed maxima).</details>
+# 2. In §2 the shared y-axis reaches far above 1 because of a few panels: which, and what makes their curves come back down?
+#    <details><summary>answer</summary>The $\alpha=3$ panels with little tilt: $w^3$ grows without bound, and only the tilt $e^{-\lambda w}$ brings it back, with the peak at $w^*=3/\lambda$ and height $(3/\lambda)^3e^{\lambda-3}$, enormous for a small $\lambda$ (each panel's printed maximum; at $\lambda=0$ it never comes down).</details>
 # 3. In §3, every method except the exact weight has a bias. Name two sources of it.
-#    <details><summary>answer</summary>The coefficient differs from $w$ (zeroed cells, a floor, a bump), and with $A=r-\mathbb E_\mu[r]$ the baseline term $-b\,\mathbb E_\mu[\phi\nabla\log\pi]$ is not zero once $\phi\ne w$ (notebook 01 §1).</details>
+#    <details><summary>answer</summary>The coefficient differs from $w$ (zeroed cells, a near-1 value where $w$ is small, a bump), and with $A=r-\mathbb E_\mu[r]$ the baseline term $-b\,\mathbb E_\mu[\phi\nabla\log\pi]$ is not zero once $\phi\ne w$ (notebook 01 §1).</details>
 # 4. With $n$ responses, when does a method with more bias but less spread win on mean squared error?
 #    <details><summary>answer</summary>When $n$ is small: the error is $\text{bias}^2+\text{std}^2/n$, so the spread's share falls like $1/n$ and the bias's does not (§3's table at $n=64$).</details>
 # 5. Why does a token-level clip starve a low-$w$ positive less than a sequence-level clip in §5?
 #    <details><summary>answer</summary>It clips each token ratio $r_t$, which stays near 1 while the product $w=\prod_tr_t$ drifts; for $A>0$ it only zeroes tokens with $r_t>1+\epsilon$, whereas the sequence clip gives the whole response its product weight $w$.</details>
+# 6. In §6, ReSPO gives the rare long answer a coefficient above 1 and the sequence clip gives it its fallen $w$. Why does the long answer still end less likely under ReSPO?
+#    <details><summary>answer</summary>In the expected gradient its own term is $\mu(y^*)\phi^*A^*\|\nabla\log\pi(y^*)\|^2$, about $\mu(y^*)$ of the step whatever $\phi^*$; what moves it is the push on the short correct answer it competes with at the shared prefix. The sequence clip gives that answer 0 once its $w$ passes $1+\epsilon$, ReSPO keeps pushing it (its slow brake above 1), so the pressure on $y^*$ lasts longer (§6's tables and checks). With Adam the order changes, because every weight then moves by about the learning rate.</details>
+#
+# ## Where this comes from
+#
+# - Bias and variance of reshaped importance weights as a trade (§3): the truncated-IS line of
+#   off-policy RL, ACER (Wang et al., ICLR 2017), Retrace (Munos et al., NeurIPS 2016) and V-trace
+#   (Espeholt et al., ICML 2018), here on sequence weights.
+# - The token-level clips and coefficients compared (§3, §5): PPO/GRPO, DAPO's clip-higher
+#   (arXiv:2503.14476), CISPO (arXiv:2506.13585), SAPO (arXiv:2511.20347); the sequence-level ones:
+#   GSPO (arXiv:2507.18071), TOPR (arXiv:2503.14286), VESPO (arXiv:2602.10693).
+# - The kernel family moved by the sliders (§1, §2, §4): VESPO's $w^ke^{\lambda(1-w)}$, with ReSPO's
+#   two branches (docs/math.md §3).
+# - The planted long answer pushed by a short competitor (§6): the setting the ReSPO abstract
+#   describes, built here to be enumerable; the exact computation is this course's.
+#
+# One line per work: [docs/bibliography.md](../docs/bibliography.md).

@@ -31,6 +31,7 @@ import torch
 
 import toy
 import checks
+from course import confirm
 from nano_respo.kernel import LossConfig, coefficients, group_advantages, policy_loss, power_tilt, sequence_log_weight
 from nano_respo.lab.report import is_stuck, load_records, mean_ci
 from toy.envs import DigitSum
@@ -179,13 +180,53 @@ print("sequence clip: positives with w < 0.8 before each step: "
 # %% [markdown]
 # The first step is on-policy ($w=1$, every positive pushed up with coefficient 1), yet after it
 # a good share of the positives sit below $w=0.8$; then, over the next steps, the count falls
-# back (the printout). Two candidate causes for the first step: the negatives' push, carried
-# onto positives through the shared parameters, and the optimizer, since Adam's first step
-# is $\mathrm{lr}\cdot\hat m/\sqrt{\hat v}=\pm\mathrm{lr}$ on *every* weight, whatever the
-# gradient's size. The controls separate them: the same 16 steps with the negatives' advantages
-# set to 0 (positives only), and with plain SGD, once at learning rate 1 (the clipped gradient
-# itself, a short step) and once at the learning rate that makes SGD's first step as long as
-# Adam's.
+# back (the printout). How can a step that pushes every positive up lower some of them?
+#
+# **At first order, through shared weights.** A step $\Delta\theta$ changes positive $j$'s
+# log-probability by $\langle\nabla\log\pi_j,\Delta\theta\rangle$ to first order. For a gradient step on
+# the positives alone, $\Delta\theta=\eta\sum_iA_i\nabla\log\pi_i$, that is
+# $\eta\sum_iA_i\langle\nabla\log\pi_j,\nabla\log\pi_i\rangle$: negative for any positive whose gradient
+# points against the batch's, although its own term is positive. Adam's first step has another
+# direction, $\mathrm{lr}\cdot\hat m/\sqrt{\hat v}=\pm\mathrm{lr}$ on *every* weight (the sign of the
+# gradient), and another length, set by lr and the number of weights whatever the gradient's
+# size. The next cell counts, per positive, the sign of the first-order change along both
+# directions (per-response gradients by autograd, the negatives' advantages set to 0), and
+# checks the count against two tiny real steps.
+
+# %%
+params = list(policy.parameters())
+
+
+def response_gradients(episodes):
+    """[B, P] grad log pi(y) of every response under the warm policy (autograd, one response at a time)."""
+    seq_logp = (env.log_probs(policy, episodes) * episodes.mask).sum(-1)               # [B]
+    return torch.stack([torch.cat([g.reshape(-1) for g in torch.autograd.grad(seq_logp[i], params, retain_graph=True)])
+                        for i in range(len(seq_logp))])
+
+
+grads_6 = response_gradients(batch)                                                   # [B, P]
+push = (adv * positive) @ grads_6                                                     # [P] positives only
+exact_fall = positive & (grads_6 @ push < 0)                                          # first order, gradient direction
+sign_fall = positive & (grads_6 @ push.sign() < 0)                                    # first order, Adam's first direction
+print(f"positives whose log pi falls at first order, the negatives' advantages set to 0: {int(exact_fall.sum())} of "
+      f"{int(positive.sum())} along the gradient, {int(sign_fall.sum())} along its sign (Adam's first step)")
+start = torch.nn.utils.parameters_to_vector(params).detach()
+for eta in (1e-4, 1e-3):                                                              # two tiny steps along the gradient
+    tiny = copy.deepcopy(policy)
+    torch.nn.utils.vector_to_parameters(start + eta * push / push.norm(), tiny.parameters())
+    moved_lw = sequence_log_weight(env.log_probs(tiny, batch).detach(), batch.old_logp, batch.mask)
+    print(f"  a real step of length {eta:g} along it: {int((positive & (moved_lw < 0)).sum())} positives fall, "
+          f"the lowest log w {moved_lw[positive].min():+.5f}")
+    confirm(f"the positives a step of length {eta:g} lowers are exactly those the first-order count names",
+            ((positive & (moved_lw < 0)) != exact_fall).sum().item(), 1e-12)
+
+# %% [markdown]
+# So the interference is there before any question of step length: a fraction of the
+# positives lose probability along the very direction that raises the positives' total
+# (printed above), and a tiny real step lowers exactly those. Now the length. The controls take
+# the same 16 steps with the negatives' advantages set to 0 (positives only), and with plain
+# SGD, once at learning rate 1 (the clipped gradient itself, a short step) and once at the
+# learning rate that makes SGD's first step as long as Adam's.
 
 # %%
 def sgd_rate_matching_adam(advantages, episodes=None):
@@ -263,6 +304,12 @@ fig.tight_layout()
 plt.show()
 print(f"after 4 updates: token log-ratios of positives have std {token_ratio.std():.2f}, "
       f"their sequence log w std {log_w[step, positive].std():.2f}")
+cuts = torch.quantile(lengths[positive].float(), torch.tensor([1 / 3, 2 / 3]))
+tercile = torch.bucketize(lengths.float(), cuts, right=True)                              # [B] 0, 1, 2
+print("std of the positives' log w after 4 updates, by length tercile (shortest first): "
+      + ", ".join(f"{log_w[step, positive & (tercile == k)].std():.2f} ({int((positive & (tercile == k)).sum())} positives, "
+                  f"{int(lengths[positive & (tercile == k)].min())}-{int(lengths[positive & (tercile == k)].max())} tokens)"
+                  for k in range(3)))
 print("under the clip, after 1, 2, 4, 8 steps: positives above w = 1.2 | share of the positives' total phi A "
       "that goes to those below 0.8")
 for s in (1, 2, 4, 8):
@@ -274,35 +321,89 @@ for s in (1, 2, 4, 8):
 # %% [markdown]
 # Read the controls row by row (the printouts above). Adam with the positives alone starves
 # about as many positives after one step as Adam with the whole batch: the negatives' push is
-# not needed for it. SGD at learning rate 1 follows the same gradient with a far shorter step,
-# and starves none or almost none. SGD given Adam's step length starves as many or more, and
-# lowers the positives' mean $\log w$ although every coefficient on them was positive. So on
-# this toy the first step's starvation comes with the *length* of the step, not with the
-# negatives: Adam moves every weight by about lr, which here is many times the gradient's own
-# scale, and a step that long leaves the region where "pushing positives up raises every
-# positive's $\log\pi$" holds to first order. (At that length Adam's direction, $\pm$lr on
-# every weight, does better than SGD's: it raises the positives' mean $\log w$ where SGD's
-# lowers it.)
+# not needed for it. SGD at learning rate 1 follows the same direction with a step many times
+# shorter (the printed lengths): it lowers the same positives at first order, but by far too
+# little to reach $\log 0.8$, so it starves none or almost none. SGD given Adam's step length
+# starves as many or more, and lowers the positives' mean $\log w$ although every coefficient on
+# them was positive. Both causes are at work, and they are not alternatives: the *direction*
+# (interference through shared weights, at first order) decides which positives lose
+# probability, and the *length* of Adam's step, about lr on every weight, decides that they
+# lose enough of it to cross 0.8 in one step. The next cell checks the join on all five
+# batches: how many positives fall at first order, and how many of those Adam's first step puts
+# below 0.8 (at that length Adam's direction, $\pm$lr on every weight, does better than SGD's:
+# it raises the positives' mean $\log w$ where SGD's lowers it).
 # The zero-sum identity says the same from the other side: the negatives' total weight is the
 # positives', so "there are more negatives" cannot by itself be why positives fall.
+
+# %%
+print("per batch, negatives' advantages set to 0: positives falling at first order along the gradient | along its sign"
+      " | below 0.8 after Adam's first step | of those, not lowered at first order along its sign")
+joined = {}
+for seed, (episodes, a) in {6: (batch, adv), **other_batches}.items():
+    pos = a > 0
+    grads_b = grads_6 if seed == 6 else response_gradients(episodes)
+    direction = (a * pos) @ grads_b
+    falls, falls_sign = pos & (grads_b @ direction < 0), pos & (grads_b @ direction.sign() < 0)
+    run, _ = drift_run("seq_clip", steps=2, advantages=a * pos, episodes=episodes)
+    below = pos & (log_weights(run, episodes)[1] < math.log(0.8))
+    joined[seed] = (int(falls.sum()), int(below.sum()), int((below & ~falls_sign).sum()))
+    print(f"  batch {seed:>2}: {int(falls.sum()):>2} | {int(falls_sign.sum()):>2} | {int(below.sum()):>2} | "
+          f"{int((below & ~falls_sign).sum()):>2}   (of {int(pos.sum())} positives)")
+confirm("on every batch some positives fall at first order although only positives are pushed",
+        sum(f == 0 for f, _, _ in joined.values()), 1e-12)
+confirm("on §2's batch every positive Adam's first step puts below 0.8 is one its direction lowers at first order",
+        joined[6][2], 0)
+
+# %% [markdown]
+# On every batch a share of the positives falls at first order (the first column, and the
+# check). On §2's batch Adam's first step takes below 0.8 only positives its own direction
+# lowers at first order (the last column, 0); on some other batches a few more cross 0.8 than
+# first order predicts (the last column): at that length the step is beyond the linear regime
+# too, on top of the interference.
 #
-# **The product over length** adds to it: $\log w=\sum_td_t$, so small token changes add up
-# along a response (left: the token log-ratios are narrow, the sums wide); on this batch the
-# spread of $\log w$ grows only mildly with length (right).
+# **The product over length**: $\log w=\sum_td_t$, so small token changes add up along a
+# response (left: the token log-ratios are narrow, the sums wide). Whether the spread of $\log w$
+# grows with length on this batch is the tercile line printed under the figure; the scatter
+# (right) shows every response.
 #
 # **And then they come back, under the clip.** Over the 16 steps the count of starved
 # positives falls again (the first printout). The sequence clip gives a positive below
-# $1-\epsilon$ its $w$, not 0, and gives 0 to every positive above $1+\epsilon$. So after the first
-# step, with many positives already above the band, most of the positive update goes to the
-# ones left below it, and that share falls as they come back (the last printout). That is one
-# reason they come back; the printout does not separate it from the rest of the batch's pull
-# through shared weights.
+# $1-\epsilon$ its $w$, not 0, and gives 0 to every positive above $1+\epsilon$, so after the first
+# step most of the positive update goes to the ones left below the band (the last printout).
+# Is that concentration why they come back? The cell below is the control: the count of starved
+# positives before each step under the clip, under `no_is` ($\phi=1$ on every response, no
+# concentration and no trust region) and under ReSPO, each with the whole batch and with the
+# positives alone.
+
+# %%
+print("positives with w < 0.8 before each of the 16 steps (of " + f"{int(positive.sum())}):")
+come_back = {}
+for method in ("seq_clip", "no_is", "respo"):
+    for only, a in (("whole batch", adv), ("positives only", adv * positive)):
+        lw = log_weights(drift_run(method, advantages=a)[0])
+        come_back[method, only] = [starved(l, positive) for l in lw]
+        print(f"  {method:<9} {only:<15} " + " ".join(f"{c:>2}" for c in come_back[method, only]))
+confirm("with the positives alone every arm brings most of them back, no_is (phi = 1, no concentration) too",
+        sum(counts[-1] > counts[1] / 2 for (m, only), counts in come_back.items() if only == "positives only"), 1e-12)
+confirm("no_is on the whole batch, negatives pushed with no trust region, ends with more of them low than it started",
+        max(0, come_back["no_is", "whole batch"][1] - come_back["no_is", "whole batch"][-1]), 1e-12)
+
+# %% [markdown]
+# The concentration is not needed: with the positives alone, `no_is` brings them back about as
+# the clip does (the rows and the first check), so what brings them back is the positives' own
+# pushes acting on shared weights, step after step. What keeps them down is the other sign:
+# with the whole batch and no trust region on negatives (`no_is`: wrong answers already pushed
+# far down keep being pushed) they stay down and more follow (the second check), where the
+# clip and ReSPO, which both stop pushing negatives whose $w$ fell, let them come back.
 #
-# *Takeaway:* a positive becomes low-$w$ not because anyone pushed it down, but because one
-# long optimizer step moves shared weights beyond the linear regime; that $\log w$ sums its
-# tokens' drifts adds to it (mildly on this batch). What a method then gives it decides how
-# hard it is pushed back up; whether that brings it back sooner is §4's question (on the
-# count of starved positives: no).
+# *Takeaway:* a positive becomes low-$w$ by interference: at first order its $\log\pi$ changes by
+# $\eta\sum_iA_i\langle\nabla\log\pi_j,\nabla\log\pi_i\rangle$, negative for the positives whose gradient
+# points against the batch's, even with the negatives left out; the length of Adam's step
+# (about lr on every weight) takes those past $w=0.8$ in one step, where a short SGD step along
+# the same direction moves them by too little. Over the following steps the positives' own
+# pushes bring them back, unless the negatives keep being pushed without a trust region. What
+# a method gives a low-$w$ positive decides how hard it is pushed back up; whether that brings
+# it back sooner is §4's question (on the count of starved positives: no).
 #
 # ## 3. Symptom: what each method gives the low-$w$ positives
 #
@@ -360,6 +461,52 @@ print("the README's figures, over the toy's evaluation runs (experiments/figures
 # over whole training runs on fresh seeds, at each method's selected learning rate, where the
 # bars above are one batch of one warm policy; the two need not agree in their digits.
 #
+# **Retained positive signal by length.** A mean over the positives below 0.8 hides what the
+# clip does to the positives above 1.2, and a comparison of "low-$w$ lengths" can be faked by a
+# symmetric drift that sends long responses into both tails. The statistic that counts both
+# tails at once: per length tercile of the positives, the share of their on-policy push a method
+# keeps, $R_m=\sum_{A>0}\phi_mA\,/\sum_{A>0}A$ (1 for every method on-policy; `is` keeps $w$), on the
+# same 15 drifted steps for every method:
+
+# %%
+retained_methods = ("seq_clip", "grpo", "gspo", "cispo", "vespo", "respo", "respo_pos_clip_neg", "topr", "is")
+pos_cuts = torch.quantile(lengths[positive].float(), torch.tensor([1 / 3, 2 / 3]))
+pos_tercile = torch.bucketize(lengths.float(), pos_cuts, right=True)                 # [B] 0 shortest, 2 longest
+retained = {m: torch.zeros(3) for m in retained_methods}
+for logp in clip_run[1:]:
+    for m in retained_methods:
+        phi_t, _ = coefficients(logp, batch.old_logp, adv, batch.mask, LossConfig(method=m))
+        per_response = (phi_t * batch.mask).sum(-1) / lengths                                # [B]
+        for k in range(3):
+            rows = positive & (pos_tercile == k)
+            retained[m][k] += (per_response[rows] * adv[rows]).sum() / adv[rows].sum() / (len(clip_run) - 1)
+print("R_m by length tercile of the positives, mean over the 15 off-policy steps (shortest | middle | longest):")
+for k in range(3):
+    rows = positive & (pos_tercile == k)
+    print(f"  tercile {k + 1}: {int(rows.sum())} positives of {int(lengths[rows].min())}-{int(lengths[rows].max())} tokens")
+for m, r in retained.items():
+    print(f"  {m:<19} " + " | ".join(f"{v:.2f}" for v in r.tolist()))
+confirm("the sequence clip and GSPO keep under half of the positives' push in every tercile; ReSPO, TOPR, CISPO over 0.8",
+        max(0.0, *(retained[m].max().item() - 0.5 for m in ("seq_clip", "gspo")),
+            *(0.8 - retained[m].min().item() for m in ("respo", "topr", "cispo"))), 1e-12)
+confirm("on this batch the clip's share in the longest tercile is within 0.05 of the shortest's: no length gradient",
+        abs(retained["seq_clip"][2] - retained["seq_clip"][0]).item(), 0.05)
+given_mean = {m: {r: sum(v) / len(v) for r, v in given[m].items()} for m in methods}
+confirm("below the band: the sequence clip gives under 0.8, GRPO, GSPO and CISPO over 0.8, ReSPO and VESPO over 1",
+        max(0.0, given_mean["seq_clip"]["below (w < 0.8)"] - 0.8,
+            *(0.8 - given_mean[m]["below (w < 0.8)"] for m in ("grpo", "gspo", "cispo")),
+            *(1 - given_mean[m]["below (w < 0.8)"] for m in ("respo", "vespo"))), 1e-12)
+
+# %% [markdown]
+# Read the table by row, both tails in every sum. The sequence clip and GSPO keep under half of
+# the positives' on-policy push in every tercile, GSPO least (its tiny upper band zeroes every
+# positive whose tokens rose on average); ReSPO, TOPR and CISPO keep more than 0.8 (the first
+# check). Whether the clip's loss falls on the *long* positives is the question the columns
+# answer, and on this batch they say no: its longest tercile keeps about what its shortest
+# does (the second check). The toy's drift is not a starvation of long answers in particular;
+# it takes the clip's signal from positives of every length, in both tails. Notebook 04
+# computes the same table on the tiny Qwen3's batches.
+#
 # *Takeaway:* the symptom is a coefficient: a sequence clip multiplies a drifted correct
 # answer's gradient by $w<0.8$ and an already-improved one's by 0.
 #
@@ -416,8 +563,8 @@ print(f"ever-low positives end higher under ReSPO than under the clip on "
 
 # %% [markdown]
 # What the printout shows, batch by batch: under the clip the starved count rises at the first
-# step and then falls back, as §2 explained (the clip concentrates the positive update on the
-# ones left below the band). ReSPO does *not* bring them back sooner: after the second step
+# step and then falls back, as §2 measured (the positives' own pushes bring them back once the
+# negatives already pushed down stop being pushed). ReSPO does *not* bring them back sooner: after the second step
 # its count of positives below $0.8$ is lower than the clip's on few of the batches, and after
 # 15 steps each method leaves more of them below on some batches (both printed). What
 # ReSPO does is keep pushing: it gives a low-$w$ positive about 1 rather
@@ -428,7 +575,8 @@ print(f"ever-low positives end higher under ReSPO than under the clip on "
 #
 # **Does it cost learning?** Learning curves need several seeds and learning rates, and an
 # honest comparison is at *equal* learning rates: a method's best learning rate is part of
-# the method (a clip tolerates less, since it does not bound negatives). The toy's
+# the method (which step a method tolerates depends on its coefficient: exercise 1 in §11
+# asks which collapse at the largest rate). The toy's
 # selection runs (`toy/results/selection/runs.jsonl`, written by `python -m toy.select`)
 # ran every method at three learning rates, reuse 4 and 16, seeds 0–2; they are read back here,
 # not rerun. These are the seeds the learning rates were chosen on, 3 of them: read them as a
@@ -474,15 +622,26 @@ final = {m: mean_ci([r["final_reward"] for r in sweep if (r["method"], r["reuse"
          for m in ("seq_clip", "grpo", "respo")}
 print("R = 16, lr 0.01, final training reward (last 6 batches), mean over 3 seeds: "
       + ", ".join(f"{m} {v:.2f}" for m, v in final.items()))
+overlap_r4 = []
+for lr in lrs:
+    cells = [early_auc(m, 4, lr) for m in methods]
+    overlap_r4.append(max(v - h for v, h in cells) - min(v + h for v, h in cells))   # > 0: some intervals disjoint
+early_r16 = {m: early_auc(m, 16, 0.01)[0] for m in methods}
+confirm("at R = 4 every method's interval overlaps every other's at each lr (within noise)", max(0.0, *overlap_r4), 1e-12)
+confirm("at R = 16 and lr 0.01 ReSPO has the highest mean early AUC",
+        max(0.0, max(v for m, v in early_r16.items() if m != "respo") - early_r16["respo"]), 1e-12)
+confirm("and the end-of-run order there is not the early one (seq_clip, grpo, respo)",
+        float(sorted(final, key=final.get) == sorted(final, key=early_r16.get)), 1e-12)
 
 # %% [markdown]
 # Read the sweep at a fixed learning rate. At R = 4 the methods are within noise of each
 # other at every learning rate. At R = 16 and the shared learning rate 0.01, ReSPO has the
 # highest mean early AUC (the printout), with intervals that overlap most others at 3 seeds.
 # The ranking also moves with the learning rate: at 0.03 some methods collapse at R = 16 and
-# others do not (exercise 1 in §11 asks you to predict which before reading it off), so part
-# of ReSPO's early speed in the evaluation (`toy/RESULTS.md`, where each method runs at its own
-# chosen rate) is that it tolerates a larger step. And early is not final: at lr 0.01 and
+# others do not (exercise 1 in §11 asks you to predict which before reading it off). In the
+# evaluation (`toy/RESULTS.md`) each method runs at its own chosen rate, ReSPO's the largest, so
+# part of its early lead there can be the step rather than the coefficient; `toy/RESULTS.md`'s
+# equal-rate comparison is the control for that, and these three seeds are not. And early is not final: at lr 0.01 and
 # R = 16 (right, and the last printed line) the end-of-run order is not the early one.
 #
 # *Takeaway:* starvation costs the drifted positives their gradient; on the toy the learning
@@ -491,41 +650,68 @@ print("R = 16, lr 0.01, final training reward (last 6 batches), mean over 3 seed
 # ## 5. The other half: over-generated negatives take the update
 #
 # The same drifted batch, seen from the negatives: what share of the whole update
-# $\sum_i|\phi_iA_i|$ goes to negatives the policy now over-generates ($w>1.2$)?
+# $\sum_i|\phi_iA_i|$ goes to negatives the policy now over-generates ($w>1.2$)? A share is only
+# large or small against a reference, and the right ones are what those negatives get when the
+# coefficient ignores $w$ (`no_is`, $\phi=1$) and when it is the exact weight (`is`, $\phi=w$); both
+# are drawn as bars beside the methods.
 
 # %%
-high_share, high_count = {m: [] for m in methods}, []
-for logp, lw in zip(clip_run[1:], log_w[1:]):
-    high = negative & (lw > math.log(1.2))
-    high_count.append((high.sum() / (positive | negative).sum()).item())
-    for m in methods:
-        phi_t, _ = coefficients(logp, batch.old_logp, adv, batch.mask, LossConfig(method=m))
-        size = ((phi_t * batch.mask).sum(-1) / lengths * adv).abs()                 # [B] |phi A| per response
-        high_share[m].append((size[high].sum() / size.sum()).item())
-fig, ax = plt.subplots(figsize=(7, 2.6))
-bars = ax.bar(x, [sum(v) / len(v) for v in high_share.values()], 0.6, color=[colours[m] for m in methods])
+def high_negative_shares(episodes, a, logps, log_ws, arms):
+    """Mean over steps of the share of sum |phi A| that goes to negatives with w > 1.2, per arm; and of
+    those negatives, the share beyond w = 2.145, where ReSPO's phi_- falls back below 1."""
+    shares, beyond = {m: [] for m in arms}, []
+    steps_lengths = episodes.mask.sum(-1)
+    for logp, lw in zip(logps, log_ws):
+        high = (a < 0) & (lw > math.log(1.2))
+        beyond.append(((high & (lw > math.log(2.145))).sum() / high.sum().clamp(min=1)).item())
+        for m in arms:
+            phi_t, _ = coefficients(logp, episodes.old_logp, a, episodes.mask, LossConfig(method=m))
+            size = ((phi_t * episodes.mask).sum(-1) / steps_lengths * a).abs()            # [B] |phi A| per response
+            shares[m].append((size[high].sum() / size.sum()).item())
+    return {m: sum(v) / len(v) for m, v in shares.items()}, sum(beyond) / len(beyond)
+
+
+# %%
+arms5 = ("no_is", "is") + methods
+high_share, beyond_peak = high_negative_shares(batch, adv, clip_run[1:], log_w[1:], arms5)
+colours5 = {"no_is": "0.75", "is": "0.35", **colours}
+x5 = torch.arange(len(arms5)).float()
+fig, ax = plt.subplots(figsize=(8, 2.6))
+bars = ax.bar(x5, [high_share[m] for m in arms5], 0.6, color=[colours5[m] for m in arms5], edgecolor="0.3", lw=0.5)
 ax.margins(y=0.15)                                                            # room for the labels
-ax.bar_label(bars, labels=[f"{sum(v) / len(v):.1%}" for v in high_share.values()], fontsize=7, padding=1)
-ax.axhline(sum(high_count) / len(high_count), color="k", ls=":", lw=1, label="their share of the responses")
-ax.set_xticks(x.tolist(), methods)
-ax.set(ylabel="share of Σ|φA|", title="the update taken by negatives with w > 1.2")
-ax.legend(fontsize=7)
+ax.bar_label(bars, labels=[f"{high_share[m]:.1%}" for m in arms5], fontsize=7, padding=1)
+ax.set_xticks(x5.tolist(), [f"{m}\n(reference)" if m in ("no_is", "is") else m for m in arms5], fontsize=8)
+ax.set(ylabel="share of Σ|φA|", title="the update taken by negatives with w > 1.2 (§2's reused batch)")
 fig.tight_layout()
 plt.show()
-print(f"negatives with w > 1.2 are {sum(high_count) / len(high_count):.1%} of the responses; share of the update: "
-      + ", ".join(f"{m} {sum(v) / len(v):.1%}" for m, v in high_share.items()))
+print("share of the update taken by the negatives with w > 1.2: " + ", ".join(f"{m} {high_share[m]:.1%}" for m in arms5))
+print(f"of those negatives, {beyond_peak:.0%} are beyond w = 2.145 (mean over the steps); ReSPO's phi_- is above 1 "
+      f"on (1, 2.145) with its peak {power_tilt(torch.tensor([math.log(1.5)]), 3.0, 2.0).item():.2f} at w = 1.5")
+confirm("on this batch ReSPO gives them more than no_is and than the exact weight: its negative branch raises them",
+        max(0.0, high_share["no_is"] - high_share["respo"], high_share["is"] - high_share["respo"]), 1e-12)
+confirm("the sequence clip and GSPO give them more than twice what the exact weight does",
+        max(0.0, 2 * high_share["is"] - min(high_share["seq_clip"], high_share["gspo"])), 1e-12)
+confirm("phi_- > 1 exactly between w = 1 and 2.145 (the root of 3 log w = 2 (w - 1))",
+        abs(power_tilt(torch.tensor([math.log(2.145)], dtype=torch.float64), 3.0, 2.0).item() - 1), 2e-3)
+confirm("GRPO and CISPO give them within 2 points of no_is",
+        max(abs(high_share[m] - high_share["no_is"]) for m in ("grpo", "cispo")), 0.02)
 
 # %% [markdown]
-# A sequence-level clip leaves an over-generated negative its full weight $w>1.2$ while it
-# zeroes the positives above the band, so these few responses take more than twice their
-# number's share of the update (the sequence clip's and GSPO's bars). ReSPO's negative branch is bounded
-# (by its peak at $w=\alpha_-/\lambda_-$, printed in §10), so their share stays below their number; the
-# token-level GRPO and CISPO, whose per-token ratios stay nearer 1, give them little too.
-# Together with §3 this is the sign-dependent starvation of the abstract: the clip turns the
-# update *away* from drifted correct answers and *towards* over-generated wrong ones.
+# Against the references the bars read differently from a count of responses. The sequence
+# clip and GSPO give these negatives more than twice what even the exact weight gives them (the
+# second check): the clip keeps their full $w$ while it zeroes the positives above the band, so
+# the same few responses take a larger share. ReSPO does *not* cut them on this batch: most of
+# them sit at moderate weights (the share beyond 2.145 is printed), where $\phi_->1$ (its peak
+# 1.24 at $w=1.5$), so ReSPO gives them more than `no_is` and more than `is` (the first check).
+# Its negative branch bounds only the far tail; whether that tail is reached decides whether
+# it acts, and §6 reads the same shares on a stale batch that reaches it. The token-level GRPO
+# and CISPO, whose per-token ratios stay nearer 1, give these negatives about what `no_is` does.
 #
-# *Takeaway:* both halves are visible on one batch: starved positives below the trust region,
-# dominant negatives above it. ReSPO's two branches address one each.
+# *Takeaway:* the clip's other half is visible on this batch: a sequence clip hands
+# over-generated negatives more of the update than the exact weight would: it gives them the
+# same $w$ as `is` (the numerator is identical), so the difference is all in what it zeroes, the
+# positives that rose and the negatives that fell. ReSPO's negative branch is not a cut at moderate weights; it is one only
+# where $w$ goes far above 1.
 #
 # ## 6. Staleness: what `--lag` does to $w$
 #
@@ -550,6 +736,7 @@ def first_step_view(label, episodes, logp):
         given.append((phi[:, 0][pos]).mean().item())                                  # a sequence method: one phi per row
     print(f"  {label:<6} {q[0]:>5.2f} {q[1]:>5.2f} {q[2]:>5.2f}   {int((pos & (lw < math.log(0.8))).sum()):>2} of {int(pos.sum()):<3}"
           f"  {int((neg & (lw > math.log(1.2))).sum()):>3} of {int(neg.sum()):<4} {given[0]:.2f} / {given[1]:.2f}")
+    return given
 
 
 kept = [copy.deepcopy(policy)]
@@ -557,9 +744,22 @@ learner = copy.deepcopy(policy)
 reuse_loop(env, learner, "respo", lr=0.01, reuse=4, iterations=4, seed=2, after_batch=lambda p: kept.append(copy.deepcopy(p)))
 print("  lag    w at the first step     positives   negatives   mean phi on positives")
 print("         10%   50%   90%       w < 0.8     w > 1.2     seq clip / ReSPO")
+lag_given = {}
 for lag in (0, 1, 2, 4):
     episodes = env.sample(kept[-1 - lag], prompts, torch.Generator().manual_seed(6))   # mu: the weights of lag batches ago
-    first_step_view(f"L = {lag}", episodes, env.log_probs(learner, episodes).detach())
+    lag_given[lag] = first_step_view(f"L = {lag}", episodes, env.log_probs(learner, episodes).detach())
+confirm("at every lag above 0 the clip gives the positives a mean coefficient below 0.6, ReSPO within 0.05 of 1",
+        max(0.0, *(lag_given[lag][0] - 0.6 for lag in (1, 2, 4)), *(abs(lag_given[lag][1] - 1) - 0.05 for lag in (1, 2, 4))),
+        1e-12)
+stale = env.sample(kept[-3], prompts, torch.Generator().manual_seed(6))                 # the L = 2 batch
+stale_adv, _ = group_advantages(env.reward(stale), 8)
+stale_logp = env.log_probs(learner, stale).detach()
+stale_share, stale_beyond = high_negative_shares(stale, stale_adv, [stale_logp],
+                                                 [sequence_log_weight(stale_logp, stale.old_logp, stale.mask)], arms5)
+print(f"§5's question on the L = 2 batch at its first step: {stale_beyond:.0%} of its negatives with w > 1.2 are beyond "
+      "2.145; share of the update they take: " + ", ".join(f"{m} {stale_share[m]:.1%}" for m in arms5))
+confirm("on the stale batch, which reaches the far tail, ReSPO gives them less than the exact weight",
+        max(0.0, 0.5 - stale_beyond, stale_share["respo"] - stale_share["is"]), 1e-12)
 
 # %% [markdown]
 # With no lag $w=1$ exactly at the first step; each batch of lag widens the spread of $w$
@@ -568,6 +768,13 @@ for lag in (0, 1, 2, 4):
 # well below 1 at every lag above 0, ReSPO about 1. Lag and reuse compound: the $R$ steps drift $w$
 # further from wherever the lag left it. This is why a lagged run is a test of a coefficient
 # even at $R=1$, and why notebook 04's `--lag` cells exist.
+#
+# The last line is §5's question again, on the $L=2$ batch: most of its over-generated
+# negatives are beyond $w=2.145$, in the far tail, and there ReSPO's negative branch does cut
+# them below the exact weight's share (the check; compare its share with `is` and `no_is` in the
+# printed line). So the
+# two branches address one half each only where the drift reaches that tail: §5's reused batch
+# did not, this stale one does.
 #
 # ## 7. Stuck runs: all-equal groups, and Adam moving weights on zero advantages
 #
@@ -613,15 +820,21 @@ for name, make in (("Adam lr 0.01", lambda ps: torch.optim.Adam(ps, lr=0.01)), (
 # %%
 stuck_records = load_records(ROOT / "toy/results/stuck-selection")
 skip_records = load_records(ROOT / "toy/results/stuck-selection-skip")
+silent_reading = {}
 for reuse in (8, 32):
     plain = [r for r in stuck_records if (r["method"], r["lr"], r["reuse"]) == ("respo", 0.03, reuse)
              and r["loss"] == default_kernel]
     skipped = [r for r in skip_records if r["reuse"] == reuse]
     quarter = plain[0]["iterations"] // 4
     shares = [mean_ci([coasting_share(r, quarter) for r in plain if is_stuck(r, 0.1) == stuck])[0] for stuck in (True, False)]
+    silent_reading[reuse] = (shares, sum(is_stuck(r, 0.1) for r in skipped))
     print(f"ReSPO, lr 0.03, R = {reuse}, seeds 0-11: stuck {sum(is_stuck(r, 0.1) for r in plain)} of {len(plain)}; "
           f"weight movement in signal-free batches (first quarter): stuck runs {shares[0]:.0%}, learning runs {shares[1]:.0%}; "
           f"with no step on signal-free mini-batches: stuck {sum(is_stuck(r, 0.1) for r in skipped)} of {len(skipped)}")
+confirm("at R = 8 the stuck runs moved over 3x more in signal-free batches than the learning runs; at R = 32 both under "
+        "10%; skipping those steps left no stuck run at either",
+        max(0.0, 3 * silent_reading[8][0][1] - silent_reading[8][0][0], max(silent_reading[32][0]) - 0.1,
+            silent_reading[8][1] + silent_reading[32][1]), 1e-12)
 lr_rows = [(lr, [r for r in stuck_records if (r["method"], r["lr"]) == ("respo", lr) and r["loss"] == default_kernel])
            for lr in (0.03, 0.02, 0.01)]
 print("ReSPO at its default kernel, R = 4, 8, 16, 32, seeds 0-11: stuck "
@@ -634,7 +847,7 @@ print("ReSPO at its default kernel, R = 4, 8, 16, 32, seeds 0-11: stuck "
 # movement without any signal than the learning runs; at $R=32$ both shares are small, so
 # there the silent movement does not explain the stuck runs. Yet skipping those steps removed
 # the stuck runs at both reuse levels (it also changes how many steps each batch gets), and
-# lowering the learning rate removed them too (the last line). Neither is a change to the
+# lowering the learning rate removed them too (the last line; the check holds these readings). Neither is a change to the
 # kernel: in the toy, what removed stuck runs was the optimizer's step.
 #
 # ## 8. The temperature pitfall, numerically
@@ -668,6 +881,9 @@ print(f"at T = 0.7: mean |log w| {cold[short].abs().mean():.2f} over responses o
       f"tokens, {cold[~short].abs().mean():.2f} over the longer; share with w > 1: "
       f"{(cold[likely] > 0).float().mean():.0%} of the responses made of likelier tokens (mean log mu above the "
       f"median), {(cold[~likely] > 0).float().mean():.0%} of the rest")
+confirm("at T = 0.7 the longer half strays further from w = 1, and w > 1 is commoner among the likelier responses",
+        max(0.0, cold[short].abs().mean().item() - cold[~short].abs().mean().item(),
+            (cold[~likely] > 0).float().mean().item() - (cold[likely] > 0).float().mean().item()), 1e-12)
 
 # %% [markdown]
 # At $T=1$ in both places $w=1$ exactly. At any other training temperature every response
@@ -676,9 +892,14 @@ print(f"at T = 0.7: mean |log w| {cold[short].abs().mean():.2f} over responses o
 # starts cutting positives at step 1, on a fresh batch. The error is systematic, not noise:
 # $T<1$ sharpens the policy, so responses made of likely tokens get $w>1$ and the rest $w<1$
 # (the last line's two shares). The fix is to scale the logits the same way on
-# both sides: `nano_respo/rollout.py` records $\log\mu$ of $\mathrm{softmax}(z/T)$ as sampled
-# (no top-k or top-p truncation, which no training forward could reproduce), and its training
-# forward `policy_logprobs` divides by the same `temperature` (one field of `StepConfig`).
+# both sides: `nano_respo/rollout.py` records $\log\mu$ of $\mathrm{softmax}(z/T)$ as sampled,
+# and its training forward `policy_logprobs` divides by the same `temperature` (one field of
+# `StepConfig`). It samples without top-k or top-p truncation. A truncated sampler draws from a
+# renormalised distribution on a support that changes token by token; a training forward
+# matches it only if it is handed that support, which is what DeepSeek-V3.2's **Keep Sampling
+# Mask** does (arXiv:2512.02556, §3.1: the truncation mask kept from sampling and applied to
+# $\pi_{old}$ and $\pi_\theta$ in training, so both compare distributions on the same tokens). This
+# project has no truncation and so no mask to keep.
 #
 # ## 9. When the positive branch hurts, and what limits it
 #
@@ -706,11 +927,12 @@ for name, method, loss in (("seq clip", "seq_clip", {}), ("ReSPO lambda_+ = 0", 
           + " ".join(f"{v:.2f}" for v in phi))
 
 # %% [markdown]
-# Drifted-away positives, where the floor acts: §6's batch sampled two batches behind the
+# Drifted-away positives, where the positive branch's up-weighting acts: §6's batch sampled two batches behind the
 # learner has positives at $w$ far below 1 before any step. Follow the five lowest through 16
 # steps from the learner's weights (lr 0.01), and print the largest $w$ among them:
 
 # %%
+drifted_max = {}
 lagged = env.sample(kept[-3], prompts, torch.Generator().manual_seed(6))                # §6's L = 2 batch
 lagged_adv, _ = group_advantages(env.reward(lagged), 8)
 start_lw = sequence_log_weight(env.log_probs(learner, lagged).detach(), lagged.old_logp, lagged.mask)
@@ -722,6 +944,10 @@ for name, method, loss in (("seq clip", "seq_clip", {}), ("ReSPO lambda_+ = 0.1"
     run, _ = drift_run(method, advantages=lagged_adv, episodes=lagged, loss=loss, base=learner)
     lw = log_weights(run, lagged)[:, drifted]                                           # [steps, 5]
     print(f"  {name:<21} " + " ".join(f"{lw[s].max().exp():>5.2f}" for s in (4, 8, 15)))
+    drifted_max[name] = lw[[4, 8, 15]].max(1).values.exp()
+confirm("the drifted-away positives rise past w = 1.2 under the clip too, which gives them 0 there, and further under "
+        "ReSPO (lambda_+ = 0.1) at every step shown", max(0.0, 1.2 - drifted_max["seq clip"].max().item(),
+        (drifted_max["seq clip"] - drifted_max["ReSPO lambda_+ = 0.1"]).max().item()), 1e-12)
 
 # %% [markdown]
 # Below $w=1$ the positive branch is mild at the default: at most $e^{\lambda_+}$ (the first printed
@@ -729,21 +955,25 @@ for name, method, loss in (("seq clip", "seq_clip", {}), ("ReSPO lambda_+ = 0.1"
 # change of target, not a variance cut). What the printouts show hurting is the other side,
 # the slow brake *above* $w=1$, in two ways:
 #
-# - the drifted-away positives do not stop at $w=1$: they rise past it under every method
-#   (the other positives' updates carry them too), and further under ReSPO than under the
-#   clip, which zeroes them once they pass $1+\epsilon$;
+# - the drifted-away positives do not stop at $w=1$: they rise past it under every method,
+#   under the clip too, whose coefficient on them is 0 above $1+\epsilon$, so there what carries them
+#   is the rest of the batch's updates (and Adam's momentum); under ReSPO, which keeps pushing
+#   them, they rise further (the check);
 # - a lone correct response, which the first step already makes over-generated, is pushed on
 #   and on: the clip gives it 0 above its band (its $w$ then moves only through the other
 #   responses' updates), ReSPO keeps a nonzero coefficient while $w$ is moderate and its $w$
 #   keeps climbing: furthest at $\lambda_+=0$ (coefficient 1 at every $w$, no brake), less far
-#   the larger $\lambda_+$. That is the kernel's part in the toy's stuck runs (`toy/RESULTS.md`:
-#   the lone correct response's weight rising far above 1 within its batch, the sampled
-#   entropy collapsing).
+#   the larger $\lambda_+$. Whether this push made the toy's stuck runs stuck is a conjecture
+#   here: `toy/RESULTS.md` reports the lone correct response's weight rising far above 1 within
+#   its batch in those runs, with the sampled entropy collapsing, but no cell of this notebook
+#   separates the kernel's share from the optimizer's (§7 found that the learning rate, not a
+#   kernel setting, removed them).
 #
-# What limits it: the tilt $\lambda_+$, which is why the default is not $\lambda_+=0$ (a larger
-# $\lambda_+$ brakes sooner above 1 but raises what a drifted positive gets below 1, up to
-# $e^{\lambda_+}$: one knob sets both); and the learning rate, which in the toy's records removed
-# the stuck runs where no kernel setting tried did (§7). Not the gradient-norm clip: it bounds
+# What limits it: the tilt $\lambda_+$ (the lone group's rows: a larger $\lambda_+$ brakes sooner
+# above 1 but raises what a drifted positive gets below 1, up to $e^{\lambda_+}$: one knob sets
+# both; the default $0.1$ is the toy selection's choice, `toy/RESULTS.md`); and the learning
+# rate, which in the toy's records removed the stuck runs where none of §10's negative branches
+# did (§7, §10). Not the gradient-norm clip: it bounds
 # SGD's step, but Adam's step is about lr per weight whatever the gradient's norm (§2).
 #
 # ## 10. Which negative branch collapsed under heavy reuse, and why
@@ -755,6 +985,7 @@ for name, method, loss in (("seq clip", "seq_clip", {}), ("ReSPO lambda_+ = 0.1"
 # %%
 dense = torch.linspace(-6.0, 4.0, 20001)                                               # log w from 0.0025 to 55
 selection = load_records(ROOT / "toy/results/selection")
+branch_reading = {}
 print("  (alpha_-, lambda_-)  peak of phi_-: at w, height | selection, seeds 0-2: stuck at R = 4, R = 16 | largest phi on a "
       "negative (run mean) at R = 4 | seeds 0-11, R = 4/8/16/32: stuck")
 for alpha_neg, lambda_neg in ((3.0, 2.0), (2.0, 2.0), (3.0, 1.0), (1.0, 0.0)):
@@ -771,19 +1002,34 @@ for alpha_neg, lambda_neg in ((3.0, 2.0), (2.0, 2.0), (3.0, 1.0), (1.0, 0.0)):
     print(f"  ({alpha_neg:g}, {lambda_neg:g}){'':<14}{shape:<22}| "
           + ", ".join(f"{sum(is_stuck(r, 0.1) for r in cell[reuse])} of {len(cell[reuse])}" for reuse in (4, 16))
           + f" | {mean_ci([r['phi_max_neg'] for r in cell[4]])[0]:.2f} | {studied}")
+    branch_reading[alpha_neg, lambda_neg] = {
+        "stuck16": sum(is_stuck(r, 0.1) for r in cell[16]), "runs16": len(cell[16]),
+        "phi4": mean_ci([r["phi_max_neg"] for r in cell[4]])[0],
+        "peak": math.inf if lambda_neg == 0 else phi.max().item(),
+        "stuck_study": [sum(is_stuck(r, 0.1) for r in runs) for runs in study] if all(study) else None}
+tilted = [b for b, v in branch_reading.items() if v["stuck_study"]]
+confirm("only the untilted (1, 0) is stuck on most selection seeds at R = 16, and its negatives got the largest phi at R = 4",
+        max(0, *(2 * v["stuck16"] > v["runs16"] for b, v in branch_reading.items() if b != (1.0, 0.0)),
+            2 * branch_reading[1.0, 0.0]["stuck16"] <= branch_reading[1.0, 0.0]["runs16"],
+            max(v["phi4"] for v in branch_reading.values()) > branch_reading[1.0, 0.0]["phi4"]), 1e-12)
+confirm("of the tilted branches the highest peak has the fewest stuck runs over the 12 seeds, (2, 2) the most, and at "
+        "R = 32 (2, 2) has fewer than the default (3, 2)",
+        max(0, max(tilted, key=lambda b: branch_reading[b]["peak"]) != min(tilted, key=lambda b: sum(branch_reading[b]["stuck_study"])),
+            max(tilted, key=lambda b: sum(branch_reading[b]["stuck_study"])) != (2.0, 2.0),
+            branch_reading[2.0, 2.0]["stuck_study"][3] >= branch_reading[3.0, 2.0]["stuck_study"][3]), 1e-12)
 
 # %% [markdown]
 # Read it with the branch shapes. The untilted branch $(1,0)$ is plain importance sampling on
 # negatives: $\phi_-=w$ grows without bound, so a wrong response the policy over-generates is
 # pushed down the harder the more it is over-generated (§5's other half, unchecked), and its
 # runs gave negatives the largest coefficients at $R=4$. It is the only branch stuck on most of
-# its selection seeds at $R=16$. The three tilted branches are bounded (their peak height
+# its selection seeds at $R=16$ (the first check). The three tilted branches are bounded (their peak height
 # printed), and the records do not order them on collapse by that bound: the branch with the
 # highest peak has the fewest stuck runs over the 12 seeds. The most are the $\alpha_-=\lambda_-$
 # branch $(2,2)$'s, whose peak sits at $w=1$ (its trust region below 1 is the weakest), but
 # they come mostly at light reuse, and at $R=32$ it has fewer than the default: the
 # prototype's "$\alpha_-=\lambda_-$ collapses under *heavy* reuse" (docs/math.md §3) is not what
-# these records show, and the totals differ by a few runs of 48. Three seeds per selection
+# these records show (the second check), and the totals differ by a few runs of 48. Three seeds per selection
 # cell: the $(1,0)$ reading is a small sample; the stuck-run study never ran it.
 #
 # ## 11. Exercises: predict, then run
@@ -833,10 +1079,13 @@ checks.check_starved_prediction(my_starved, log_weights(one_step)[1], positive)
 #    negatives' total |A| is exactly the positives' total (§2's printout), however the group splits.</details>
 # 2. Why can the first, on-policy step of a fresh batch already leave positives below $w=0.8$,
 #    with Adam but not with SGD at a small step?
-#    <details><summary>Answer</summary>Adam's first step is ±lr on every weight, whatever the
-#    gradient's size, so its length is fixed by lr and the number of weights; here that is far
-#    beyond the region where the first-order picture (every pushed-up response rises) holds. The
-#    positives-only control starves about as many: the negatives are not needed (§2).</details>
+#    <details><summary>Answer</summary>Two things at once. Interference: to first order positive
+#    $j$'s $\log\pi$ changes by $\eta\sum_iA_i\langle\nabla\log\pi_j,\nabla\log\pi_i\rangle$, negative for the
+#    positives whose gradient points against the batch's, even with only positives pushed
+#    (§2's first-order count, which a tiny real step confirms). Length: Adam's first step is ±lr
+#    on every weight whatever the gradient's size, many times SGD's at lr 1, so those positives
+#    lose enough to cross 0.8 in one step, where SGD's short step lowers the same ones by too
+#    little (§2's controls).</details>
 # 3. A batch where every response to every prompt is wrong: what gradient does any kernel give,
 #    and how can the weights still move?
 #    <details><summary>Answer</summary>Every advantage is 0, so every method's gradient is exactly
@@ -852,3 +1101,20 @@ checks.check_starved_prediction(my_starved, log_weights(one_step)[1], positive)
 #    $\lambda_+$ brakes an over-generated positive sooner; below $w=1$ it raises what a drifted-away
 #    positive gets, up to
 #    $e^{\lambda_+}$, so drifted-away positives are up-weighted more (§9).</details>
+#
+# ## Where this comes from
+#
+# - The reuse loop and the group advantage (§1): GRPO (Shao et al., arXiv:2402.03300) on PPO's
+#   epochs × mini-batches (Schulman et al., arXiv:1707.06347).
+# - Interference at first order through shared parameters (§2): the first-order expansion of a
+#   gradient step, measured here per response; Adam's per-weight step (Kingma and Ba, ICLR 2015).
+# - The clips and coefficients compared (§3, §5): PPO/GRPO, GSPO (arXiv:2507.18071), CISPO
+#   (arXiv:2506.13585), VESPO (arXiv:2602.10693), TOPR (arXiv:2503.14286); the retained-signal
+#   statistic by length and the `no_is`/`is` references are this course's.
+# - Staleness (§6): asynchronous actors that lag the learner, as IMPALA's (Espeholt et al., ICML
+#   2018); in LLM RL, docs/bibliography.md's decoupled PPO and rollout corrections (notebook 05).
+# - The temperature pitfall and the truncation mask (§8): DeepSeek-V3.2's Keep Sampling Mask
+#   (arXiv:2512.02556, §3.1).
+# - The negative branch's shape (§10): VESPO's $(3,2)$.
+#
+# One line per work: [docs/bibliography.md](../docs/bibliography.md).

@@ -13,15 +13,16 @@
 # Qwen3 (`tiny-qwen3`, offline, character tokenizer) after its warm start answers the
 # long-answer `reverse` task ("reverse 48213" → "31284") most of the time. (1) We train it with
 # RL for a few rollout batches as the committed `reverse` study did, at the two learning rates
-# that study used; (2) we *read* the last batch after its reuse steps: which correct answers
-# fell to a low weight $w$, what each method would give them, and whether a prefix shared with
-# the wrong answers is why. Then (3) the committed records of the full runs, (4) what they
+# that study used; (2) we *read* one batch after its reuse steps: which correct answers
+# fell to a low weight $w$, what each method would give them, whether a prefix shared with
+# the wrong answers is why, and which lengths lose the most signal. Then (3) the committed records of the full runs, (4) what they
 # found, (5) two exercises on the batch and (6) quick questions.
 
 # %%
 import contextlib
 import importlib.util
 import io
+import json
 import math
 import re
 import sys
@@ -35,6 +36,7 @@ from matplotlib.ticker import PercentFormatter
 from PIL import Image as PILImage
 
 import checks
+from course import confirm
 import toy
 from nano_respo.kernel import METHOD_TABLE, LossConfig, coefficients, sequence_log_weight
 from nano_respo.lab.report import diagnostics_table, mean_ci, outcome_table, paired_across
@@ -99,16 +101,29 @@ print(f"protocol of experiments/run.py: {protocol.prompts_per_iteration} prompts
 # `BATCHES` iterations of `trainer.rl_iteration`, the loop `train.py --method seq_clip --reuse 8
 # --epochs 2` runs: sample a rollout batch of the study's size (storing $\log\mu$ per token),
 # reward it, centre the advantages in each group of 8, take 8 sequence-clip optimizer steps on
-# it (2 epochs × 4 mini-batches of whole groups). After the last batch's 8 steps we recompute
+# it (2 epochs × 4 mini-batches of whole groups). After each batch's 8 steps we recompute
 # $\log\pi$ on that batch: its $w=\pi/\mu$ is what the batch's last step saw, give or take that
-# step's own update.
+# step's own update. §2 reads, at each rate, the batch that ended with the most positives below
+# $w=0.8$ (the last one on a tie), a rule and not a choice made by looking: which batch that is
+# depends on the CPU's rounding, and the notebook's sentences are printed from whichever it is.
 
 # %%
 BATCHES = 3
 
 
+def read_back(batch, logp, tokenizer):
+    """One rollout batch after its steps: log-probs under pi and mu, advantages, log w and the text."""
+    width = batch.completion_mask.shape[1]
+    ids = torch.where(batch.completion_mask, batch.input_ids[:, -width:], tokenizer.pad_token_id)   # [N, C]
+    return {"logp": logp, "old_logp": batch.old_logp, "mask": batch.completion_mask, "adv": batch.advantages,
+            "rewards": batch.rewards, "log_w": sequence_log_weight(logp, batch.old_logp, batch.completion_mask), "ids": ids,
+            "prompts": tokenizer.batch_decode(batch.input_ids[:, :-width], skip_special_tokens=True),
+            "completions": tokenizer.batch_decode(ids, skip_special_tokens=True)}
+
+
 def train_a_few_batches(lr):
-    """The warm start, then BATCHES rl_iterations at `lr`; per batch a summary, and the last batch read back."""
+    """The warm start, then BATCHES rl_iterations at `lr`; per batch a summary and the batch read back; the view
+    is the batch with the most positives below w = 0.8 (the last on a tie), with every batch kept under "batches"."""
     cfg = TrainConfig(model="tiny-qwen3", task="reverse", loss=LossConfig(method="seq_clip"), reuse=8,
                       epochs=protocol.epochs, prompts_per_iteration=protocol.prompts_per_iteration, lr=lr, seed=0)
     task = build_task(cfg)
@@ -116,34 +131,32 @@ def train_a_few_batches(lr):
     with contextlib.redirect_stdout(io.StringIO()):            # the warm start prints its cache path
         model, tokenizer = initial_model(cfg, task, "cpu", policy_logprobs)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
-    step, summary = 0, []
+    step, summary, batches = 0, [], []
     for iteration in range(BATCHES):
         batch, _, step = rl_iteration(model, tokenizer, task, optimizer, cfg, iteration=iteration, step=step)
         with torch.no_grad():
             logp, _, _ = policy_logprobs(model, batch, cfg.temperature)      # [N, C] log pi after the 8 steps
-        log_w = sequence_log_weight(logp, batch.old_logp, batch.completion_mask)   # [N]
-        adv = batch.advantages
+        batches.append(read_back(batch, logp, tokenizer))
+        adv, log_w = batch.advantages, batches[-1]["log_w"]
         summary.append((batch.rewards.mean().item(), int((adv > 0).sum()), int((adv < 0).sum()),
                         int(((adv > 0) & (log_w < math.log(0.8))).sum()), int(((adv < 0) & (log_w > math.log(1.2))).sum())))
-    width = batch.completion_mask.shape[1]
-    ids = torch.where(batch.completion_mask, batch.input_ids[:, -width:], tokenizer.pad_token_id)   # [N, C]
-    return {"cfg": cfg, "summary": summary, "logp": logp, "old_logp": batch.old_logp, "mask": batch.completion_mask,
-            "adv": batch.advantages, "rewards": batch.rewards, "log_w": log_w, "ids": ids,
-            "prompts": tokenizer.batch_decode(batch.input_ids[:, :-width], skip_special_tokens=True),
-            "completions": tokenizer.batch_decode(ids, skip_special_tokens=True),
-            "tokens": [[tokenizer.decode([t]) for t in row[m].tolist()] for row, m in zip(ids, batch.completion_mask)]}
+    read = max(range(BATCHES), key=lambda b: (summary[b][3], b))                 # most positives below 0.8, last on a tie
+    return {"cfg": cfg, "summary": summary, "batches": batches, "read": read, **batches[read]}
 
 
 views = {lr: train_a_few_batches(lr) for lr in rates}
 print("batch | reward | positives | negatives | positives with w < 0.8 | negatives with w > 1.2   (after its 8 steps)")
 for lr, view in views.items():
     for b, (reward, n_pos, n_neg, n_low, n_high) in enumerate(view["summary"], 1):
-        print(f"lr {lr:g}, batch {b} | {reward:.2f} | {n_pos:>3} | {n_neg:>3} | {n_low:>3} | {n_high:>3}")
+        print(f"lr {lr:g}, batch {b} | {reward:.2f} | {n_pos:>3} | {n_neg:>3} | {n_low:>3} | {n_high:>3}"
+              + ("   <- read in §2" if b - 1 == view["read"] else ""))
+confirm("no negative ends a batch above w = 1.2 at either rate (exercise 1 asks why)",
+        sum(s[4] for view in views.values() for s in view["summary"]), 1e-12)
 
 # %% [markdown]
-# ## 2. Read the last batch
+# ## 2. Read one batch at each rate
 #
-# The counts of the last batch, at each rate, and the finding they give:
+# The counts of the batch §2 reads (marked above), at each rate, and the finding they give:
 
 # %%
 for lr, view in views.items():
@@ -332,6 +345,7 @@ def prefix_split(v, i):
     return len(d), same, d[:same].sum().item(), d[same:].sum().item()
 
 
+prefix_reading = {}
 for lr, v in views.items():
     low = lowest_positive(v)
     n, same, on_shared, on_rest = prefix_split(v, low)
@@ -341,8 +355,11 @@ for lr, v in views.items():
                and i == next(j for j in group_of(i) if v["completions"][j] == v["completions"][i])]   # one per answer
     if starved:
         parts = torch.tensor([prefix_split(v, i) for i in starved])                      # [S, 4], one per distinct answer
-        print(f"  every starved positive ({len(starved)} distinct answers): shared tokens are {parts[:, 1].sum() / parts[:, 0].sum():.0%} "
-              f"of their tokens and carry {parts[:, 2].sum() / (parts[:, 2] + parts[:, 3]).sum():.0%} of their total log w")
+        token_share = (parts[:, 1].sum() / parts[:, 0].sum()).item()
+        fall_share = (parts[:, 2].sum() / (parts[:, 2] + parts[:, 3]).sum()).item()
+        prefix_reading[lr] = (token_share, fall_share)
+        print(f"  every starved positive ({len(starved)} distinct answers): shared tokens are {token_share:.0%} "
+              f"of their tokens and carry {fall_share:.0%} of their total log w")
     else:
         print("  no positive below w = 0.8 at this rate")
     for text in dict.fromkeys(v["completions"][j] for j in group_of(low) if v["adv"][j] < 0):
@@ -353,20 +370,28 @@ for lr, v in views.items():
               f"them + {d[same:].sum():+.2f} after it diverges")
 
 # %% [markdown]
-# What the test shows, at the stress rate (right panel and the printout). The right answer's
-# fall sits on a few of the tokens it shares with wrong answers of its group: over every starved
-# positive, those shared tokens carry nearly all of the fall in $\log w$, more than their share
-# of the tokens, and the tokens after the last divergence carry almost none. The wrong answers fall
-# further once they diverge, on their own wrong digits. So the prefix did go down, as the story
-# says, but not for its reason: the group's *direct* push on those tokens (the sum of $\phi A$
-# over the responses that contain them) is never negative, at the first step (on-policy, the
-# arithmetic above) nor with the clip's coefficients after the last (which give the wrong answers
-# below $w=0.8$ nothing); the steps in between were not recorded. What lowered the shared tokens
-# came through weights shared across positions and prompts: the pushes on *other* tokens, the
-# wrong answers' own digits of this group (pushed far down, printed above) as much as the other
-# groups', with steps whose length Adam sets. This batch cannot separate those sources (notebook
-# 03 §2 separates interference from the optimizer on the toy). At the selected rate (left) the
-# lowest positive's $d_t$ stay near 0 and there is nothing to explain.
+# %%
+for lr, (token_share, fall_share) in prefix_reading.items():
+    where = ("more of it than their share of the tokens: the fall sits on the prefix shared with wrong answers"
+             if fall_share > token_share else
+             "no more of it than their share of the tokens: the fall is not concentrated on the shared prefix")
+    print(f"lr {lr:g}: the shared tokens carry {fall_share:.0%} of the starved positives' fall in log w, {where}")
+confirm("the group's direct push on the lowest positive's prefixes is never negative, on-policy and with the clip's "
+        "coefficients after the steps", max(0.0, -min(pushes), -min(late)), 1e-12)
+
+# %% [markdown]
+# What the test shows is printed above, per rate: where the starved positives' fall in $\log w$
+# sits, on the tokens they share with a wrong answer of their group or after the divergence,
+# against those tokens' share of the length. Whatever the split on a given CPU, the story's
+# *reason* fails: the group's direct push on the shared tokens (the sum of $\phi A$ over the
+# responses that contain them) is never negative, at the first step (on-policy, the
+# arithmetic above) nor with the clip's coefficients after the last (the check); the steps in
+# between were not recorded. Whatever lowered a shared token came through weights shared
+# across positions and prompts: the pushes on *other* tokens, this group's wrong digits
+# (printed above, with how far each wrong answer fell after it diverged) and the other groups',
+# with steps whose length Adam sets. This batch cannot separate those sources; notebook 03 §2
+# separates interference from the optimizer on the toy, and notebook 02 §6 shows the
+# interference exactly. Where a rate has no starved positive there is nothing to explain.
 #
 # ### Reading the coefficients of the lowest positive
 #
@@ -397,21 +422,75 @@ for lr, v in views.items():
 # Read them against the first table. The sequence clip gives a positive its $w$ up to $1+\epsilon$
 # and 0 above. GRPO's token clip, for $A>0$, zeroes only the tokens whose ratio *rose* above
 # $1+\epsilon$ and keeps $r_t$ on every other token, including those whose ratio fell below
-# $1-\epsilon$ (the printout counts both); the stress rate's lowest positive lost its $w$ on a
-# few tokens and keeps $r_t\approx1$ on the rest, so GRPO keeps most of its gradient. GSPO's
-# value is its length-normalised ratio $s=w^{1/|y|}$, the geometric mean of the token ratios:
-# $s<1$ says the tokens' probabilities fell by a factor $1/s$ each *on average* (here the fall
-# sits on a few tokens, so the average hides it), and $w=s^{|y|}$; above
-# $1+\epsilon_{\rm high}$, which is tiny for GSPO, it gives 0, as it does to the selected
-# rate's lowest positive, whose tokens rose. ReSPO's positive
-# branch gives slightly more than 1 below $w=1$, its maximum $e^{\lambda_+}$ reached as $w\to0$.
+# $1-\epsilon$ (the printout counts both, and rebuilds GRPO's number by hand): a positive whose
+# $w$ fell on a few tokens keeps $r_t\approx1$ on the rest, so GRPO keeps most of its gradient.
+# GSPO's value is its length-normalised ratio $s=w^{1/|y|}$, the geometric mean of the token
+# ratios: $s<1$ says the tokens' probabilities fell by a factor $1/s$ each *on average* (a fall
+# on a few tokens is spread thin by the average), and $w=s^{|y|}$; above $1+\epsilon_{\rm high}$,
+# which is tiny for GSPO, it gives 0 (how many positives it zeroes is printed under §2's
+# counts). ReSPO's positive branch gives slightly more than 1 below $w=1$, its maximum
+# $e^{\lambda_+}$ reached as $w\to0$.
+#
+# **Retained positive signal by length, on every batch.** A mean over the low-$w$ positives, or
+# "are the starved positives long?", can be faked by a drift that sends long responses into
+# both tails. The statistic that cannot: per length tercile of the positives, pooled over the
+# three batches of each rate, the share of their on-policy push each method keeps,
+# $R_m=\sum_{A>0}\phi_mA\,/\sum_{A>0}A$, both tails in the sum (1 for every method on-policy):
+
+# %%
+retained_methods = ("seq_clip", "grpo", "gspo", "cispo", "vespo", "respo", "respo_pos_clip_neg", "topr", "is")
+retained_by_rate = {}
+for lr, view in views.items():
+    lengths_all = torch.cat([b["mask"].sum(-1) for b in view["batches"]]).float()
+    adv_all = torch.cat([b["adv"] for b in view["batches"]])
+    cuts = torch.quantile(lengths_all[adv_all > 0], torch.tensor([1 / 3, 2 / 3]))
+    kept_push = {m: torch.zeros(3) for m in retained_methods}
+    total = torch.zeros(3)
+    for b in view["batches"]:
+        pos = b["adv"] > 0
+        third = torch.bucketize(b["mask"].sum(-1).float(), cuts, right=True)                  # [N] 0, 1, 2
+        for k in range(3):
+            total[k] += b["adv"][pos & (third == k)].sum()
+        for m in retained_methods:
+            phi, _ = coefficients(b["logp"], b["old_logp"], b["adv"], b["mask"], LossConfig(method=m))
+            per_response = (phi * b["mask"]).sum(-1) / b["mask"].sum(-1).clamp(min=1)        # [N]
+            for k in range(3):
+                rows = pos & (third == k)
+                kept_push[m][k] += (per_response[rows] * b["adv"][rows]).sum()
+    retained_by_rate[lr] = {m: v / total for m, v in kept_push.items()}
+    bounds = [int(lengths_all[adv_all > 0].min()), *[int(c) for c in cuts.tolist()], int(lengths_all[adv_all > 0].max())]
+    print(f"lr {lr:g}: R_m over the three batches' positives, by length tercile (about {bounds[0]}-{bounds[1]} | "
+          f"{bounds[1]}-{bounds[2]} | {bounds[2]}-{bounds[3]} tokens)")
+    for m, r in retained_by_rate[lr].items():
+        print(f"  {m:<19} " + " | ".join(f"{v:.3f}" for v in r.tolist()))
+stress_clip = retained_by_rate[stress_lr]["seq_clip"]
+gap = (stress_clip[2] - stress_clip[0]).item()
+print(f"at the stress rate the sequence clip keeps {stress_clip[0]:.3f} of the shortest third's push and "
+      f"{stress_clip[2]:.3f} of the longest third's (a difference of {gap:+.3f}): "
+      + ("about the same share, both tails counted" if abs(gap) < 0.05 else
+         "the longest positives keep less of it, both tails counted" if gap < 0 else
+         "the longest positives keep more of it, both tails counted")
+      + f"; its least-kept third is the {('shortest', 'middle', 'longest')[int(stress_clip.argmin())]}")
+confirm("ReSPO keeps at least 0.9 of the positives' push in every tercile at both rates",
+        max(0.0, *(0.9 - r["respo"].min().item() for r in retained_by_rate.values())), 1e-12)
+
+# %% [markdown]
+# Read the rows at the stress rate. The last line says, from these batches, whether the
+# sequence clip's loss falls more on the longest third than on the shortest, and which third
+# loses most, with the positives it zeroes above $w=1.2$ counted along with those it scales down
+# below 0.8; that is the form of "the starved are the long ones" that a symmetric drift cannot
+# fake. (Values above 1 are positives inside the band with $w$ slightly above 1: the clip, like
+# `is`, gives them their $w$.) GSPO's row is what its
+# tiny upper band does to positives whose tokens rose. ReSPO keeps at least 0.9 of the push in
+# every third (the check). Three batches of one seed: the table shows what these batches did,
+# not a rate.
 #
 # *Takeaway:* at the rate the study selected, one batch's reuse leaves the correct answers near
 # $w=1$ and every kernel gives them about 1, except GSPO, whose tiny upper clip zeroes the
 # positives whose tokens rose, on average, past $1+\epsilon_{\rm high}$ (the count is printed
-# under the batch's counts); at the stress rate correct answers fall, long ones in this batch
-# (the table's lengths), on tokens they share with wrong answers, and the sequence clip scales
-# their gradient by that fallen weight.
+# under §2's counts); at the stress rate some correct answers fall below 0.8, the sequence clip
+# scales their gradient by that fallen weight and zeroes the ones that rose, and the
+# retained-signal table says which lengths that costs.
 #
 # ## 3. The committed runs
 #
@@ -484,12 +563,12 @@ def reward_panels(columns, title):
 for model_name in models:
     runs = [r for r in records["default"] if r["model"] == model_name]
     reward_panels({cell_name(*cell): [r for r in runs if (r["reuse"], r["lag"]) == cell]
-                   for cell in sorted({(r["reuse"], r["lag"]) for r in runs})}, f"{model_name}, default kernels")
+                   for cell in sorted({(r["reuse"], r["lag"]) for r in runs})}, f"{model_name}, default CPU setting")
 
 # %% [markdown]
-# Outcomes on the default kernels (mean ± 95% interval over the seeds; held-out is pass@1 on
+# Outcomes on the default CPU setting (mean ± 95% interval over the seeds; held-out is pass@1 on
 # held-out problems), then ReSPO minus each baseline on the same seeds, side by side for the
-# two kernel settings: a difference counts only where both columns are bold on the same side.
+# two CPU settings: a difference counts only where both columns are bold on the same side.
 
 # %%
 for model_name in models:
@@ -547,20 +626,20 @@ def low_w_panels(columns, title):
 for model_name in models:
     runs = [r for r in records["default"] if r["model"] == model_name]
     low_w_panels({cell_name(*cell): [r for r in runs if (r["reuse"], r["lag"]) == cell]
-                  for cell in sorted({(r["reuse"], r["lag"]) for r in runs})}, f"{model_name}, default kernels")
+                  for cell in sorted({(r["reuse"], r["lag"]) for r in runs})}, f"{model_name}, default CPU setting")
     display(Markdown(diagnostics_table(runs)))
 
 # %% [markdown]
 # At the selected learning rates few positives fall below $w=0.8$ (the range over every cell,
 # model and setting is printed below). The stress cell runs every method at the stress rate
-# (reuse 8, dense), where the policy moves fast; both kernel settings side by side.
+# (reuse 8, dense), where the policy moves fast; both CPU settings side by side.
 
 # %%
 print(f"share of positives below w = 0.8, seed means per cell: selected lrs {figures.value('llm_low_w_share_selected')}, "
       f"stress cell {figures.value('llm_low_w_share_stress')} (experiments/figures.py)")
-reward_panels({f"{setting} kernels": runs for setting, runs in stress.items()},
+reward_panels({f"{setting} CPU setting": runs for setting, runs in stress.items()},
               f"tiny-qwen3, every method at lr {stress_lr:g}, R = 8")
-low_w_panels({f"{setting} kernels": runs for setting, runs in stress.items()}, f"the stress cell, lr {stress_lr:g}")
+low_w_panels({f"{setting} CPU setting": runs for setting, runs in stress.items()}, f"the stress cell, lr {stress_lr:g}")
 parts = [outcome_table(stress["default"], 0.1)]
 for key, name in (("full_auc", "full AUC"), ("heldout_reward", "held-out pass@1")):
     parts += [f"**{name}**, ReSPO minus baseline", paired_across(stress, key)]
@@ -587,12 +666,21 @@ for name in ("llm_low_w_share_selected", "llm_selected_gains", "llm_selected_gai
 # ReSPO's rate, so those against it (early and full AUC in §3's tables) are kernel differences,
 # small and surviving no multiplicity correction (RESULTS.md). With every method at the
 # stress rate the tail fills; the positives in it are longer than the average positive, which
-# any drift predicts (long responses fill both tails of $\log w$, and this study did not record
-# the high-$w$ lengths), the sequence clip gives them its own small $w$ and ReSPO slightly
-# above 1, and ReSPO's whole-curve reward is above the baselines printed but not above GSPO's.
-# The sequence clip's stuck runs do not travel between the two settings, and early AUC
-# includes a first batch identical for every method, so no early-optimisation claim is
-# resolved. These runs neither confirm nor refute the paper's claims (RESULTS.md gives the
+# is what any drift predicts, since $\log w$ sums one log-ratio per token and long responses
+# fill *both* tails; this study did not record the high-$w$ lengths, so it cannot say the
+# starved are the long ones (§2's retained-signal table is the form of that question a drift
+# cannot fake, on three batches). The sequence clip gives them its own small $w$ and ReSPO
+# slightly above 1, and ReSPO's whole-curve reward is above the baselines printed but not above
+# GSPO's.
+#
+# Why no early-optimisation claim is resolved: early AUC is the mean reward of the first three
+# batches, and the first batch is sampled before any method acts, identical for every method in
+# every seed group (the last line); in the lag-2 cells all three come from the initial weights,
+# so early AUC is the same for every method there (the 0.000 ± 0.000 rows of §3); the
+# differences that remain are against GRPO and GSPO, and none survives a multiplicity
+# correction over 8 seeds. Separately, the sequence clip's stuck runs in the stress cell do not
+# travel between the two CPU settings (printed), so "the clip collapses" is not a finding
+# either. These runs neither confirm nor refute the paper's claims (RESULTS.md gives the
 # verdict per claim).
 #
 # *Takeaway:* read the coefficient tables, not only the curves: in every cell the coefficient a
@@ -613,26 +701,50 @@ for name in ("digit_sum_gate1_shares", "digit_sum_gate1_success", "digit_sum_gat
              "digit_sum_gate2_share_r8", "digit_sum_gate2_share_fallbacks", "digit_sum_gate2_len_low",
              "digit_sum_gate2_len_high", "digit_sum_gate2_longer_low", "digit_sum_gate2_outcome"):
     print(f"{figures.value(name):>24}  {figures.FIGURES[name].what}")
+gate2 = [json.loads(p.read_text()) for p in sorted((ROOT / "experiments/results/gate2-amended").glob("*.json"))]
+print("gate 2, record by record (experiments/results/gate2-amended/): CPU setting, R, lag | share of positives below "
+      "0.8 | mean length of those, of the positives above 1.2, of all positives (tokens)")
+for r in gate2:
+    p = r["pooled"]
+    print(f"  {r['cpu_setting']:<12} R = {r['config']['reuse']:>2}, lag {r['config']['lag']} | {p['low_w_pos_frac']:.1%} | "
+          f"{p['len_low_w_pos']:.1f} / {p['len_high_w_pos']:.1f} / {p['len_pos']:.1f}")
+enough = [r["pooled"] for r in gate2 if r["pooled"]["low_w_pos_frac"] >= 0.1]
+confirm("in every record the fallen positives are shorter than the risen ones",
+        sum(r["pooled"]["len_low_w_pos"] >= r["pooled"]["len_high_w_pos"] for r in gate2), 1e-12)
+confirm("where at least 10% fell, the fallen positives are within 1.5 tokens of the average positive's length",
+        max(0.0, max(abs(p["len_low_w_pos"] - p["len_pos"]) for p in enough) - 1.5), 1e-12)
 
 # %% [markdown]
-# Read them as the gates do. The start has something to find: long correct answers are rare but
-# found (gate 1). Under the sequence clip with reuse and staleness, enough positives fall below
-# $w=0.8$ only at the fallbacks, and the positives that fall are *shorter* than those whose weight
-# rose, in every record (gate 2): the drift sends long correct answers up at least as often as
-# down. So the case ReSPO's positive branch is built for, long under-generated correct answers
-# losing their gradient, does not arise on this task at these settings, and by its own rule the
-# evaluation did not run. The claims stay not resolved, neither supported nor refuted; what this
-# notebook's §2 showed (the clip scales a fallen positive's gradient by its $w$) is true of every
-# batch, and whether it matters depends on which responses fall.
+# Read them as the gates do, and no further. The start has something to find: long correct
+# answers are rare but found (gate 1). Gate 2 measured two things under the sequence clip with
+# reuse and staleness. The share of positives below $w=0.8$: too small at $R=8$, enough only at
+# some fallbacks (the records with at least 10%). And the length rule: whether the fallen
+# positives are longer than those whose weight rose. In every record they are shorter than the
+# risen ones (the first check), and where enough of them fell they are about as long as the
+# average positive (the second check): shorter only than the risen ones. That is all the records
+# say about length. They do not show that the drift sends long correct answers up, nor that
+# there are no long positives to rescue; they show that the positives this drift lowered were
+# not longer than average (RESULTS.md's Study 2 re-reads the same records response by response
+# and target by target). By the pre-registered rule the evaluation did not run, and the claims
+# stay not resolved, neither supported nor refuted.
+#
+# The lesson for reading any such gate: **a gate falsifies only the mechanism it encodes.**
+# This one encoded "the low-$w$ positives are longer than the high-$w$ ones", a comparison of
+# the two tails that learning itself moves: a positive's own update raises its $\log\pi$ by
+# about $\eta A\|\nabla\log\pi\|^2$ at first order, which tends to be larger for a longer response.
+# It rules out that pattern on this task; it cannot rule out starvation where some update
+# pushes long correct answers down, which is the pressure notebook 02 §6 builds exactly.
+# What this notebook's §2 showed (the clip scales a fallen positive's gradient by its $w$, and
+# zeroes a risen one's) holds on every batch; whether it matters depends on which responses fall.
 #
 # ## 5. Exercises
 #
-# **Exercise 1: find and read the highest-$w$ negative.** In §2's last batch at the stress rate,
+# **Exercise 1: find and read the highest-$w$ negative.** In the batch §2 reads at the stress rate,
 # which row is the wrong answer (negative advantage) with the largest $w$? Find it from
 # `views[stress_lr]` (its `adv`, `log_w`), put its row index below and run the check; then
 # print its prompt and response, compare the response with the right answer, and read what
 # each method gives it (the table function `show` takes a view and rows). §1's summary counts
-# no negative above $w=1.2$ in any batch: say from the clip table why a negative that drifts
+# no negative above $w=1.2$ in any batch (the check under it): say from the clip table why a negative that drifts
 # above $1+\epsilon$ does not stay there under the sequence clip, and what that leaves the
 # negative branches of the other methods to act on in this batch.
 
@@ -664,10 +776,9 @@ checks.check_coefficient_by_hand(my_coefficient, v["logp"], v["old_logp"], v["ma
 #    <details><summary>Answer</summary>Each update moves every token's log-prob by an amount that
 #    grows with the step; $\log w=\sum_td_t$ adds those moves over the response, so the spread of
 #    $\log w$ grows with the step and, a sum of more terms, with the length: long responses are
-#    likelier to reach either tail. A likelihood, not a rule: in §2's batch the starved answers
-#    are long (the table's lengths), but the one positive above $w=1.2$ is short (the scatter),
-#    and the committed study did not record the high-$w$ lengths, so it cannot say the starved
-#    are the long ones (§4).</details>
+#    likelier to reach either tail. A likelihood, not a rule: which lengths lose signal is what
+#    §2's retained-signal table reads on its batches, both tails counted, and the committed study
+#    did not record the high-$w$ lengths, so it cannot say the starved are the long ones (§4).</details>
 # 2. A group has $k$ right answers of 8 and the wrong ones share the right answer's first
 #    digits. On-policy, does pushing the wrong ones down push that prefix down?
 #    <details><summary>Answer</summary>No: the net push on a shared prefix is the sum of $A$ over
@@ -686,3 +797,17 @@ checks.check_coefficient_by_hand(my_coefficient, v["logp"], v["old_logp"], v["ma
 #    <details><summary>Answer</summary>The batch was sampled by the policy of two batches
 #    earlier, so $\log\mu$ is that policy's and $w=\pi_{\rm now}/\mu$ is not 1 even before any
 #    step on it; the reuse steps then add their drift: $w$ folds staleness and reuse (§3).</details>
+#
+# ## Where this comes from
+#
+# - The model and task: Qwen3's architecture (`transformers`' Qwen3 and Qwen3-MoE classes, built tiny and
+#   offline here); the reverse task and the warm start are this project's (docs/training.md).
+# - The loop `rl_iteration` runs: GRPO's group advantages (arXiv:2402.03300) with PPO-style epochs ×
+#   mini-batches (arXiv:1707.06347); the methods compared: the sequence clip, GRPO, GSPO
+#   (arXiv:2507.18071), CISPO (arXiv:2506.13585), VESPO (arXiv:2602.10693), TOPR (arXiv:2503.14286).
+# - `--lag` as asynchronous staleness: IMPALA's actors behind the learner (Espeholt et al., ICML 2018).
+# - Pre-registered gates before an evaluation, and the paired seeds and sign-flip tests of
+#   RESULTS.md: this project's protocol (experiments/PREREGISTRATION.md).
+# - The retained-signal-by-length statistic and the shared-prefix test: this course's.
+#
+# One line per work: [docs/bibliography.md](../docs/bibliography.md).

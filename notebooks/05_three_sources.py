@@ -15,19 +15,55 @@
 # even before any update: the **train-inference mismatch** (on a mixture-of-experts model
 # the two engines' routers can even pick other experts). And asynchronous systems sample with
 # weights some updates old: **staleness**. Here the three are made on a CPU, named, measured
-# one at a time and together, and the corrections that TRL and verl apply to them are read on
-# the same drifted responses as ReSPO. About 15 minutes.
+# one at a time and together, and the corrections TRL and verl offer for them, token- and
+# sequence-level, are read on the same drifted responses as ReSPO. About 15 minutes.
 #
 # **Three policies.** $\mu$ is the policy that sampled the batch (the engine's weights, in
-# its precision, maybe stale), $\pi_{old}$ the learner's weights when the batch was sampled,
-# $\pi$ the learner's weights now. For every response,
+# its precision, maybe stale); $\pi_{old}$ is the learner's log-prob of the batch *recomputed at
+# the start of the updates on it*, one no-grad forward of the current learner; $\pi$ is the
+# learner during those updates. This is how TRL and verl define it: TRL's
+# `GRPOTrainer._generate_and_score_completions` computes `old_per_token_logps` with the training
+# model under `no_grad` right after scoring a batch, and verl's decoupled mode recomputes
+# `old_log_probs` with `actor.compute_log_prob` before the batch's update epochs
+# (`RayPPOTrainer._compute_old_log_prob`; `docs/algo/rollout_corr_math.md` §2.1, "computed at start
+# of training epoch"). It is *not* "the learner's weights when the batch was sampled": in an
+# asynchronous system those are $\mu$'s own weights, $k$ updates back. On a timeline of learner
+# updates:
+
+# %%
+import matplotlib.pyplot as plt
+
+fig, ax = plt.subplots(figsize=(9, 1.9))
+k, t, R = 3, 6, 4
+ax.plot([0, t + R + 0.5], [0, 0], color="0.6", lw=1)
+for step in range(t + R + 1):
+    ax.plot([step], [0], "|", color="0.4", ms=8)
+ax.annotate("μ: the learner's weights at update t − k,\nrun by the sampler in its own precision,\ndraw the batch",
+            xy=(t - k, 0), xytext=(t - k - 1.2, 0.55), fontsize=8, arrowprops=dict(arrowstyle="->"))
+ax.annotate("π_old: the learner at update t\nrecomputes log-probs of that batch\n(one no-grad forward)",
+            xy=(t, 0), xytext=(t - 0.4, 0.55), fontsize=8, arrowprops=dict(arrowstyle="->"))
+ax.axvspan(t, t + R, ymin=0.38, ymax=0.62, color="tab:red", alpha=0.2)
+ax.text(t + R / 2, -0.45, f"π: the R = {R} optimizer steps on the batch", ha="center", fontsize=8, color="tab:red")
+ax.text(t - k / 2, -0.45, "staleness: k updates\n(--lag k)", ha="center", fontsize=8)
+ax.set(xlim=(-0.5, t + R + 1), ylim=(-0.9, 1.3), yticks=[], xlabel="learner update")
+ax.set_xticks([t - k, t, t + R], ["t − k", "t", "t + R"])
+ax.grid(False)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# So $\rho=\pi_{old}/\mu$ carries the mismatch (different precision, the same weights at lag 0)
+# *and* the staleness (the $k$ updates between the sampler's weights and the learner's), and
+# $\pi/\pi_{old}$ carries the reuse. For every response,
 #
 # $$w = \frac{\pi}{\mu} = \underbrace{\frac{\pi}{\pi_{old}}}_{\text{reuse}} \cdot
 #   \underbrace{\frac{\pi_{old}}{\mu}}_{\text{mismatch, staleness}} = w_{trust}\,\rho .$$
 #
 # ReSPO puts its kernel on the whole $w$ (the *coupled* form). TRL's and verl's rollout
-# corrections split it (the *decoupled* form, docs/math.md §7): a trust region (GRPO's clip)
-# on $\pi/\pi_{old}$, times a correction weight $c(\rho)$, truncated or masked.
+# corrections split it (the *decoupled* form of Hilton et al.'s decoupled PPO, docs/math.md §7):
+# a trust region (GRPO's clip) on $\pi/\pi_{old}$, times a correction weight $c$ of $\pi_{old}/\mu$,
+# truncated or masked, per token ($c(\rho_t)$) or per sequence ($c(\rho)$, $\rho=\prod_t\rho_t$). Both
+# libraries offer both granularities (§4).
 
 # %%
 import contextlib
@@ -43,6 +79,7 @@ import torch
 from IPython.display import Markdown, display
 
 import nano_respo
+from course import confirm
 from nano_respo.kernel import LossConfig, sequence_log_weight
 from nano_respo.config import TrainConfig
 from nano_respo.offpolicy import LaggedPolicy, OffPolicy, learner_logprobs, router_choices, router_mismatch
@@ -97,7 +134,16 @@ d = torch.where(mask, pi_old - mu, torch.zeros_like(mu))
 print(f"KL(mu || pi_old) per token (k3, as `sampler_kl` logs it): {(torch.expm1(d) - d)[mask].mean():.2e}")
 short, long_ = lengths <= lengths.median(), lengths > lengths.median()
 print(f"mean |log w|: {log_rho[short].abs().mean():.4f} on the shorter half, {log_rho[long_].abs().mean():.4f} "
-      f"on the longer half (log w sums one rounding error per token)")
+      f"on the longer half (log w sums one rounding difference per token)")
+halves = {name: rows for name, rows in (("shorter", short), ("longer", long_))}
+per_token = {name: d.abs()[mask & rows[:, None]].mean().item() for name, rows in halves.items()}
+sqrt_rule = (lengths[long_].float().mean() / lengths[short].float().mean()).sqrt().item()
+print(f"mean length {lengths[short].float().mean():.1f} and {lengths[long_].float().mean():.1f} tokens; "
+      f"mean |d_t| per token {per_token['shorter']:.2e} and {per_token['longer']:.2e}; the longer half's mean |log w| is "
+      f"{log_rho[long_].abs().mean() / log_rho[short].abs().mean():.1f}x the shorter's, where independent zero-mean "
+      f"rounding errors would give sqrt of the length ratio, {sqrt_rule:.1f}x")
+confirm("the longer half's mean |log w| exceeds the shorter half's", max(0.0, (log_rho[short].abs().mean()
+        - log_rho[long_].abs().mean()).item()), 1e-12)
 
 # %% [markdown]
 # Now the product identity on real numbers: four reuse steps on a bf16-sampled batch (what
@@ -128,8 +174,14 @@ print(f"spread (std) of log pi_old/mu {log_rho.std():.4f}, of log pi/pi_old {log
 # The tiny Qwen3-MoE (8 experts, top-2 per token) after its warm start. The bf16 copy and
 # the fp32 learner compute slightly different router logits; where two experts' logits are
 # close, the top-2 choice flips. `router_mismatch` runs both models over the same batch and
-# counts the response tokens at which some layer picks other experts: what verl's routing
-# replay (R3) exists to remove.
+# counts the response tokens at which some layer picks other experts. That is what two
+# published fixes remove by making the training forward use the sampler's experts: verl's
+# rollout routing replay (`actor.router_replay.mode: R3` with `rollout.enable_rollout_routing_replay:
+# True`; `verl/utils/megatron/router_replay_patch.py`; Ma et al., arXiv:2510.11370) records the
+# routing of every sampled token in the inference engine and replays it in training, and
+# DeepSeek-V3.2's **Keep Routing** (arXiv:2512.02556, §3.1) preserves the expert routing paths used
+# during sampling and enforces them during training. This project measures the mismatch and
+# does not replay routing.
 
 # %%
 moe_cfg = TrainConfig(model="tiny-qwen3-moe", loss=LossConfig(), prompts_per_iteration=8, reuse=1, epochs=1,
@@ -242,19 +294,42 @@ for m in MODELS:
 # %% [markdown]
 # ## 4. What each correction gives the drifted responses
 #
-# On the very responses ReSPO's runs trained on, every arm's coefficient (the mean
-# per-token weight of a response, at our aggregation; VESPO's recipe aggregates by
-# token-mean, which scales every weight by the same factor, about the budget over the mean
-# length). The arms: ReSPO; the sequence clip; GRPO's token clip; GSPO; GRPO with TRL's
-# default vLLM correction (sequence-level masked IS, $C_{max}=3$); GRPO with verl's
-# token-level truncated IS ($C=2$); GRPO with DeepSeek-V3.2's off-policy sequence mask
-# ($\delta = 0.5$, negatives only); VESPO with token-mean. For the positives below $w=0.8$:
+# On the very responses ReSPO's runs trained on, every arm's coefficient (the mean per-token
+# weight of a response, at our aggregation). The arms: ReSPO; the sequence clip; GRPO's token
+# clip; GSPO; GRPO with a **sequence-level** masked correction ($c=\rho$ where $\rho\le3$, else 0:
+# TRL's `vllm_importance_sampling_mode="sequence_mask"`, its default, with
+# `vllm_importance_sampling_clip_max=3`); GRPO with a **token-level** truncated correction
+# ($c_t=\min(\rho_t,2)$: verl's `rollout_is: token` with `rollout_is_threshold: 2`, and TRL's
+# `token_truncate` with its own cap); GRPO with DeepSeek-V3.2's off-policy sequence mask
+# ($\delta=0.5$, negatives only; TRL's `off_policy_mask_threshold`).
+#
+# **Granularity is the variable, not the vendor.** Both libraries offer both levels. TRL's
+# `vllm_importance_sampling_mode` takes `token_truncate`, `token_mask`, `sequence_truncate` or
+# `sequence_mask` (`trl/trainer/grpo_config.py`; the field's default is `sequence_mask`), applied in
+# `GRPOTrainer._generate_and_score_completions`. verl's `algorithm.rollout_correction.rollout_is`
+# takes `token` or `sequence` (`verl/trainer/ppo/rollout_corr_helper.py`,
+# `compute_rollout_correction_weights`); its `RolloutCorrectionConfig` dataclass defaults to
+# `sequence` with `rollout_is_threshold=2.0`, while the shipped
+# `verl/trainer/config/algorithm/rollout_correction.yaml` sets `rollout_is: null` (off), and this
+# repository's `examples/verl_respo.sh` sets `sequence`. The two levels do different things:
+#
+# - **sequence-level** multiplies by $\rho=\prod_t\pi_{old,t}/\mu_t$, the exact behaviour-to-proximal
+#   correction of decoupled PPO (unbiased); truncating or masking it is the variance cut of ACER's
+#   truncated IS and IMPALA's V-trace, applied to the sequence;
+# - **token-level** multiplies each token by its own $\rho_t$, which stays near 1 even where the
+#   product has fallen far: no trust region on the product, and a bias wherever the tokens'
+#   ratios compound.
+#
+# VESPO's recipe is left out of the figure: it aggregates by token-mean, so its recorded value
+# is its coefficient times an aggregation factor common to every response of a batch (our
+# padded length over the batch's mean length), not a coefficient; it is printed separately
+# below. For the positives below $w=0.8$:
 
 # %%
-ARMS = figures.OFFPOLICY_ARMS
-SHORT = {"respo": "ReSPO", "seq_clip": "seq clip", "grpo": "GRPO", "gspo": "GSPO", "grpo_trl_seq_mask": "GRPO\n+TRL seq\nmask",
-         "grpo_verl_token_trunc": "GRPO\n+verl token\ntrunc", "grpo_opsm": "GRPO\n+off-policy\nmask",
-         "vespo_token_mean": "VESPO\ntoken-mean"}
+ARMS = [a for a in figures.OFFPOLICY_ARMS if a != "vespo_token_mean"]   # a coefficient times an aggregation factor
+SHORT = {"respo": "ReSPO", "seq_clip": "seq clip", "grpo": "GRPO", "gspo": "GSPO",
+         "grpo_trl_seq_mask": "GRPO\n+sequence\nmasked IS", "grpo_verl_token_trunc": "GRPO\n+token\ntruncated IS",
+         "grpo_opsm": "GRPO\n+off-policy\nmask"}
 drifted = [s for s in SOURCES if any(figures.offpolicy_values(m, s, figures.arm_reading("respo")) for m in MODELS)]
 fig, axes = plt.subplots(1, len(MODELS), figsize=(6.5 * len(MODELS), 4), squeeze=False)
 for ax, m in zip(axes[0], MODELS):
@@ -276,17 +351,42 @@ plt.show()
 for m in MODELS:
     for s in drifted:
         print(f"{figures.OFFPOLICY_MODELS[m]}, {s}: " + ", ".join(
-            f"{a} {figures.value(f'offpolicy_{m}_{s}_phi_low_{a}')}" for a in ARMS))
+            f"{a} {figures.value(f'offpolicy_{m}_{s}_phi_low_{a}')}" for a in ARMS)
+              + f" | vespo_token_mean (times the token-mean factor, not a coefficient) "
+                f"{figures.value(f'offpolicy_{m}_{s}_phi_low_vespo_token_mean')}")
+
+
+def arm_mean(m, s, arm):
+    return float(np.mean(figures.offpolicy_values(m, s, figures.arm_reading(arm))))
+
+
+for m in MODELS:
+    confirm(f"{figures.OFFPOLICY_MODELS[m]}, staleness: the sequence-level masked correction gives the starved positives "
+            "what the sequence clip gives them (to 0.01), the token-level truncation what GRPO gives (to 0.01)",
+            max(abs(arm_mean(m, "staleness", "grpo_trl_seq_mask") - arm_mean(m, "staleness", "seq_clip")),
+                abs(arm_mean(m, "staleness", "grpo_verl_token_trunc") - arm_mean(m, "staleness", "grpo"))), 0.01)
+    confirm(f"{figures.OFFPOLICY_MODELS[m]}, reuse: rho = 1, so both corrections are GRPO itself",
+            max(abs(arm_mean(m, "reuse", a) - arm_mean(m, "reuse", "grpo")) for a in ("grpo_trl_seq_mask",
+                                                                                     "grpo_verl_token_trunc")), 0.005)
 
 # %% [markdown]
 # Solid line: 1, what every method gives on-policy; dotted: 0.8. Read it by the factor that
-# moved. Under **reuse** only $\pi/\pi_{old}$ moved, $\rho = 1$, and the corrections are
-# GRPO itself; the sequence clip gives the starved positive its own small $w$, ReSPO slightly
-# above 1. Under **staleness** the low weight sits in $\rho$: TRL's sequence-level
-# correction multiplies by that small $\rho$, as the sequence clip does, while verl's
-# token-level truncation multiplies each token by its own $\rho_t$ (capped above at $C$), and the
-# token ratios stay near 1 even where their product $\rho$ is small, so it keeps about what GRPO
-# gives. The off-policy mask touches negatives only, so it is GRPO on positives.
+# moved. Under **reuse** only $\pi/\pi_{old}$ moved, $\rho=1$, and both corrections are GRPO itself
+# (the second check); the sequence clip gives the starved positive its own small $w$, ReSPO
+# slightly above 1. Under **staleness** the low weight sits in $\rho$ (§3's factor table): the
+# sequence-level masked correction multiplies by that small $\rho$ and so gives what the sequence
+# clip gives, and the token-level truncation multiplies each token by its own $\rho_t$, which stays
+# near 1 even where their product is small, and so gives what GRPO gives (the first check).
+#
+# Read what that small value is. At $R=1$ under staleness, $\pi=\pi_{old}$ and the sequence-level
+# coefficient is $\rho=\pi_{old}/\mu=w$: the *exact* importance weight, the unbiased correction of
+# decoupled PPO. What this notebook counts as "starving a stale positive" is, at sequence level,
+# importance sampling doing its job: a response the learner has moved away from is, correctly,
+# a rare response under the learner. ReSPO's value (printed, slightly above 1) is not a less biased estimate
+# of the same gradient; it is notebook 01 §1's change of target, a weighted likelihood of the
+# successes $\mu$ found, whatever the learner now thinks of them. The token-level truncation keeps
+# a value near 1 for a third reason: it never sees the product. The off-policy mask touches
+# negatives only, so it is GRPO on positives.
 #
 # ## 5. The reward after the short runs
 #
@@ -316,10 +416,27 @@ for m in MODELS:
 #    is the first step on a batch then on-policy?
 #    <details><summary>answer</summary>$\rho=\pi_{old}/\mu=1$: the sampler is the learner at rollout time. At the first step $\pi=\pi_{old}$ too, so $w=1$; only later steps move $\pi/\pi_{old}$.</details>
 # 2. Why is the mismatch's $|\log w|$ larger on long responses (§1)?
-#    <details><summary>answer</summary>$\log w=\sum_t(\log\pi_{old}-\log\mu)$ adds one rounding difference per token; independent errors grow like $\sqrt{|y|}$, so a long response's weight strays further from 1.</details>
-# 3. Under staleness alone, TRL's sequence-masked correction and the sequence clip give a starved positive about the same coefficient. Why?
-#    <details><summary>answer</summary>At $R=1$, $\pi=\pi_{old}$, so GRPO's trust region gives 1 and the correction gives $\rho=\pi_{old}/\mu=w$ (kept while $\rho\le3$); the sequence clip gives $w$ too. Both scale the positive's gradient by its fallen weight; ReSPO's positive branch gives about $e^{\lambda_+(1-w)}\ge1$.</details>
+#    <details><summary>answer</summary>$\log w=\sum_t(\log\pi_{old}-\log\mu)$ adds one rounding difference per token, so a longer response sums more of them (the check). How much larger is what §1's last line prints, beside what independent zero-mean errors would give ($\sqrt{}$ of the length ratio); where the two differ, the errors are not independent and zero-mean (their per-token size is printed too), and the $\sqrt{|y|}$ rule is not what the printout shows.</details>
+# 3. Under staleness alone, the sequence-level masked correction and the sequence clip give a starved positive about the same coefficient. Why, and is it starvation?
+#    <details><summary>answer</summary>At $R=1$, $\pi=\pi_{old}$, so GRPO's trust region gives 1 and the correction gives $\rho=\pi_{old}/\mu=w$ (kept while $\rho\le3$); the sequence clip gives $w$ too. That value is the exact importance weight, the unbiased correction, not an artefact; ReSPO's positive branch gives about $e^{\lambda_+(1-w)}\ge1$, a change of target (notebook 01 §1).</details>
 # 4. ReSPO in verl: which flag would apply the mismatch correction twice, and which would hide it?
 #    <details><summary>answer</summary>Twice: the kernel's own `policy_loss.correction` on top of verl's `rollout_correction` (the adapter refuses it). Hidden: `rollout_correction.rollout_is=null`, which leaves $w=\pi/\pi_{old}$. `examples/verl_respo.sh` sets `rollout_is=sequence` with a matching `policy_loss.rollout_is_level`, and keeps `bypass_mode=false`, because bypass mode replaces the loss with verl's own.</details>
 # 5. Why does the off-policy sequence mask never change what a positive receives?
 #    <details><summary>answer</summary>It drops only responses with $A<0$ whose mean per-token $\log(\mu/\pi)$ exceeds $\delta$: over-generated *negatives*. Positives keep GRPO's coefficient whatever their weight.</details>
+#
+# ## Where this comes from
+#
+# - Three policies, a clip on $\pi/\pi_{old}$ and a correction on $\pi_{old}/\mu$: decoupled PPO (Hilton,
+#   Cobbe and Schulman, arXiv:2110.00641), as verl's rollout correction implements it
+#   (`verl/trainer/ppo/rollout_corr_helper.py`, `docs/algo/rollout_corr_math.md`) and TRL's GRPO does
+#   with vLLM (`GRPOTrainer._generate_and_score_completions`).
+# - Truncated token-level correction (TIS: Yao et al., fengyao.notion.site/off-policy-rl) and
+#   sequence-level masked correction (MIS: Liu, Li et al., richardli.xyz/rl-collapse); the variance
+#   cut they make: ACER's truncated IS (Wang et al., ICLR 2017), V-trace (Espeholt et al., ICML 2018).
+# - The off-policy sequence mask, Keep Routing and Keep Sampling Mask: DeepSeek-V3.2
+#   (arXiv:2512.02556, §3.1); TRL's `get_off_policy_mask` implements the first.
+# - Rollout routing replay: Ma et al. (arXiv:2510.11370), verl's `router_replay.mode: R3`.
+# - VESPO's recipe and its token-mean aggregation: Shen et al. (arXiv:2602.10693),
+#   `recipe/vespo/code/core_algos.py` in github.com/FloyedShen/VESPO.
+#
+# One line per work: [docs/bibliography.md](../docs/bibliography.md).

@@ -78,7 +78,7 @@ def check_log_space_phi(phi) -> bool:
         if ok and lam > 0:
             ok &= bool(got[3:].max() < 1e-30)  # the tilt sends the weight of w = e^50 and beyond to 0
         if ok and alpha == 0:
-            ok &= math.isclose(got[0].item(), math.exp(lam), rel_tol=1e-9)  # the floor e^lambda as w -> 0
+            ok &= math.isclose(got[0].item(), math.exp(lam), rel_tol=1e-9)  # the limit e^lambda as w -> 0
         if not ok:
             break
     return verdict(ok, "phi is exact where w^alpha is representable and finite for every finite log w",
@@ -222,8 +222,8 @@ def on_policy(k) -> bool:
     return all(abs(coefficient_of(k, "respo", 1.0, s) - 1) < 1e-12 for s in (True, False))
 
 
-def positive_floor(k) -> bool:
-    """A positive with w -> 0 keeps the floor e^lambda_+ (alpha_+ = 0). Reads: phi_+ at w = 1e-30."""
+def positive_limit(k) -> bool:
+    """A positive with w -> 0 keeps a coefficient, the limit e^lambda_+ (alpha_+ = 0). Reads: phi_+ at w = 1e-30."""
     return abs(coefficient_of(k, "respo", 1e-30, True) - math.exp(LossConfig().lambda_pos)) < 1e-9
 
 
@@ -250,7 +250,7 @@ def dapo_clip_higher(k) -> bool:
     return abs(coefficient_of(k, "dapo", 1.25, True) - 1.25) < 1e-9
 
 
-PROPERTIES = {f.__name__: f for f in (on_policy, positive_floor, negative_vanishes, finite_at_extremes,
+PROPERTIES = {f.__name__: f for f in (on_policy, positive_limit, negative_vanishes, finite_at_extremes,
                                       dapo_clip_higher)}
 
 
@@ -258,7 +258,7 @@ def _reading(property_name: str, k) -> float:
     """The number a property reads off a kernel (its docstring's "Reads:"), graded against the reader's."""
     if property_name == "finite_at_extremes":
         return loss_at_the_is_corner(k)
-    method, w, positive = {"on_policy": ("respo", 1.0, True), "positive_floor": ("respo", 1e-30, True),
+    method, w, positive = {"on_policy": ("respo", 1.0, True), "positive_limit": ("respo", 1e-30, True),
                            "negative_vanishes": ("respo", 1e6, False),
                            "dapo_clip_higher": ("dapo", 1.25, True)}[property_name]
     return coefficient_of(k, method, w, positive)

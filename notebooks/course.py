@@ -57,3 +57,42 @@ class SequenceSpace:
     def token_jacobian(self, theta: torch.Tensor) -> torch.Tensor:
         """[N, L, P] d log pi(y_t | y_<t) / d theta for every sequence and position (autograd)."""
         return torch.autograd.functional.jacobian(self.token_log_probs, theta, vectorize=True)
+
+
+class EndedSpace:
+    """Every response of 0 to max_len - 1 content tokens over `vocab` symbols, then an end token.
+
+    A tabular autoregressive policy over vocab + 1 choices (the last one ends the response) at
+    every prefix of content tokens; after max_len - 1 content tokens the end is forced. Responses
+    have different lengths, so expectations over them are exact sums over all of them: the space
+    notebook 02 §6 plants a long correct response in.
+    """
+
+    def __init__(self, vocab: int, max_len: int):
+        self.vocab, self.max_len, self.end = vocab, max_len, vocab
+        self.seqs = [c + (vocab,) for k in range(max_len) for c in itertools.product(range(vocab), repeat=k)]
+        self.rows = {p: i for i, p in enumerate(c for k in range(max_len) for c in itertools.product(range(vocab), repeat=k))}
+        n = len(self.seqs)
+        self.prefix_row = torch.zeros(n, max_len, dtype=torch.long)   # [N, L] the table row each token reads
+        self.tokens = torch.zeros(n, max_len, dtype=torch.long)       # [N, L] the token chosen there
+        self.mask = torch.zeros(n, max_len, dtype=torch.bool)         # [N, L] 1 on the response's tokens
+        for i, s in enumerate(self.seqs):
+            for t, token in enumerate(s):
+                self.prefix_row[i, t], self.tokens[i, t], self.mask[i, t] = self.rows[s[:t]], token, True
+        self.forced = self.mask & (torch.arange(max_len) == max_len - 1)  # the end after max_len - 1 tokens
+        self.n_params = len(self.rows) * (vocab + 1)
+
+    def index(self, response: tuple) -> int:
+        return self.seqs.index(tuple(response))
+
+    def logits_from_probs(self, probs: dict) -> torch.Tensor:
+        """theta with the given next-token probabilities at the listed prefixes, uniform elsewhere."""
+        theta = torch.zeros(len(self.rows), self.vocab + 1, dtype=torch.float64)
+        for prefix, p in probs.items():
+            theta[self.rows[tuple(prefix)]] = torch.tensor(p, dtype=torch.float64).log()
+        return theta.reshape(-1)
+
+    def token_log_probs(self, theta: torch.Tensor) -> torch.Tensor:
+        """[N, L] log pi(y_t | y_<t), 0 on padding and on the forced end; differentiable in theta."""
+        logp = torch.log_softmax(theta.view(len(self.rows), self.vocab + 1), -1)[self.prefix_row, self.tokens]
+        return torch.where(self.mask & ~self.forced, logp, torch.zeros_like(logp))

@@ -146,7 +146,7 @@ answers = {
     # the tilt became exp(-lam w): phi(1) = e^-lam, not 1, so a fresh batch is no longer the policy gradient
     "mutant_a": ("on_policy", coefficient_of(mutant("mutant_a"), "respo", 1.0, True)),
     # the branches swapped: positives get w^3 e^(-2 (w - 1)) -> 0 as w -> 0, the starvation ReSPO removes
-    "mutant_b": ("positive_floor", coefficient_of(mutant("mutant_b"), "respo", 1e-30, True)),
+    "mutant_b": ("positive_limit", coefficient_of(mutant("mutant_b"), "respo", 1e-30, True)),
     # the tilt is gone (lam * -> 0 *): phi_- = w^3 grows without bound for over-generated negatives
     "mutant_c": ("negative_vanishes", coefficient_of(mutant("mutant_c"), "respo", 1e6, False)),
     # the final cap is gone: at the plain-IS corner (1, 0), log phi = s = 1e4 and exp overflows to inf
