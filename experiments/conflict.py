@@ -44,7 +44,7 @@ from nano_respo.tasks import (CONFLICT_ONES_HELDOUT, CONFLICT_SIZES, CONFLICT_SU
 STAGES = ("gate1", "lr", "gate-a", "evaluate")
 # The study's fixed design (experiments/MECHANISM.md).
 MODEL, SFT_TASK_SIZE, SFT_STEPS, MAX_NEW_TOKENS = "tiny-qwen3", 11, 1000, 32
-PROMPTS, GROUP, EARLY_BATCHES = 32, 8, 8
+PROMPTS, GROUP, EARLY_BATCHES, LAG = 32, 8, 8, 4  # LAG: the evaluation cell's, unless gate A moves it
 ONES_LONG_FROM = 20  # gate 1 reads the trained `ones` targets from here up
 SELECTION_SEEDS, EVALUATION_SEEDS, ON_POLICY_CHECK_SEEDS = (900, 901), tuple(range(12)), (0, 1)
 METHODS = ("seq_clip", "seq_clip_lowpos1", "respo", "respo_pos_clip_neg")
@@ -66,7 +66,7 @@ class ConflictConfig:
     """train.py --sft-full-share: the share of warm-start draws from the whole task (gate 1's rung)."""
     lr: float | None = None
     """lr* (gate-a, evaluate), from the lr stage."""
-    lag: int = 4
+    lag: int = LAG
     """The evaluation cell's lag (gate-a, evaluate); gate A's fallback is 8."""
     seeds: list[int] | None = None
     """Seeds of the stage; None = the selection seeds (gate1, lr, gate-a) or the evaluation seeds (evaluate)."""
@@ -170,7 +170,9 @@ def run_name(train_cfg: TrainConfig, anchor: bool = False) -> str:
     method = "anchor" if anchor else train_cfg.loss.method
     dtype = "" if train_cfg.sampler_dtype == "float32" else f"-{train_cfg.sampler_dtype}"
     lag = f"-lag{train_cfg.lag}" if train_cfg.lag else ""
-    return f"{method}-lr{train_cfg.lr:g}-reuse{train_cfg.reuse}{lag}{dtype}-seed{train_cfg.seed}"
+    # A lag implies its run's length; an unlagged run (a control, an anchor) of the fallback's length is named so.
+    batches = "" if train_cfg.iterations == (train_cfg.lag or LAG) + 1 + EARLY_BATCHES else f"-{train_cfg.iterations}batches"
+    return f"{method}-lr{train_cfg.lr:g}-reuse{train_cfg.reuse}{lag}{dtype}{batches}-seed{train_cfg.seed}"
 
 
 def run_all(cfg: ConflictConfig, runs: list[tuple[str, TrainConfig]], argv) -> None:

@@ -30,6 +30,8 @@ def test_each_stage_runs_its_cells_as_preregistered():
         assert (c.reuse, c.lag) in ((4, 4), (1, 0)) and c.epochs == min(2, c.reuse)
     fallback = conflict.stage_runs(config("--stage", "gate-a", "--lr", "3e-4", "--lag", "8"))
     assert {c.iterations for _, c in fallback} == {17}
+    assert [n for n, _ in fallback][:2] == ["seq_clip-lr0.0003-reuse4-lag8-seed900",
+                                            "seq_clip-lr0.0003-reuse1-bfloat16-17batches-seed900"]
     with pytest.raises(ValueError, match="^lr: pass lr"):
         conflict.ConflictConfig(stage="evaluate")
 
