@@ -80,8 +80,8 @@ class ConflictConfig:
     """Run again and replace a record that exists."""
     summarise: bool = False
     """Only print every table and verdict from the records under --out, and draw the figures."""
-    figure: str = "experiments/figures/conflict-curves.png"
-    """Where --summarise draws the learning curves per family (once the evaluation has records)."""
+    figures: str = "experiments/figures"
+    """Where --summarise draws the learning curves per family (conflict-gate-a-curves.png, conflict-curves.png)."""
 
     def __post_init__(self):
         if self.stage not in STAGES:
@@ -259,7 +259,7 @@ def main(argv=None) -> None:
     cfg = parse_config(ConflictConfig, argv, prog="python experiments/conflict.py")
     if cfg.summarise:
         from experiments.conflict_report import summarise
-        print(summarise(ROOT / cfg.out, ROOT / cfg.figure))
+        print(summarise(ROOT / cfg.out, ROOT / cfg.figures))
         return
     if cfg.stage == "gate1":
         gate1(cfg, argv)

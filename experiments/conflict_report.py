@@ -185,6 +185,53 @@ def gate_a_table(records) -> str:
     return "\n".join(lines)
 
 
+def mean_log_w(records: list[dict], family: str) -> float:
+    """The positives' mean sequence log w, from the per-length sums of log w / |y|."""
+    total = n = 0.0
+    for r in records:
+        for name, cell in r["cells"].items():
+            fam, length = name.split()
+            if fam == family:
+                total, n = total + cell["drift"] * int(length), n + cell["n"]
+    return total / n if n else math.nan
+
+
+def high_share(records: list[dict], family: str) -> float:
+    n = sum(family_sums(r, family).get("n", 0) for r in records)
+    return sum(family_sums(r, family).get("high", 0) for r in records) / n if n else math.nan
+
+
+def gate_a_reading(records) -> str:
+    """Descriptive, deciding nothing: the gate A cells' positives per family (pooled over the selection seeds)."""
+    lines = ["| CPU setting | lag | family | positives (x steps) | mean log w | w < 0.8 | w > 1.2 | lost, low tail | "
+             "lost, high tail (per positive) |", "|---|---|---|---|---|---|---|---|---|"]
+    for lag in gate_a_lags(records):
+        for setting in SETTINGS:
+            cell = gate_a_runs(records, setting, lag, False)
+            for family in ("sum", "ones"):
+                t = tails(cell, family)
+                if t["n"]:
+                    lines.append(f"| {setting} | {lag} | {family} | {t['n']} | {mean_log_w(cell, family):+.3f} | "
+                                 f"{t['low_share']:.0%} | {high_share(cell, family):.0%} | {t['lost_low']:.3f} | "
+                                 f"{t['lost_high']:.3f} |")
+    return "\n".join(lines)
+
+
+def gate_a_retained(records) -> str:
+    """Each coefficient's retained signal by length on the gate A cells' positives (seq_clip's steps)."""
+    bins = " | ".join(f"{a}-{b} tokens" for a, b in LENGTH_BINS)
+    lines = [f"| CPU setting | lag | coefficient | {bins} |", "|---|---|---|" + "---|" * len(LENGTH_BINS)]
+    for lag in gate_a_lags(records):
+        for setting in SETTINGS:
+            cell = gate_a_runs(records, setting, lag, False)
+            counts = [sum(family_sums(r, f, b).get("n", 0) for r in cell for f in ("sum", "ones")) for b in LENGTH_BINS]
+            lines.append(f"| {setting} | {lag} | positives (x steps) | " + " | ".join(f"{n:.0f}" for n in counts) + " |")
+            for method in READ_METHODS:
+                lines.append(f"| {setting} | {lag} | `{method}` | "
+                             + " | ".join(f"{retained(cell, method, b):.3f}" for b in LENGTH_BINS) + " |")
+    return "\n".join(lines)
+
+
 # --- the evaluation ------------------------------------------------------------------------------
 
 def evaluation(records, setting: str, lag: int) -> dict[str, dict[int, dict]]:
@@ -311,8 +358,15 @@ def retained_table(runs) -> str:
     return "\n".join(lines)
 
 
-def curves(records, lag: int, path: Path) -> None:
-    """Per family and setting: per-sample success per rollout batch, mean and 95% band over seeds, per method."""
+def family_curve(record: dict, family: str) -> list[float]:
+    """Per-sample success of `family` in each rollout batch of one run."""
+    return [sum(c for k, (c, n) in counts.items() if k.startswith(family + " "))
+            / max(1, sum(n for k, (c, n) in counts.items() if k.startswith(family + " "))) for counts in record["rollouts"]]
+
+
+def curves(arms: dict[str, dict[str, list[dict]]], title: str, band: str, path: Path) -> None:
+    """Per setting (columns) and family (rows): each arm's success per rollout batch, its mean over the runs and a
+    band (band = "95%": the t interval over seeds; "range": min to max)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -320,35 +374,52 @@ def curves(records, lag: int, path: Path) -> None:
 
     fig, axes = plt.subplots(2, len(SETTINGS), figsize=(6 * len(SETTINGS), 7), squeeze=False, sharex=True)
     for col, setting in enumerate(SETTINGS):
-        runs = evaluation(records, setting, lag)
         for row, family in enumerate(("ones", "sum")):
             ax = axes[row][col]
-            for method in (*METHODS, "anchor"):
-                rs = list(runs.get(method, {}).values())
-                if not rs:
+            for label, runs in arms[setting].items():
+                if not runs:
                     continue
-                per_batch = [[sum(c for k, (c, n) in counts.items() if k.startswith(family + " "))
-                              / max(1, sum(n for k, (c, n) in counts.items() if k.startswith(family + " ")))
-                              for counts in r["rollouts"]] for r in rs]
-                stats = [mean_ci([curve[b] for curve in per_batch]) for b in range(len(per_batch[0]))]
-                means = [m for m, _ in stats]
-                halves = [0 if math.isnan(h) else h for _, h in stats]
-                x = range(len(means))
-                ax.plot(x, means, label=method, ls="--" if method == "anchor" else "-")
-                ax.fill_between(x, [m - h for m, h in zip(means, halves)], [m + h for m, h in zip(means, halves)],
-                                alpha=0.15)
-            ax.axvspan(-0.5, lag + 0.5, color="grey", alpha=0.1, lw=0)
-            ax.set_title(f"{setting}: {family} prompts ({len(paired_seeds(runs))} seeds)", fontsize=10)
+                per_batch = list(zip(*[family_curve(r, family) for r in runs]))
+                means = [sum(b) / len(b) for b in per_batch]
+                if band == "95%":
+                    halves = [0 if math.isnan(h) else h for _, h in map(mean_ci, per_batch)]
+                    low, high = [m - h for m, h in zip(means, halves)], [m + h for m, h in zip(means, halves)]
+                else:
+                    low, high = [min(b) for b in per_batch], [max(b) for b in per_batch]
+                line, = ax.plot(range(len(means)), means, label=f"{label} ({len(runs)} runs)")
+                ax.fill_between(range(len(means)), low, high, alpha=0.15, color=line.get_color())
+            ax.set_title(f"{setting}: {family} prompts", fontsize=10)
             ax.set_ylabel("per-sample success")
-        axes[1][col].set_xlabel(f"rollout batch (shaded: sampled by the warm start, lag {lag})")
-    axes[0][0].legend(fontsize=8)
-    fig.suptitle("digit_conflict, R = 4 with the lag, lr*: mean and 95% band over seeds", fontsize=10)
+        axes[1][col].set_xlabel("rollout batch")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
-def summarise(out: Path, figure: Path | None = None) -> str:
+def gate_a_curves(records, path: Path) -> None:
+    """The gate runs' curves: the cells at each lag, their bf16 controls, and on-policy respo at lr* (the lr runs)."""
+    lr, _ = lr_star(records)
+    arms = {}
+    for setting in SETTINGS:
+        arms[setting] = {f"seq_clip, R = 4, lag {lag}": gate_a_runs(records, setting, lag, False)
+                         for lag in gate_a_lags(records)}
+        arms[setting] |= {f"bf16 control, {lag + 1 + EARLY_BATCHES} batches": gate_a_runs(records, setting, lag, True)
+                          for lag in gate_a_lags(records)}
+        arms[setting]["respo on-policy at lr*"] = [r for r in records.get((setting, "lr"), []) if r["lr"] == lr]
+    curves(arms, "digit_conflict, the gate runs at lr* (selection seeds 900, 901): mean and min-max band",
+           "range", path)
+
+
+def evaluation_curves(records, lag: int, path: Path) -> None:
+    arms = {s: {m: list(evaluation(records, s, lag).get(m, {}).values()) for m in (*METHODS, "anchor")}
+            for s in SETTINGS}
+    curves(arms, f"digit_conflict, R = 4 with lag {lag}, lr*: mean and 95% band over seeds", "95%", path)
+
+
+def summarise(out: Path, figures: Path | None = None) -> str:
+    """Every table and verdict in markdown (what summary.md holds); the figures drawn into `figures` when given."""
     records = load(out)
     share, search = gate1_search(records)
     parts = ["## Gate 1", gate1_table(records), search]
@@ -360,7 +431,12 @@ def summarise(out: Path, figure: Path | None = None) -> str:
     if unvectorised[0] is not None:
         parts += ["unvectorised selection:", unvectorised[1], f"it would choose {unvectorised[0]:g}"]
     lag, outcome = gate_a_outcome(records)
-    parts += ["## Gate A", gate_a_table(records), outcome]
+    parts += ["## Gate A", gate_a_table(records), outcome,
+              "Descriptive, deciding nothing: the gate A cells' positives per family", gate_a_reading(records),
+              "What each coefficient retains of the positives' signal there (R_m = sum phi_m A / sum A)",
+              gate_a_retained(records)]
+    if figures is not None:
+        gate_a_curves(records, figures / "conflict-gate-a-curves.png")
     if lag is None:
         return "\n\n".join(parts)
     per_setting = {}
@@ -383,6 +459,6 @@ def summarise(out: Path, figure: Path | None = None) -> str:
                   "retained signal by length (R_m = sum phi_m A / sum A over positives)", retained_table(runs)]
     if per_setting:
         parts.append(f"## Verdicts across both settings: M {across(per_setting, 'M')}; R {across(per_setting, 'R')}")
-        if figure is not None:
-            curves(records, lag, figure)
+        if figures is not None:
+            evaluation_curves(records, lag, figures / "conflict-curves.png")
     return "\n\n".join(parts)

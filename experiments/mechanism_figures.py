@@ -77,3 +77,105 @@ FIGURES = {
     "reread_long_high": ("positives of the long targets above w = 1.2, range over reruns",
                          lambda: percent(per_rerun(lambda ps: reread.lost_mass(ps)["long_high"]))),
 }
+
+
+# --- the digit_conflict study (experiments/conflict.py, conflict_report.py) ------------------------------
+
+CONFLICT = ROOT / "experiments/results/conflict"
+
+
+@functools.cache
+def conflict_records():
+    from experiments import conflict_report
+    return conflict_report.load(CONFLICT)
+
+
+def gate_a_cells() -> list[dict]:
+    """Gate A's figures for every (setting, lag) it ran."""
+    from experiments import conflict_report as report
+    records = conflict_records()
+    return [g for lag in report.gate_a_lags(records) for s in report.SETTINGS
+            if (g := report.gate_a(records, s, lag)) is not None]
+
+
+def gate1_passing(key: str) -> list[float]:
+    from experiments import conflict_report as report
+    share, _ = report.gate1_search(conflict_records())
+    return [r[key] for s in report.SETTINGS for r in conflict_records()[(s, "gate1")]
+            if r["config"]["sft_full_share"] == share]
+
+
+def on_policy_success(family: str, batches: slice) -> list[float]:
+    """On-policy respo at lr* (the lr stage's runs): per run, the family's success over these rollout batches."""
+    from experiments import conflict_report as report
+    lr, _ = report.lr_star(conflict_records())
+    runs = [r for s in report.SETTINGS for r in conflict_records()[(s, "lr")] if r["lr"] == lr]
+    return [sum(report.family_curve(r, family)[batches]) / len(report.family_curve(r, family)[batches]) for r in runs]
+
+
+def gate_a_retained(method: str) -> list[float]:
+    """method's retained share of the positives' signal in each length bin of every gate A cell holding 50+ positives."""
+    from experiments import conflict_report as report
+    records, values = conflict_records(), []
+    for lag in report.gate_a_lags(records):
+        for s in report.SETTINGS:
+            cell = report.gate_a_runs(records, s, lag, False)
+            for b in report.LENGTH_BINS:
+                if sum(report.family_sums(r, f, b).get("n", 0) for r in cell for f in ("sum", "ones")) >= 50:
+                    values.append(report.retained(cell, method, b))
+    return values
+
+
+def conflict_figures() -> dict:
+    from experiments import conflict_report as report
+    return {
+        "conflict_gate1_share": ("digit_conflict: the share of warm-start draws from the whole task at which gate 1 "
+                                 "passed on both settings", lambda: f"{report.gate1_search(conflict_records())[0]:.0%}"),
+        "conflict_gate1_success": ("success on the trained ones targets t >= 20 there, range over settings",
+                                   lambda: span(gate1_passing("success_long"), 3)),
+        "conflict_gate1_pass8": ("pass@8 there, range over settings", lambda: span(gate1_passing("pass@8_long"), 3)),
+        "conflict_lr_star": ("lr* of the on-policy selection (respo at R = 1) on the default kernels",
+                             lambda: f"{report.lr_star(conflict_records())[0]:g}"),
+        "conflict_lr_star_unvectorised": ("what the unvectorised selection would choose",
+                                          lambda: f"{report.lr_star(conflict_records(), 'unvectorised')[0]:g}"),
+        "conflict_gate_a_outcome": ("gate A's outcome by the pre-registered rule",
+                                    lambda: report.gate_a_outcome(conflict_records())[1]),
+        "conflict_gate_a_ones_low": ("gate A cells (both lags and settings): share of the ones positives below w = 0.8",
+                                     lambda: percent([g["ones"]["low_share"] for g in gate_a_cells()])),
+        "conflict_gate_a_sum_low": ("the same for the sum positives",
+                                    lambda: percent([g["sum"]["low_share"] for g in gate_a_cells()])),
+        "conflict_gate_a_ratio": ("ones share over sum share, range over the gate A cells (the gate needs 3)",
+                                  lambda: span([g["ones"]["low_share"] / g["sum"]["low_share"] for g in gate_a_cells()], 1)),
+        "conflict_gate_a_drift_ones": ("mean per-token drift log w / |y| of the ones positives, range",
+                                       lambda: span([g["ones"]["drift"] for g in gate_a_cells()], 3, signed=True)),
+        "conflict_gate_a_drift_sum": ("the same for the sum positives",
+                                      lambda: span([g["sum"]["drift"] for g in gate_a_cells()], 3, signed=True)),
+        "conflict_gate_a_control_gap": ("the control's drift gap |ones - sum| (bf16 sampler, R = 1), largest over "
+                                        "settings and lengths", lambda: f"{max(abs(g['control_ones']['drift'] - g['control_sum']['drift']) for g in gate_a_cells()):.4f}"),
+        "conflict_gate_a_ones_positives": ("ones positives behind each gate A cell's figures (positives x steps, two "
+                                           "seeds pooled), range", lambda: span([g["ones"]["n"] for g in gate_a_cells()], 0)),
+        "conflict_gate_a_sum_high": ("gate A cells: share of the sum positives above w = 1.2 (the clip gives them 0)",
+                                     lambda: percent([report.high_share(report.gate_a_runs(conflict_records(), s, lag, False), "sum")
+                                                      for lag in report.gate_a_lags(conflict_records())
+                                                      for s in report.SETTINGS])),
+        "conflict_retained_seq_clip": ("share of the positives' signal the sequence clip keeps, per length bin with 50+ "
+                                       "positives of every gate A cell, range", lambda: span(gate_a_retained("seq_clip"), 2)),
+        "conflict_retained_lowpos1": ("the same for seq_clip_lowpos1", lambda: span(gate_a_retained("seq_clip_lowpos1"), 2)),
+        "conflict_retained_respo": ("the same for respo", lambda: span(gate_a_retained("respo"), 2)),
+        "conflict_onpolicy_sum_start": ("on-policy respo at lr*: sum success in batch 0, range over runs",
+                                        lambda: span(on_policy_success("sum", slice(0, 1)), 2)),
+        "conflict_onpolicy_sum_end": ("its sum success over the last 4 batches, range over runs",
+                                      lambda: span(on_policy_success("sum", slice(-4, None)), 2)),
+        "conflict_onpolicy_ones_start": ("its ones success in batch 0, range over runs",
+                                         lambda: span(on_policy_success("ones", slice(0, 1)), 3)),
+        "conflict_onpolicy_ones_end": ("its ones success over the last 4 batches, range over runs",
+                                       lambda: span(on_policy_success("ones", slice(-4, None)), 3)),
+        "conflict_onpolicy_ones_falls": ("on-policy runs at lr* whose ones success over the last 4 batches is below "
+                                         "that of their first 2", lambda: (lambda a, b: f"{sum(x < y for x, y in zip(a, b))} of {len(a)}")(
+                                             on_policy_success("ones", slice(-4, None)), on_policy_success("ones", slice(0, 2)))),
+        "conflict_minutes": ("minutes of every digit_conflict record's runs, warm starts included, both settings",
+                             lambda: f"{sum(r.get('seconds', 0) for rs in conflict_records().values() for r in rs) / 60:.0f}"),
+    }
+
+
+FIGURES |= conflict_figures()

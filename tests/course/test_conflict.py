@@ -3,6 +3,7 @@ and every pre-registered rule (experiments/MECHANISM.md) on records made up to e
 
 import itertools
 import math
+from pathlib import Path
 
 import pytest
 
@@ -164,3 +165,11 @@ def test_the_pairing_check_compares_the_batches_the_warm_start_sampled():
     assert report.pairing_holds(runs, lag=4)  # the batches after the lag may differ
     runs["respo"][0] = {"rollouts": [{"ones 12": [2, 8]}] + counts[1:] + [{"ones 12": [0, 8]}]}
     assert not report.pairing_holds(runs, lag=4)
+
+
+def test_the_committed_summary_is_what_summarise_prints(tmp_path):
+    """experiments/results/conflict/summary.md copies `conflict.py --summarise`; the figures are drawn beside it."""
+    root = Path(__file__).resolve().parents[2]
+    printed = report.summarise(root / "experiments/results/conflict", tmp_path)
+    assert (root / "experiments/results/conflict/summary.md").read_text().rstrip("\n") == printed
+    assert (tmp_path / "conflict-gate-a-curves.png").stat().st_size > 10_000
