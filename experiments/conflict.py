@@ -24,7 +24,6 @@ import math
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import torch
 
@@ -141,7 +140,7 @@ def read_rows(rows: dict[str, list], on_policy_first_step: bool) -> dict[str, di
 
 def coefficient(method: str, log_w: torch.Tensor) -> torch.Tensor:
     """method's coefficient on positives of these log-weights (every READ_METHODS row is a sequence-level one)."""
-    level, compute, eps, _ = METHOD_TABLE[method]
+    _, compute, eps, _ = METHOD_TABLE[method]
     return compute(log_w, torch.ones_like(log_w, dtype=torch.bool), LossConfig(method=method), eps)
 
 

@@ -113,6 +113,28 @@ def on_policy_success(family: str, batches: slice) -> list[float]:
     return [sum(report.family_curve(r, family)[batches]) / len(report.family_curve(r, family)[batches]) for r in runs]
 
 
+def control_gap() -> str:
+    """The control's largest drift gap |ones - sum| over the gate A cells."""
+    return f"{max(abs(g['control_ones']['drift'] - g['control_sum']['drift']) for g in gate_a_cells()):.4f}"
+
+
+def sum_high_shares() -> list[float]:
+    from experiments import conflict_report as report
+    records = conflict_records()
+    return [report.high_share(report.gate_a_runs(records, s, lag, False), "sum")
+            for lag in report.gate_a_lags(records) for s in report.SETTINGS]
+
+
+def ones_falls() -> str:
+    """On-policy runs whose ones success over the last 4 batches is below that of their first 2."""
+    end, start = on_policy_success("ones", slice(-4, None)), on_policy_success("ones", slice(0, 2))
+    return f"{sum(e < s for e, s in zip(end, start))} of {len(end)}"
+
+
+def conflict_minutes() -> str:
+    return f"{sum(r.get('seconds', 0) for rs in conflict_records().values() for r in rs) / 60:.0f}"
+
+
 def gate_a_retained(method: str) -> list[float]:
     """method's retained share of the positives' signal in each length bin of every gate A cell holding 50+ positives."""
     from experiments import conflict_report as report
@@ -145,22 +167,24 @@ def conflict_figures() -> dict:
         "conflict_gate_a_sum_low": ("the same for the sum positives",
                                     lambda: percent([g["sum"]["low_share"] for g in gate_a_cells()])),
         "conflict_gate_a_ratio": ("ones share over sum share, range over the gate A cells (the gate needs 3)",
-                                  lambda: span([g["ones"]["low_share"] / g["sum"]["low_share"] for g in gate_a_cells()], 1)),
+                                  lambda: span([g["ones"]["low_share"] / g["sum"]["low_share"]
+                                                for g in gate_a_cells()], 1)),
         "conflict_gate_a_drift_ones": ("mean per-token drift log w / |y| of the ones positives, range",
                                        lambda: span([g["ones"]["drift"] for g in gate_a_cells()], 3, signed=True)),
         "conflict_gate_a_drift_sum": ("the same for the sum positives",
                                       lambda: span([g["sum"]["drift"] for g in gate_a_cells()], 3, signed=True)),
         "conflict_gate_a_control_gap": ("the control's drift gap |ones - sum| (bf16 sampler, R = 1), largest over "
-                                        "settings and lengths", lambda: f"{max(abs(g['control_ones']['drift'] - g['control_sum']['drift']) for g in gate_a_cells()):.4f}"),
+                                        "settings and lengths", control_gap),
         "conflict_gate_a_ones_positives": ("ones positives behind each gate A cell's figures (positives x steps, two "
-                                           "seeds pooled), range", lambda: span([g["ones"]["n"] for g in gate_a_cells()], 0)),
+                                           "seeds pooled), range",
+                                           lambda: span([g["ones"]["n"] for g in gate_a_cells()], 0)),
         "conflict_gate_a_sum_high": ("gate A cells: share of the sum positives above w = 1.2 (the clip gives them 0)",
-                                     lambda: percent([report.high_share(report.gate_a_runs(conflict_records(), s, lag, False), "sum")
-                                                      for lag in report.gate_a_lags(conflict_records())
-                                                      for s in report.SETTINGS])),
-        "conflict_retained_seq_clip": ("share of the positives' signal the sequence clip keeps, per length bin with 50+ "
-                                       "positives of every gate A cell, range", lambda: span(gate_a_retained("seq_clip"), 2)),
-        "conflict_retained_lowpos1": ("the same for seq_clip_lowpos1", lambda: span(gate_a_retained("seq_clip_lowpos1"), 2)),
+                                     lambda: percent(sum_high_shares())),
+        "conflict_retained_seq_clip": ("share of the positives' signal the sequence clip keeps, per length bin with "
+                                       "50+ positives of every gate A cell, range",
+                                       lambda: span(gate_a_retained("seq_clip"), 2)),
+        "conflict_retained_lowpos1": ("the same for seq_clip_lowpos1",
+                                      lambda: span(gate_a_retained("seq_clip_lowpos1"), 2)),
         "conflict_retained_respo": ("the same for respo", lambda: span(gate_a_retained("respo"), 2)),
         "conflict_onpolicy_sum_start": ("on-policy respo at lr*: sum success in batch 0, range over runs",
                                         lambda: span(on_policy_success("sum", slice(0, 1)), 2)),
@@ -171,10 +195,9 @@ def conflict_figures() -> dict:
         "conflict_onpolicy_ones_end": ("its ones success over the last 4 batches, range over runs",
                                        lambda: span(on_policy_success("ones", slice(-4, None)), 3)),
         "conflict_onpolicy_ones_falls": ("on-policy runs at lr* whose ones success over the last 4 batches is below "
-                                         "that of their first 2", lambda: (lambda a, b: f"{sum(x < y for x, y in zip(a, b))} of {len(a)}")(
-                                             on_policy_success("ones", slice(-4, None)), on_policy_success("ones", slice(0, 2)))),
+                                         "that of their first 2", ones_falls),
         "conflict_minutes": ("minutes of every digit_conflict record's runs, warm starts included, both settings",
-                             lambda: f"{sum(r.get('seconds', 0) for rs in conflict_records().values() for r in rs) / 60:.0f}"),
+                             conflict_minutes),
     }
 
 
