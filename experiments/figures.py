@@ -35,6 +35,7 @@ from nano_respo.sft import ANNEALS, CONVERGED_SHARE
 from toy.across import record_set
 
 from experiments.warm_start_stop import WarmStopConfig, band, verdict
+from experiments.mechanism_figures import FIGURES as MECHANISM_FIGURES
 
 SETTINGS = ("default", "avx2")
 # The default run was recorded on an AVX2-only machine (AMD EPYC), where the AVX2 variables change
@@ -731,6 +732,7 @@ FIGURES = {
     "digit_sum_gate2_outcome": Figure("gate 2 under amendment 1", gate2_outcome),
     **offpolicy_figures(),
     **bench_figures(),
+    **{name: Figure(what, compute) for name, (what, compute) in MECHANISM_FIGURES.items()},
 }
 
 

@@ -209,6 +209,12 @@ def respo_pos_clip_neg_coefficient(log_w, positive, cfg, eps):
                        clip_coefficient(log_w, positive, cfg, eps))
 
 
+def seq_clip_lowpos1_coefficient(log_w, positive, cfg, eps):
+    """The sequence clip, but 1 for a positive below 1 - eps_low: it differs from seq_clip only on the starved."""
+    starved = positive & (torch.exp(log_w.clamp(max=cfg.log_w_max)) < 1 - eps[0])
+    return torch.where(starved, torch.ones_like(log_w), clip_coefficient(log_w, positive, cfg, eps))
+
+
 def is_coefficient(log_w, positive, cfg, eps):
     return torch.exp(log_w.clamp(max=cfg.log_w_max))
 
@@ -231,6 +237,7 @@ METHOD_TABLE = {
     "vespo":               (SEQUENCE, vespo_coefficient,               (0.2, 0.2),   False),
     "topr":                (SEQUENCE, topr_coefficient,                (0.2, 0.2),   False),
     "respo_pos_clip_neg":  (SEQUENCE, respo_pos_clip_neg_coefficient,  (0.2, 0.2),   False),
+    "seq_clip_lowpos1":    (SEQUENCE, seq_clip_lowpos1_coefficient,    (0.2, 0.2),   False),
     "is":                  (SEQUENCE, is_coefficient,                  (0.2, 0.2),   False),
     "no_is":               (SEQUENCE, no_is_coefficient,               (0.2, 0.2),   False),
 }
@@ -435,6 +442,7 @@ DIAGNOSTIC_KEYS = (
     "len_high_w_pos", "len_pos", "phi_mean_pos", "phi_mean_neg", "phi_max_neg", "clip_frac_token", "clip_frac_seq",
     "approx_kl",
     *(f"log_w_q{q}_{sign}" for sign in ("pos", "neg") for q in (10, 50, 90)),
+    "lost_low_w_pos", "lost_high_w_pos",
 )
 WEIGHT_SPREAD_KEYS = ("ess", "ess_pos", "ess_neg", "vespo_outliers")
 
@@ -473,6 +481,9 @@ def diagnostics(phi, logp, old_logp, advantages, mask, cfg) -> dict[str, float]:
     for sign, keep in (("pos", pos), ("neg", neg)):
         qs = torch.quantile(true_log_w[keep], true_log_w.new_tensor((0.1, 0.5, 0.9))) if keep.any() else [nan] * 3
         stats.update({f"log_w_q{q}_{sign}": value for q, value in zip((10, 50, 90), qs)})
+    # What a sequence clip takes per positive (each gets 1 on-policy): 1 - w below the band, all of it above.
+    stats["lost_low_w_pos"] = (1 - w_true[low_w]).sum() / pos.sum() if pos.any() else nan
+    stats["lost_high_w_pos"] = high_w.sum() / pos.sum() if pos.any() else nan
     assert tuple(stats) == DIAGNOSTIC_KEYS
     stats.update({  # the spread of the weights (docs/math.md §7): effective sample share, VESPO's outlier count
         "ess": effective_sample_share(true_log_w[lengths > 0]), "ess_pos": effective_sample_share(true_log_w[pos]),

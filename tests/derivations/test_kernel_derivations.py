@@ -117,6 +117,8 @@ def surrogate_terms(method, logp, old_logp, adv, mask, cfg):
     if method == "respo_pos_clip_neg":  # ReSPO's positive surrogate, the sequence clip's negative objective
         return torch.where(adv > 0, respo_surrogate(d.sum(-1), 0.0, 0.1) * adv,
                            torch.minimum(w * adv, w.clamp(1 - el, 1 + eh) * adv))
+    if method == "seq_clip_lowpos1":  # the sequence clip's objective, but the plain log-likelihood for starved positives
+        return torch.where((adv > 0) & (w < 1 - el), adv * log_pi_y, torch.minimum(w * adv, w.clamp(1 - el, 1 + eh) * adv))
     if method == "is":
         return w * adv
     if method == "no_is":
@@ -126,7 +128,8 @@ def surrogate_terms(method, logp, old_logp, adv, mask, cfg):
 
 BASELINE_EPS = {"grpo": (0.2, 0.2), "dapo": (0.2, 0.28), "dual_clip": (0.2, 0.2), "seq_clip": (0.2, 0.2),
                 "gspo": (3e-4, 4e-4), "cispo": (0.2, 0.28), "sapo": (0.2, 0.2), "vespo": (0.2, 0.2),
-                "topr": (0.2, 0.2), "respo_pos_clip_neg": (0.2, 0.2), "is": (0.2, 0.2), "no_is": (0.2, 0.2)}
+                "topr": (0.2, 0.2), "respo_pos_clip_neg": (0.2, 0.2), "seq_clip_lowpos1": (0.2, 0.2),
+                "is": (0.2, 0.2), "no_is": (0.2, 0.2)}
 
 
 def baseline_case(method, seed):
@@ -165,6 +168,25 @@ def test_clip_table_of_section_2():
     loss, _ = policy_loss(logp, torch.zeros(6, 1), adv, mask, LossConfig(method="seq_clip", agg="seq-mean-token-sum"))
     coefficient = -grad_of(loss, logp)[:, 0] * 6 / adv
     torch.testing.assert_close(coefficient, torch.tensor([0.5, 1.0, 0.0, 0.0, 1.0, 2.0]))
+
+
+def test_the_starved_positives_are_all_that_seq_clip_lowpos1_changes():
+    """Against seq_clip on a grid of weights, each sign: 1 instead of w for a positive below 1 - eps_low, the same
+    coefficient everywhere else (the negatives, the trust region, the clipped high positives)."""
+    log_w = torch.linspace(-3, 1.5, 91)
+    w = torch.exp(log_w)
+    for sign in (1.0, -1.0):
+        adv = torch.full((91,), sign)
+        coefficient = {}
+        for method in ("seq_clip", "seq_clip_lowpos1"):
+            logp = log_w[:, None].clone().requires_grad_(True)
+            loss, _ = policy_loss(logp, torch.zeros(91, 1), adv, torch.ones(91, 1, dtype=torch.bool),
+                                  LossConfig(method=method, agg="seq-mean-token-sum"))
+            coefficient[method] = -grad_of(loss, logp)[:, 0] * 91 / adv
+        starved = (w < 0.8) & (sign > 0)
+        assert starved.sum() > 30 if sign > 0 else not starved.any()
+        torch.testing.assert_close(coefficient["seq_clip_lowpos1"][starved], torch.ones(int(starved.sum())))
+        torch.testing.assert_close(coefficient["seq_clip_lowpos1"][~starved], coefficient["seq_clip"][~starved])
 
 
 # --- 3. The surrogate Phi has the ReSPO coefficient as its gradient --------------------

@@ -161,3 +161,6 @@ def test_diagnostics_on_a_hand_sized_batch():
     old[1] = -0.2  # the short positive drifts up to w = e^0.4 > 1.2
     _, stats = policy_loss(torch.zeros(3, 4, requires_grad=True), old, adv, mask, LossConfig(method="seq_clip"))
     assert (stats["len_low_w_pos"], stats["len_high_w_pos"], stats["len_pos"]) == (4.0, 2.0, 3.0)
+    # What the sequence clip takes, per positive: 1 - w from the low one, the whole 1 from the high one.
+    assert stats["lost_low_w_pos"] == pytest.approx((1 - w) / 2) and stats["lost_high_w_pos"] == pytest.approx(0.5)
+

@@ -42,6 +42,8 @@ CONFIGS = {
     "experiments/figures.py": lambda: script_module("experiments/figures.py").FiguresConfig,
     "experiments/offpolicy.py": lambda: script_module("experiments/offpolicy.py").OffPolicyConfig,
     "experiments/warm_start_stop.py": lambda: script_module("experiments/warm_start_stop.py").WarmStopConfig,
+    "experiments/reread.py": lambda: script_module("experiments/reread.py").RereadConfig,
+    "experiments/conflict.py": lambda: script_module("experiments/conflict.py").ConflictConfig,
 }
 # Scripts this file runs, each with the flags that make it cheap (appended: argparse keeps the last value).
 SHORTENED = {
@@ -68,6 +70,8 @@ RUN_BY = {
     "experiments/select_lr.py": "tests/course/test_experiments.py",
     "experiments/figures.py": "tests/course/test_figures.py",  # --check over the prose
     "experiments/offpolicy.py": "tests/course/test_offpolicy.py",
+    "experiments/reread.py": "tests/course/test_reread.py",  # its reading of the committed dumps, its commands
+    "experiments/conflict.py": "tests/course/test_conflict.py",  # every stage's runs and rule, on made-up records
     "tools/mutation_check.py": "tests/course/test_mutation_check.py",
     "pytest": ".ci/run",
     ".ci/integrations.sh": ".ci/run",
