@@ -492,9 +492,9 @@ print(f"A > 0 at w = {W[0]:.2f}: clip L(w) - L(1) = {surrogates['seq_clip', True
 # positive's $w\to0$: the clip's surrogate is $wA$, whose slope in $w$ stays $A$ but whose slope in
 # $\log w$, the one the gradient $\nabla\log\pi$ sees, is $wA\to0$; on the log axis the curve goes
 # flat at $-A$ (its value at the left edge is printed above), so pushing the response further
-# down costs the clip's objective almost nothing and its own term barely pulls it back
-# (notebook 03 §2 shows what does bring such responses back on a toy: the other positives'
-# pushes, through shared weights). ReSPO's surrogate
+# down costs the clip's objective little: its own term's pull shrinks with $w$. (Notebook 03 §2
+# measures, on a toy trained with Adam, what brings such responses back: their own terms, even at
+# the clip's coefficient $w$; pushing only the other positives leaves more of them down.) ReSPO's surrogate
 # keeps a slope near 1 in $\log w$ and keeps falling (its value is printed beside the clip's).
 # Above the band the clip goes flat. Right: the clip's surrogate keeps a slope $w$ that grows
 # without bound above the band, ReSPO's bends back to flat.
@@ -677,6 +677,17 @@ print(f"so the kernel weighs its positive part {reweighting:.2f} times as much, 
       f"as the two problems' own normalisations would")
 cosine = (kernel_direction @ two_problems / (kernel_direction.norm() * two_problems.norm())).item()
 print(f"cosine between the kernel's step and the two problems' own-normalised step: {cosine:.4f}")
+size_ratio = (parts["-"].norm() / parts["+"].norm()).item()
+part_cosine = (parts["+"] @ parts["-"] / (parts["+"].norm() * parts["-"].norm())).item()
+angles = torch.linspace(-1, 1, 2001, dtype=torch.float64)                 # every cosine between the two parts
+worst = ((1 + (1 + reweighting) * size_ratio * angles + reweighting * size_ratio ** 2)
+         / ((1 + 2 * size_ratio * angles + size_ratio ** 2) * (1 + 2 * reweighting * size_ratio * angles
+                                                             + (reweighting * size_ratio) ** 2)).sqrt()).min().item()
+print(f"the parts themselves: |g+| {parts['+'].norm():.3f}, |g-| {parts['-'].norm():.3f} (ratio {size_ratio:.2f}), "
+      f"cos(g+, g-) {part_cosine:+.2f}; at these norms and this factor, the smallest cosine any angle between them "
+      f"could give: {worst:.3f}")
+confirm("the near-1 cosine is the norms' doing: at these norms and factor no angle between the parts gives under 0.95",
+        max(0.0, 0.95 - worst, worst - cosine), 1e-12)
 confirm("the two constants differ by more than 10%, so the splice re-weights the signs", max(0.0, 0.1 - abs(reweighting - 1)), 1e-12)
 (kernel_grad,) = torch.autograd.grad(
     policy_loss(space.token_log_probs(theta), tok_logp_mu, A, all_tokens, LossConfig(agg="seq-mean-token-sum"),
@@ -689,9 +700,12 @@ confirm("the kernel's step is the spliced sum (1/N) sum_y phi_s A grad log pi, c
 # The two constants printed above differ, and their ratio is the point: relative to the two
 # problems solved with their own constants, the kernel's step weighs the positives' part by
 # that factor against the negatives' (the second line). The cosine under it only says how
-# much that re-weighting turns the step on this prompt, where the two parts happen to point
-# in similar directions; which share of the step goes to the positives is set by the splice,
-# not by the derivation. Across prompts, dropping $Z_s(x)$ also changes how much each prompt
+# much that re-weighting turns the step on this prompt, and it is near 1 because the negative
+# part is small beside the positive one (the norms printed), not because the two parts point the
+# same way (their own cosine, printed, is far from 1): at these norms and this factor no angle
+# between them could turn the step much (the printed bound, and the check). On a prompt whose
+# negative part is larger the same factor turns it more. Which share of the step goes to the
+# positives is set by the splice, not by the derivation. Across prompts, dropping $Z_s(x)$ also changes how much each prompt
 # weighs: a choice too.
 #
 # **Claim (what the objective means for α > 1).** For $\alpha\in[0,1]$ and $\lambda=0$, $Q^*\propto\mu^{1-\alpha}\pi^\alpha$

@@ -665,9 +665,11 @@ for name in ("llm_low_w_share_selected", "llm_selected_gains", "llm_selected_gai
 # against GRPO, at its own lower rate (§3's printout), they compare recipes, not kernels; GSPO ran at
 # ReSPO's rate, so those against it (early and full AUC in §3's tables) are kernel differences,
 # small and surviving no multiplicity correction (RESULTS.md). With every method at the
-# stress rate the tail fills; the positives in it are longer than the average positive, which
-# is what any drift predicts, since $\log w$ sums one log-ratio per token and long responses
-# fill *both* tails; this study did not record the high-$w$ lengths, so it cannot say the
+# stress rate the tail fills; the positives in it are longer than the average positive (the
+# two length lines). A symmetric random drift would predict that too, since $\log w$ sums one
+# log-ratio per token and long responses then fill *both* tails; not every drift does so (in most
+# of the `digit_sum` records below the fallen positives are at or below the average length,
+# counted there, and shorter than the risen ones in every one). This study did not record the high-$w$ lengths, so it cannot say the
 # starved are the long ones (§2's retained-signal table is the form of that question a drift
 # cannot fake, on three batches). The sequence clip gives them its own small $w$ and ReSPO
 # slightly above 1, and ReSPO's whole-curve reward is above the baselines printed but not above
@@ -708,6 +710,9 @@ for r in gate2:
     p = r["pooled"]
     print(f"  {r['cpu_setting']:<12} R = {r['config']['reuse']:>2}, lag {r['config']['lag']} | {p['low_w_pos_frac']:.1%} | "
           f"{p['len_low_w_pos']:.1f} / {p['len_high_w_pos']:.1f} / {p['len_pos']:.1f}")
+not_longer = sum(round(r["pooled"]["len_low_w_pos"], 1) <= round(r["pooled"]["len_pos"], 1) for r in gate2)
+print(f"records whose fallen positives are at or below the average positive's length (to the printed tenth of a "
+      f"token): {not_longer} of {len(gate2)}")
 enough = [r["pooled"] for r in gate2 if r["pooled"]["low_w_pos_frac"] >= 0.1]
 confirm("in every record the fallen positives are shorter than the risen ones",
         sum(r["pooled"]["len_low_w_pos"] >= r["pooled"]["len_high_w_pos"] for r in gate2), 1e-12)

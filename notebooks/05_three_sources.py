@@ -19,16 +19,26 @@
 # sequence-level, are read on the same drifted responses as ReSPO. About 15 minutes.
 #
 # **Three policies.** $\mu$ is the policy that sampled the batch (the engine's weights, in
-# its precision, maybe stale); $\pi_{old}$ is the learner's log-prob of the batch *recomputed at
-# the start of the updates on it*, one no-grad forward of the current learner; $\pi$ is the
-# learner during those updates. This is how TRL and verl define it: TRL's
-# `GRPOTrainer._generate_and_score_completions` computes `old_per_token_logps` with the training
-# model under `no_grad` right after scoring a batch, and verl's decoupled mode recomputes
-# `old_log_probs` with `actor.compute_log_prob` before the batch's update epochs
-# (`RayPPOTrainer._compute_old_log_prob`; `docs/algo/rollout_corr_math.md` §2.1, "computed at start
-# of training epoch"). It is *not* "the learner's weights when the batch was sampled": in an
-# asynchronous system those are $\mu$'s own weights, $k$ updates back. On a timeline of learner
-# updates:
+# its precision, maybe stale); $\pi_{old}$ is the trust region's anchor, decoupled PPO's proximal
+# policy; $\pi$ is the learner during the updates on the batch. Here (and in this repository's
+# `--correction`) $\pi_{old}$ is the learner's log-prob of the batch *recomputed at the start of the
+# updates on it*, one no-grad forward of the current learner. The libraries choose by trainer and
+# mode (read at TRL commit f2cd577 and in verl's `docs/algo/rollout_corr_math.md` §2.1-2.2):
+#
+# - TRL's `GRPOTrainer._generate_and_score_completions` computes `old_per_token_logps` with the
+#   training model under `no_grad` after generation and *before* the rewards are scored, and only
+#   when `gradient_accumulation_steps` is not a multiple of `steps_per_generation * num_iterations`
+#   or vLLM importance sampling is on; otherwise the loss takes `per_token_logps.detach()`, so
+#   $\pi_{old}=\pi$ at every step. TRL's experimental `AsyncGRPOTrainer` takes the generator's own
+#   log-probs as `old_log_probs` (`async_rollout_worker.py`, `async_grpo_trainer.py`): there
+#   $\pi_{old}=\mu$, in exactly the asynchronous case.
+# - verl's decoupled mode recomputes `old_log_probs` with `actor.compute_log_prob` before the
+#   batch's update epochs (`RayPPOTrainer._compute_old_log_prob`; "computed at start of training
+#   epoch"); its bypass mode sets $\pi_{old}=\mu$ and skips that forward.
+#
+# So where a recomputed $\pi_{old}$ exists, it is *not* "the learner's weights when the batch was
+# sampled": in an asynchronous system those are $\mu$'s own weights, $k$ updates back. On a timeline
+# of learner updates, with $\pi_{old}$ recomputed:
 
 # %%
 import matplotlib.pyplot as plt
@@ -60,10 +70,10 @@ plt.show()
 #   \underbrace{\frac{\pi_{old}}{\mu}}_{\text{mismatch, staleness}} = w_{trust}\,\rho .$$
 #
 # ReSPO puts its kernel on the whole $w$ (the *coupled* form). TRL's and verl's rollout
-# corrections split it (the *decoupled* form of Hilton et al.'s decoupled PPO, docs/math.md §7):
-# a trust region (GRPO's clip) on $\pi/\pi_{old}$, times a correction weight $c$ of $\pi_{old}/\mu$,
-# truncated or masked, per token ($c(\rho_t)$) or per sequence ($c(\rho)$, $\rho=\prod_t\rho_t$). Both
-# libraries offer both granularities (§4).
+# corrections split it (the *decoupled* form, after Hilton et al.'s decoupled PPO, which writes the
+# correction per action; docs/math.md §7): a trust region (GRPO's clip) on $\pi/\pi_{old}$, times a
+# correction weight $c$ of $\pi_{old}/\mu$, truncated or masked, per token ($c(\rho_t)$) or per
+# sequence ($c(\rho)$, $\rho=\prod_t\rho_t$). Both libraries offer both granularities (§4).
 
 # %%
 import contextlib
@@ -269,7 +279,7 @@ for m in MODELS:
 
 # %% [markdown]
 # Bars are means over seeds and settings ("none": no such positive in any run). The control
-# matters: $\log w$ sums one log-ratio per token, so any drift sends long responses into
+# matters: $\log w$ sums one log-ratio per token, so a symmetric random drift sends long responses into
 # *both* tails. The low-$w$ positives are "the long ones" only where they are longer than the
 # high-$w$ positives, and the line above says where every seed agrees.
 #
@@ -313,9 +323,13 @@ for m in MODELS:
 # `verl/trainer/config/algorithm/rollout_correction.yaml` sets `rollout_is: null` (off), and this
 # repository's `examples/verl_respo.sh` sets `sequence`. The two levels do different things:
 #
-# - **sequence-level** multiplies by $\rho=\prod_t\pi_{old,t}/\mu_t$, the exact behaviour-to-proximal
-#   correction of decoupled PPO (unbiased); truncating or masking it is the variance cut of ACER's
-#   truncated IS and IMPALA's V-trace, applied to the sequence;
+# - **sequence-level** multiplies by $\rho=\prod_t\pi_{old,t}/\mu_t$. Decoupled PPO corrects behaviour to
+#   proximal with a per-action ratio $\pi_{prox}(a_t|s_t)/\pi_{behav}(a_t|s_t)$ (verl's
+#   `rollout_corr_math.md` §2.3 writes it per token, $\rho_t$); that for a reward given once, at the
+#   end of the response, the exact weight of the whole response is the product $\rho$ is this
+#   course's point (notebook 01 §1), not theirs. Truncating $\rho$ is the kind of variance cut ACER
+#   and V-trace make on per-step ratios, here on the product; masking it (dropping the response
+#   outside the bounds) is MIS's rejection, which ACER and V-trace never do;
 # - **token-level** multiplies each token by its own $\rho_t$, which stays near 1 even where the
 #   product has fallen far: no trust region on the product, and a bias wherever the tokens'
 #   ratios compound.
@@ -379,8 +393,9 @@ for m in MODELS:
 # near 1 even where their product is small, and so gives what GRPO gives (the first check).
 #
 # Read what that small value is. At $R=1$ under staleness, $\pi=\pi_{old}$ and the sequence-level
-# coefficient is $\rho=\pi_{old}/\mu=w$: the *exact* importance weight, the unbiased correction of
-# decoupled PPO. What this notebook counts as "starving a stale positive" is, at sequence level,
+# coefficient is $\rho=\pi_{old}/\mu=w$: the *exact* importance weight of the whole response, the
+# unbiased correction for a reward given at its end. What this notebook counts as "starving a
+# stale positive" is, at sequence level,
 # importance sampling doing its job: a response the learner has moved away from is, correctly,
 # a rare response under the learner. ReSPO's value (printed, slightly above 1) is not a less biased estimate
 # of the same gradient; it is notebook 01 §1's change of target, a weighted likelihood of the
@@ -426,13 +441,15 @@ for m in MODELS:
 #
 # ## Where this comes from
 #
-# - Three policies, a clip on $\pi/\pi_{old}$ and a correction on $\pi_{old}/\mu$: decoupled PPO (Hilton,
-#   Cobbe and Schulman, arXiv:2110.00641), as verl's rollout correction implements it
+# - Three policies, a clip on $\pi/\pi_{old}$ and a per-action correction on $\pi_{old}/\mu$: decoupled PPO
+#   (Hilton, Cobbe and Schulman, arXiv:2110.00641), as verl's rollout correction implements it
 #   (`verl/trainer/ppo/rollout_corr_helper.py`, `docs/algo/rollout_corr_math.md`) and TRL's GRPO does
-#   with vLLM (`GRPOTrainer._generate_and_score_completions`).
-# - Truncated token-level correction (TIS: Yao et al., fengyao.notion.site/off-policy-rl) and
-#   sequence-level masked correction (MIS: Liu, Li et al., richardli.xyz/rl-collapse); the variance
-#   cut they make: ACER's truncated IS (Wang et al., ICLR 2017), V-trace (Espeholt et al., ICML 2018).
+#   with vLLM (`GRPOTrainer._generate_and_score_completions`); the sequence product as the exact
+#   weight for a terminal reward is this course's reading.
+# - Truncated token-level correction (TIS: Yao et al., fengyao.notion.site/off-policy-rl), the
+#   per-step truncation of ACER (Wang et al., ICLR 2017) and V-trace (Espeholt et al., ICML 2018);
+#   sequence-level masked correction (MIS: Liu, Li et al., richardli.xyz/rl-collapse), a rejection
+#   those two never make.
 # - The off-policy sequence mask, Keep Routing and Keep Sampling Mask: DeepSeek-V3.2
 #   (arXiv:2512.02556, §3.1); TRL's `get_off_policy_mask` implements the first.
 # - Rollout routing replay: Ma et al. (arXiv:2510.11370), verl's `router_replay.mode: R3`.

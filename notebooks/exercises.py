@@ -145,3 +145,19 @@ answers = {
 # %%
 for name, (property_name, value) in answers.items():
     check_mutant(name, property_name, value)
+
+# %% [markdown]
+# ## Where this comes from
+#
+# - Exercise 1: SAPO's soft gate (Gao et al., arXiv:2511.20347), read as a coefficient the way
+#   docs/math.md §2 and §5 read every method.
+# - Exercises 2-4: ReSPO's kernel $\phi_\pm(w)=w^{\alpha_\pm}e^{-\lambda_\pm(w-1)}$ (docs/math.md §3; the family
+#   is VESPO's, Shen et al., arXiv:2602.10693), its surrogate $\Phi$ and the exponential integral
+#   case (docs/math.md §4.3).
+# - Exercise 5: the $\alpha$-divergence surrogate and its baseline term (docs/math.md §4.1, notebook
+#   01 §4).
+# - Exercise 6: mutation testing of a numerical kernel, as `tools/mutation_check.py` does for the
+#   test suite; the properties restate docs/math.md §2-§3, the mutants are this course's
+#   (`checks.MUTANTS`).
+#
+# One line per work: [docs/bibliography.md](../docs/bibliography.md).
