@@ -985,9 +985,9 @@ group_mask = torch.ones(4, 3, dtype=torch.bool)
 group_logp = space.token_log_probs(theta_end)[picks]                # the policy at §0's last step
 _, group_log_w = coefficients(group_logp, group_logp_mu, adv4, group_mask, LossConfig())
 confirm("the kernel's weights here are §0's last-step weights", (group_log_w - fresh[-1]).abs().max(), 1e-9)
-print("responses  " + "".join(f"{''.join(map(str, space.seqs[y].tolist())):>8}" for y in picks.tolist()))
-print("A          " + "".join(f"{a:>8.2f}" for a in adv4.tolist()))
-print("w          " + "".join(f"{v:>8.2f}" for v in group_log_w.exp().tolist()))
+print(f"{'responses':<19}" + "".join(f"{''.join(map(str, space.seqs[y].tolist())):>8}" for y in picks.tolist()))
+print(f"{'A':<19}" + "".join(f"{a:>8.2f}" for a in adv4.tolist()))
+print(f"{'w':<19}" + "".join(f"{v:>8.2f}" for v in group_log_w.exp().tolist()))
 grads, group_phi = {}, {}
 for method in METHOD_TABLE:
     cfg = LossConfig(method=method, agg="seq-mean-token-sum")
@@ -997,18 +997,20 @@ for method in METHOD_TABLE:
     (grads[method],) = torch.autograd.grad(-loss, th)                  # the ascent direction the method takes
 for method in METHOD_TABLE:
     cosine = grads[method] @ grads["is"] / (grads[method].norm() * grads["is"].norm())
-    print(f"{method:<11}" + "".join(f"{v:>8.2f}" for v in group_phi[method].mean(-1).tolist())
+    print(f"{method:<19}" + "".join(f"{v:>8.2f}" for v in group_phi[method].mean(-1).tolist())
           + f"   |g| = {grads[method].norm():.3f}   cos(g, g_is) = {cosine:+.2f}")
 jac_group = torch.autograd.functional.jacobian(lambda t: space.log_probs(t)[picks], theta_end)  # [4, P]
 phi_group = respo_coefficient(group_log_w, adv4 > 0)
 confirm("ReSPO's gradient = (1/4) sum_i phi_i A_i grad log pi(y_i), from the printed phi and A",
         (grads["respo"] - (phi_group * adv4) @ jac_group / 4).abs().max(), 1e-12)
 cosines = {m: (grads[m] @ grads["is"] / (grads[m].norm() * grads["is"].norm())).item() for m in METHOD_TABLE}
-lowest = ("grpo", "dapo", "dual_clip", "seq_clip", "gspo", "vespo")
-confirm("the clips (token and sequence) and VESPO have the six lowest cosines with the exact gradient",
+lowest = ("grpo", "dapo", "dual_clip", "seq_clip", "seq_clip_lowpos1", "gspo", "vespo")
+confirm("the clips (token and sequence, seq_clip_lowpos1 among them) and VESPO have the lowest cosines with the exact gradient",
         max(0.0, max(cosines[m] for m in lowest) - min(c for m, c in cosines.items() if m not in lowest)), 1e-12)
 confirm("the sequence clip gives 0 to the correct response (above the band) and to 101 (below it)",
         group_phi["seq_clip"][[0, 3]].abs().max(), 1e-12)
+confirm("seq_clip_lowpos1 gives this group the sequence clip's coefficients (its one response below the band is negative)",
+        (group_phi["seq_clip_lowpos1"] - group_phi["seq_clip"]).abs().max(), 1e-12)
 
 # %% [markdown]
 # Read the rows against §2's table and §0's cells. The sequence clip writes 0 for the correct
@@ -1016,7 +1018,9 @@ confirm("the sequence clip gives 0 to the correct response (above the band) and 
 # the band with their full $w$; the token clips zero part of the correct response's tokens.
 # What is left of their step is mostly the push-down of wrong answers: their printed cosines
 # with the exact gradient are the lowest, with VESPO's (its positive branch gives the correct
-# response almost nothing at its $w$). ReSPO keeps every response, with a bounded weight; the
+# response almost nothing at its $w$). `seq_clip_lowpos1` prints the sequence clip's row here:
+# it differs only for a positive below the band, and this group's one below the band (101) is
+# negative. ReSPO keeps every response, with a bounded weight; the
 # last check rebuilds its gradient by hand from the printed $\phi$ and $A$.
 #
 # ## Quick questions
