@@ -59,7 +59,7 @@ def warm_start_here(train_cfg: TrainConfig, task) -> tuple:
     model, tokenizer = initial_model(train_cfg, task, "cpu")
     seconds = time.perf_counter() - start
     (report_file,) = (cache / "sft").glob("*/warm_start.json")
-    report = {k: v for k, v in json.loads(report_file.read_text()).items() if k in ("converged_at", "steps", "exact")}
+    report = json.loads(report_file.read_text())["report"]  # converged_at, steps, exact
     return model, tokenizer, {**report, "seconds": round(seconds)}
 
 
@@ -151,6 +151,13 @@ def finished(records: list[dict], iterations: int) -> bool:
     return any(r["kind"] == "eval" and r["iteration"] == iterations for r in records)
 
 
+# The flags every committed record ran with where today's defaults differ: each warm start trained from its settings
+# (none shipped then), the padded training forward and rollout.decode (the default routes then). Every study passes
+# them, so that a recorded cell reruns as it ran.
+AS_RECORDED = {"sft_from_scratch": True, "shared_prompts": False, "lean_sampler": False}
+AS_RECORDED_FLAGS = ["--sft-from-scratch", "--no-shared-prompts", "--no-lean-sampler"]
+
+
 def train_command(cfg: ExperimentConfig, model: str, method: str, reuse: int, lag: int, seed: int,
                   resume: bool) -> list[str]:
     path = run_dir(cfg, model, method, reuse, lag, seed)
@@ -162,7 +169,8 @@ def train_command(cfg: ExperimentConfig, model: str, method: str, reuse: int, la
             "--reuse", str(reuse), "--epochs", str(cfg.epochs_at(reuse)), "--lag", str(lag), *lr, "--seed", str(seed),
             "--iterations", str(cfg.iterations), "--prompts-per-iteration", str(cfg.prompts_per_iteration),
             "--eval-every", str(cfg.eval_every), "--eval-problems", str(cfg.eval_problems),
-            "--out-dir", str(path.parent), "--name", path.name, "--no-plots", *(["--resume"] if resume else [])]
+            "--out-dir", str(path.parent), "--name", path.name, "--no-plots", *AS_RECORDED_FLAGS,
+            *(["--resume"] if resume else [])]
 
 
 def grid(cfg: ExperimentConfig, model: str | None = None) -> list[tuple]:

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from experiments.common import ROOT, provenance, warm_start_here
+from experiments.common import AS_RECORDED, ROOT, provenance, warm_start_here
 from experiments.responses import read_run
 from nano_respo.config import TrainConfig
 from nano_respo.evaluation import pass_at_k
@@ -103,7 +103,8 @@ def train_config(cfg: ConflictConfig, method: str, reuse: int, lag: int, seed: i
                        sft_full_share=cfg.sft_full_share, sft_steps=SFT_STEPS, max_new_tokens=MAX_NEW_TOKENS,
                        loss=LossConfig(method=method), reuse=reuse, epochs=min(2, reuse), lag=lag,
                        sampler_dtype=sampler_dtype, lr=lr, seed=seed, iterations=cfg.lag + 1 + EARLY_BATCHES,
-                       prompts_per_iteration=PROMPTS, group_size=GROUP, eval_problems=24, eval_samples=8, plots=False)
+                       prompts_per_iteration=PROMPTS, group_size=GROUP, eval_problems=24, eval_samples=8, plots=False,
+                       **AS_RECORDED)
 
 
 # --- what a run's steps keep ---------------------------------------------------------------------
@@ -147,7 +148,7 @@ def coefficient(method: str, log_w: torch.Tensor) -> torch.Tensor:
 def warm_start_report() -> list[dict]:
     """The cached warm start's own report (warm_start.json): what every run of this setting starts from."""
     reports = [json.loads(p.read_text()) for p in sorted((cache_dir() / "sft").glob("*digit_conflict*/warm_start.json"))]
-    return [{k: r[k] for k in ("named_as", "converged_at", "steps", "exact", "cpu")} for r in reports]
+    return [{"named_as": r["named_as"], **r["report"], "cpu": r["key"]["cpu"]} for r in reports]
 
 
 def run_record(train_cfg: TrainConfig, argv) -> dict:

@@ -41,7 +41,7 @@ SETTINGS = ("default", "avx2")
 # The default run was recorded on an AVX2-only machine (AMD EPYC), where the AVX2 variables change
 # nothing: its second setting is ATen's scalar kernels (ATEN_CPU_CAPABILITY=default), which round
 # reductions differently.
-DEFAULT_RUN_SETTINGS = ("avx2", "scalar")
+DEFAULT_RUN_SETTINGS = ("default", "unvectorised")
 BASELINES = ("seq_clip", "grpo", "gspo", "vespo")
 PROSE = ("README.md", "RESULTS.md", "toy/RESULTS.md", "docs/training.md", "bench/README.md")
 TAG = re.compile(r"<!-- fig:(\w+) -->(.*?)<!-- /fig -->", re.S)
@@ -462,8 +462,9 @@ def bench_medians(record: dict, names, unit: str = "s", scale: float = 1.0, digi
     return " / ".join(f"{statistics.median(record['seconds'][n]) * scale:.{digits}f} {unit}" for n in names)
 
 
-LESS_WORK = {"ours": "as is", "packed": "`--packed-forward`", "lean": "`--lean-sampler`", "both": "both",
-             "shared+lean": "`--shared-prompts --lean-sampler`"}
+LESS_WORK = {"ours": "as is (`--shared-prompts --lean-sampler`)", "plain": "`--no-shared-prompts --no-lean-sampler`",
+             "packed": "`--packed-forward --no-lean-sampler`", "lean": "`--no-shared-prompts` (the lean sampler alone)",
+             "packed+lean": "`--packed-forward` (with the lean sampler)"}
 
 
 def less_work_ratios(key: str) -> str:
@@ -491,6 +492,36 @@ def logprobs_table() -> str:
 def logprobs_worst(use: str) -> str:
     ratios = [r["ours"]["peak"] / r["naive"]["peak"] for r in bench("logprobs")["rows"] if r["use"] == use]
     return f"{max(ratios):.2f}"
+
+
+def newcomer_seconds(names) -> str:
+    """bench/newcomer.py's times (fresh clone, empty cache), as minutes and seconds."""
+    seconds = bench("newcomer")["seconds"]
+    values = [seconds[n] for n in names]
+    total = sum(values)
+    return f"{total:.0f} s" if total < 120 else f"{total / 60:.1f} min"
+
+
+def newcomer_notebook_span() -> str:
+    values = sorted(v for n, v in bench("newcomer")["seconds"].items() if n.startswith("notebook"))
+    return f"{values[0]:.0f}-{values[-1]:.0f} s"
+
+
+def newcomer_figures() -> dict:
+    figures = {"newcomer_train": Figure("bench/newcomer.py: the first `python train.py` of a fresh clone",
+                                        lambda: newcomer_seconds(["train"])),
+               "newcomer_notebooks": Figure("the same: each notebook's build, the quickest to the slowest",
+                                            newcomer_notebook_span),
+               "newcomer_pytest": Figure("the same: `python -m pytest -q`", lambda: newcomer_seconds(["pytest -q"])),
+               "newcomer_load": Figure("the same: the machine's 1-minute load average before and after",
+                                       lambda: "{:.1f} and {:.1f}".format(bench("newcomer")["load_average"]["before"][0],
+                                                                          bench("newcomer")["load_average"]["after"][0])),
+               "newcomer_all_tiers": Figure("the same: every tier, one after another (what CI's pytest runs)",
+                                            lambda: newcomer_seconds(["pytest -q", "tests/step", "tests/run", "tests/course"]))}
+    figures.update({f"newcomer_{tier}": Figure(f"the same: `python -m pytest -q tests/{tier}`",
+                                               lambda tier=tier: newcomer_seconds([f"tests/{tier}"]))
+                    for tier in ("step", "run", "course")})
+    return figures
 
 
 def bench_figures() -> dict:
@@ -546,8 +577,8 @@ FIGURES = {
     # `python train.py`, the README's quick start (experiments/results/default-run/, both settings).
     "default_warm_start": Figure(
         "where the default warm start converged and stopped (step of convergence, steps in all), both settings",
-        lambda: " and ".join(sorted({f"converged at step {run['warm_start']['converged_at']} of "
-                                     f"{run['warm_start']['steps']}" for run in default_run().values()}))),
+        lambda: " and ".join(sorted({f"converged at step {run['warm_start']['report']['converged_at']} of "
+                                     f"{run['warm_start']['report']['steps']}" for run in default_run().values()}))),
     "default_pass1_start": Figure("held-out pass@1 (4 samples, T = 1) where RL starts, range over settings",
                                   lambda: span(default_evals(0, "heldout_pass@1"), 3)),
     "default_pass1_end": Figure("held-out pass@1 after the 40 RL iterations, range over settings",
@@ -567,6 +598,14 @@ FIGURES = {
                                 lambda: span(default_off_policy_mean("len_low_w_pos"), 1)),
     "default_len_pos": Figure("mean length of all positives there, range over settings",
                               lambda: span(default_off_policy_mean("len_pos"), 1)),
+    "default_len_high_w": Figure("mean length of the positives above w = 1.2 there (the control), range over settings",
+                                 lambda: span(default_off_policy_mean("len_high_w_pos"), 1)),
+    "default_high_w_steps": Figure("off-policy steps with any positive above w = 1.2, range over settings",
+                                   lambda: span([sum(1 for r in run["records"] if r["kind"] == "train"
+                                                     and (r["epoch"], r["minibatch"]) != (0, 0)
+                                                     and r["len_high_w_pos"] is not None
+                                                     and not math.isnan(r["len_high_w_pos"]))
+                                                 for run in default_run().values()], 0)),
     # A shorter warm start (experiments/WARMSTART.md, experiments/results/warm-start-stop/).
     "warm_stop_records": Figure("warm starts measured (models x settings x seeds x annealings)",
                                 lambda: len(warm_stop())),
@@ -732,6 +771,7 @@ FIGURES = {
     "digit_sum_gate2_outcome": Figure("gate 2 under amendment 1", gate2_outcome),
     **offpolicy_figures(),
     **bench_figures(),
+    **newcomer_figures(),
     **{name: Figure(what, compute) for name, (what, compute) in MECHANISM_FIGURES.items()},
 }
 

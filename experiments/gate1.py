@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from experiments.common import provenance, require_empty_cache, warm_start_here
+from experiments.common import AS_RECORDED, provenance, require_empty_cache, warm_start_here
 from nano_respo.lab.records import write_record
 from nano_respo.evaluation import pass_at_k
 from nano_respo.rollout import sample, score
@@ -131,7 +131,7 @@ def main(argv=None) -> dict:
     train_cfg = TrainConfig(model=cfg.model, task="digit_sum", task_size=cfg.task_size,
                             sft_task_size=cfg.sft_task_size, sft_full_share=cfg.sft_full_share,
                             sft_steps=cfg.sft_steps, sft_seed=cfg.sft_seed,
-                            max_new_tokens=cfg.max_new_tokens, device="cpu")
+                            max_new_tokens=cfg.max_new_tokens, device="cpu", **AS_RECORDED)
     task = build_task(train_cfg)
     start = time.perf_counter()
     model, tokenizer, warm = warm_start_here(train_cfg, task)

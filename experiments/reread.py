@@ -83,8 +83,9 @@ def compact(rows: dict[str, list]) -> dict[str, list]:
 
 def warm_starts() -> list[dict]:
     """The reports of the warm starts in this cache (the gate-1 warm start the reruns start from)."""
-    return [{k: v for k, v in json.loads(p.read_text()).items() if k in ("named_as", "converged_at", "steps", "cpu")}
-            for p in sorted((cache_dir() / "sft").glob("*/warm_start.json"))]
+    entries = [json.loads(p.read_text()) for p in sorted((cache_dir() / "sft").glob("*/warm_start.json"))]
+    return [{"named_as": e["named_as"], "converged_at": e["report"]["converged_at"], "steps": e["report"]["steps"],
+             "cpu": e["key"]["cpu"]} for e in entries]
 
 
 def rerun(record: dict, name: str) -> dict:

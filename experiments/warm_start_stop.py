@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from experiments.common import provenance, require_empty_cache, warm_start_here
+from experiments.common import AS_RECORDED, provenance, require_empty_cache, warm_start_here
 from nano_respo.lab.records import write_record
 from nano_respo.run.cli import parse_config
 from nano_respo.config import TrainConfig
@@ -114,7 +114,8 @@ def main(argv=None) -> dict:
         return {}
     require_empty_cache()  # before anything is built
     torch.set_num_threads(1)
-    train_cfg = TrainConfig(model=cfg.model, sft_seed=cfg.sft_seed, sft_anneal=cfg.sft_anneal, device="cpu")
+    train_cfg = TrainConfig(model=cfg.model, sft_seed=cfg.sft_seed, sft_anneal=cfg.sft_anneal, device="cpu",
+                            **AS_RECORDED)
     task = build_task(train_cfg)
     torch.manual_seed(train_cfg.seed)  # as run.session.start does before the model is built
     model, tokenizer, warm = warm_start_here(train_cfg, task)

@@ -116,6 +116,8 @@ class TrainConfig(StepConfig):
     """Share of warm-start demonstrations drawn from the whole RL task instead of --sft-task-size (long answers shown rarely)."""
     sft_seed: int = 0
     """Warm-start seed, fixed apart from --seed so that every RL seed starts from the same model."""
+    sft_from_scratch: bool = False
+    """Train the warm start here (or take it from the cache) even where one ships with the package for these settings (nano_respo/warm_starts/)."""
     eval_every: int = 10
     """Evaluate on the held-out split every this many iterations (and at the start and the end)."""
     eval_problems: int = 128
@@ -145,11 +147,11 @@ class TrainConfig(StepConfig):
     logprob_chunk_mb: float | None = None
     """Large vocabularies: log-probs by the chunked routine holding this many MB of float32 logits (16 suits a CPU, 256 a GPU); None = a plain log-softmax."""
     packed_forward: bool = False
-    """RL's training forward without padding: each micro-batch's sequences packed into rows, attention confined to each sequence (scale.packed); the same log-probs up to float noise. Off by default, so the default run's numbers stay."""
-    shared_prompts: bool = False
-    """RL's training forward with each distinct prompt computed once: a row per prompt, its completions after it, each attending to the prompt and itself (scale.shared_prompts); the same log-probs up to float noise. Off by default."""
-    lean_sampler: bool = False
-    """Rollouts by scale.lean_sampler.decode_lean: each prompt prefilled once for its G samples, finished rows dropped from the decode batch; the same distribution, other draws. Off by default, so the default run's numbers stay."""
+    """RL's training forward without padding: each micro-batch's sequences packed into rows, attention confined to each sequence (scale.packed); the same log-probs up to float noise."""
+    shared_prompts: bool | None = None
+    """RL's training forward with each distinct prompt computed once, a row per prompt with its completions after it (scale.shared_prompts); the same log-probs up to float noise. None = on where it applies (not with --packed-forward, --logprob-chunk-mb or --fsdp); --no-shared-prompts for the padded forward."""
+    lean_sampler: bool = True
+    """Rollouts by scale.lean_sampler.decode_lean: each prompt prefilled once for its G samples, finished rows dropped from the decode batch; the same distribution, other draws. --no-lean-sampler for rollout.decode."""
     plots: bool = True
     """Write plots.png at the end."""
     fsdp: bool = False
@@ -171,9 +173,9 @@ class TrainConfig(StepConfig):
                      "threads", "keep_checkpoints"):  # keep_checkpoints: --resume needs one
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
-        if self.shared_prompts and (self.packed_forward or self.logprob_chunk_mb is not None):
-            raise ValueError("shared_prompts: a route of its own, not combined with --packed-forward or "
-                             "--logprob-chunk-mb")
+        if self.shared_prompts and (self.packed_forward or self.logprob_chunk_mb is not None or self.fsdp):
+            raise ValueError("shared_prompts: a route of its own, not combined with --packed-forward, "
+                             "--logprob-chunk-mb or --fsdp")
         if self.logprob_chunk_mb is not None and self.logprob_chunk_mb < 1:
             raise ValueError(f"logprob_chunk_mb: must be >= 1, got {self.logprob_chunk_mb}")
         if self.sft_steps is not None and self.sft_steps < 0:
@@ -199,6 +201,13 @@ class TrainConfig(StepConfig):
         check_device(self.device)
         if self.model not in TINY_MODELS:  # a local directory is checked now (a few small files, nothing loaded)
             resolve_model_path(self.model)
+
+    @property
+    def shared_prompt_forward(self) -> bool:
+        """Whether RL's training forward computes each prompt once (--shared-prompts, on by default where it applies)."""
+        if self.shared_prompts is not None:
+            return self.shared_prompts
+        return not (self.packed_forward or self.logprob_chunk_mb is not None or self.fsdp)
 
     @property
     def run_name(self) -> str:

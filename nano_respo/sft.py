@@ -26,7 +26,8 @@ The result depends only on its inputs, so it is saved under the cache
 directory and reused by every run with the same inputs: the same model, the same settings
 and the same training data, recognised by the hash of its content (an edited answer in a
 data file is new data, wherever the file lives), made by the same code (WARM_START_CODE),
-library versions and CPU setting.
+library versions and CPU setting. The default run's warm starts also ship with the package
+(shipped.py): a fresh clone loads them instead of training.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from . import models, rollout
 from .models import cache_dir, load_model, refuse_unknown_characters
 from .rollout import RolloutBatch, encode_prompts, policy_logprobs, training_forward
 from .checkpoint import publish_directory
+from .shipped import describe, shipped_warm_start
 from .tasks import Task, hash_seed
 
 
@@ -214,15 +216,20 @@ def warm_start_key(model_name: str, task: Task, steps: int, batch_size: int, lr:
 
 def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_size: int, lr: float, seed: int,
                dtype: str, device: str, logprobs=policy_logprobs, label_smoothing: float = 0.0,
-               anneal: str = "budget"):
-    """(model, tokenizer) after `steps` SFT steps, from the cache when this exact warm start exists.
+               anneal: str = "budget", shipped: bool = True):
+    """(model, tokenizer) after `steps` SFT steps: the shipped one (shipped.py) when it has these settings and
+    this code, else from the cache when this exact warm start exists, else trained and cached.
 
     Prints how much of the last batch the model reproduces (see `sft`) and records it beside the model.
 
     `task_key` (the settings that named the task) is recorded next to the model for the reader;
-    the cache entry is chosen by warm_start_key, which sees the data itself.
+    the cache entry is chosen by warm_start_key, which sees the data itself. shipped=False
+    (--sft-from-scratch) never takes the shipped one.
     """
     key = warm_start_key(model_name, task, steps, batch_size, lr, seed, dtype, label_smoothing, anneal)
+    if shipped and (path := shipped_warm_start(key)) is not None:
+        print(describe(path))
+        return load_model(str(path), dtype, device)
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     path = cache_dir() / "sft" / f"{model_name.replace('/', '--')}-{task.name}-{digest}"
     if (path / "config.json").exists():
@@ -242,7 +249,7 @@ def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_si
     def write(tmp):
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        (tmp / "warm_start.json").write_text(json.dumps({**key, "named_as": task_key, **report}, indent=1))
+        (tmp / "warm_start.json").write_text(json.dumps({"key": key, "named_as": task_key, "report": report}, indent=1))
 
     publish_directory(path, write)
     return load_model(str(path), dtype, device)

@@ -128,7 +128,7 @@ def train_a_few_batches(lr):
                       epochs=protocol.epochs, prompts_per_iteration=protocol.prompts_per_iteration, lr=lr, seed=0)
     task = build_task(cfg)
     torch.manual_seed(cfg.seed)
-    with contextlib.redirect_stdout(io.StringIO()):            # the warm start prints its cache path
+    with contextlib.redirect_stdout(io.StringIO()):            # the warm start prints where it comes from (shipped)
         model, tokenizer = initial_model(cfg, task, "cpu", policy_logprobs)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     step, summary, batches = 0, [], []

@@ -108,7 +108,7 @@ spec.loader.exec_module(figures)
 def load(cfg):
     task = build_task(cfg)
     torch.manual_seed(cfg.seed)
-    with contextlib.redirect_stdout(io.StringIO()):  # the warm start prints its cache path
+    with contextlib.redirect_stdout(io.StringIO()):  # the warm start prints where it comes from (shipped)
         model, tokenizer = initial_model(cfg, task, "cpu", policy_logprobs)
     return task, model, tokenizer
 
@@ -116,7 +116,7 @@ def load(cfg):
 # %% [markdown]
 # ## 1. The mismatch, live: $w \ne 1$ before any update
 #
-# The dense tiny Qwen3 after its cached warm start. `LaggedPolicy` with lag 0 and
+# The dense tiny Qwen3 after its warm start (the one that ships with the package). `LaggedPolicy` with lag 0 and
 # `dtype=bfloat16` is what `train.py --sampler-dtype bfloat16` builds: a copy of the learner
 # cast to bfloat16 samples the batch and records $\log\mu$; the learner's own float32
 # forward on the same tokens gives $\log\pi_{old}$. No optimizer step has happened, so

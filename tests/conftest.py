@@ -27,8 +27,9 @@ def model_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def shared_warm_starts(tmp_path_factory):
-    """One cache for the whole session for the tests that need the default warm starts (minutes each to train):
-    the first such test trains them, the others load them; the user's cache is never read or written."""
+    """One cache for the whole session for the tests that need a warm start: the default ones load from the
+    package (nano_respo/warm_starts/), any other is trained by the first test that needs it and loaded by the
+    rest; the user's cache is never read or written."""
     return tmp_path_factory.mktemp("warm-starts")
 
 

@@ -17,7 +17,9 @@ A class counts its own body (fields, docstrings); each method counts once it is 
 literal with a key equal to --method) counts all its lines but is followed along the row of
 that method only, as a reader looks up one row (--method all follows every row). Nothing is
 run and nothing outside the package (torch, transformers) is followed, except with --default:
-then one iteration of a default single-device run is run first (a tiny random-init model) and
+then one iteration of rl_iteration with its own defaults is run first (a tiny random-init model,
+the plain routes rollout.decode and policy_logprobs, which the faster routes that train.py
+takes by default are tested against; the step receives a route as an argument) and
 a function it never called is not followed (the branches a flag turns on, such as the
 decoupled correction, drop out; tables and classes a called function reads still count). Prints each
 definition reached with its file, lines, line count and code-line count (docstrings,

@@ -45,10 +45,10 @@ DEVICES = "{auto,cpu,cuda,cuda:N}"
 TRAIN_GROUPS = {
     "run and model": (
         "Which model to train and where the run goes (runs/<name>/: metrics.jsonl, plots.png, "
-        "checkpoints). The tiny models start from a cached supervised warm start.",
+        "checkpoints). The tiny models start from a supervised warm start (shipped for the defaults, else trained and cached).",
         ["model", "name", "out_dir", "resume", "seed", "save_every", "keep_checkpoints", "plots",
          "sft_steps", "sft_anneal", "sft_batch", "sft_lr", "sft_label_smoothing", "sft_task_size", "sft_full_share",
-         "sft_seed"]),
+         "sft_seed", "sft_from_scratch"]),
     "task": (
         "What the model must answer and how the held-out split is scored.",
         ["task", "task_size", "heldout_file", "eval_every", "eval_problems", "eval_samples"]),

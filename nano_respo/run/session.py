@@ -40,7 +40,10 @@ if TYPE_CHECKING:
 # Config fields a --resume may change without changing what the run computes; a run
 # directory may be moved or renamed, so its location is one of them.
 RESUMABLE = {"iterations", "resume", "threads", "plots", "save_every", "keep_checkpoints", "device", "fsdp",
-             "out_dir", "name"}
+             "out_dir", "name", "sft_from_scratch"}
+# What a run computed before a flag existed, for a checkpoint that does not record it: the routes that are the
+# default now were off then.
+BEFORE_THE_FLAG = {"shared_prompts": False, "lean_sampler": False}
 
 
 class Stopped(KeyboardInterrupt):
@@ -115,7 +118,7 @@ def build_task(cfg: TrainConfig):
 
 
 def initial_model(cfg: TrainConfig, task, device: str, logprobs=policy_logprobs):
-    """(model, tokenizer) where RL starts: the cached warm start of the tiny models, else the model as loaded."""
+    """(model, tokenizer) where RL starts: the tiny models' warm start (shipped, cached or trained), else the model as loaded."""
     sft_steps = cfg.sft_steps if cfg.sft_steps is not None else TINY_WARM_START_STEPS.get(cfg.model, 0)
     if sft_steps == 0:
         return load_model(cfg.model, cfg.dtype, device, cfg.gradient_checkpointing)
@@ -127,7 +130,8 @@ def initial_model(cfg: TrainConfig, task, device: str, logprobs=policy_logprobs)
     task_key = {"task": cfg.task, "task_size": cfg.sft_task_size or cfg.task_size,
                 **({"full_share": cfg.sft_full_share} if cfg.sft_full_share else {})}
     model, tokenizer = warm_start(cfg.model, sft_task, task_key, sft_steps, cfg.sft_batch, cfg.sft_lr, cfg.sft_seed,
-                                  cfg.dtype, device, logprobs, cfg.sft_label_smoothing, cfg.sft_anneal)
+                                  cfg.dtype, device, logprobs, cfg.sft_label_smoothing, cfg.sft_anneal,
+                                  shipped=not cfg.sft_from_scratch)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return model, tokenizer
@@ -245,7 +249,7 @@ def routes(cfg: TrainConfig):
         from ..scale.logprobs import chunked_policy_logprobs
         logprobs = functools.partial(chunked_policy_logprobs, chunk_mb=cfg.logprob_chunk_mb)
     rl_logprobs = logprobs
-    if cfg.shared_prompts:  # a route of its own (TrainConfig refuses it beside the two below)
+    if cfg.shared_prompt_forward:  # a route of its own (TrainConfig refuses it beside the two below)
         from ..scale.shared_prompts import shared_prompt_policy_logprobs
         rl_logprobs = shared_prompt_policy_logprobs
     elif cfg.packed_forward and cfg.logprob_chunk_mb is not None:
@@ -299,12 +303,15 @@ def start(cfg: TrainConfig, run_dir: Path, task, stop: StopRequest) -> Run:
         iteration, step = 0, 0
     else:
         state = load_trainer_state(checkpoint)
-        # A flag newer than the checkpoint is read at its default: that is how the checkpoint's run ran.
-        defaults = {name: f.default for name, (f, _, _) in flat_fields(TrainConfig).items()}
-        changed = sorted(k for k in config if k not in RESUMABLE
-                         and state["config"].get(k, defaults.get(k)) != config[k])
+        # A flag newer than the checkpoint is read as the run ran without it: BEFORE_THE_FLAG, else its default.
+        defaults = {name: f.default for name, (f, _, _) in flat_fields(TrainConfig).items()} | BEFORE_THE_FLAG
+        ran = {k: state["config"].get(k, defaults.get(k)) for k in config}
+        changed = sorted(k for k in config if k not in RESUMABLE and ran[k] != config[k])
         if changed:
-            raise ValueError(f"resume: flags differ from the checkpoint's run: {', '.join(changed)}")
+            hint = " ".join(f"--{'' if ran[k] else 'no-'}{k.replace('_', '-')}" for k in changed
+                            if isinstance(ran[k], bool))
+            raise ValueError(f"resume: flags differ from the checkpoint's run: {', '.join(changed)}"
+                             + (f" (it ran with {hint})" if hint else ""))
         model, tokenizer = load_model(str(checkpoint), cfg.dtype, device, cfg.gradient_checkpointing)
         iteration, step = state["iteration"], state["step"]
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)

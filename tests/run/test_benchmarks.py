@@ -44,3 +44,15 @@ def test_a_benchmark_writes_the_record_it_printed(tmp_path):
     made = json.loads(record.read_text())
     assert made["command"] == f"python bench/kernel.py --batch 4 --length 8 --repeats 2 --record {record}"
     assert len(made["ratio_respo_grpo"]) == 2 and made["shape"] == [4, 8] and made["cpu_setting"]
+
+
+def test_the_newcomer_benchmark_times_a_step_of_a_fresh_clone(tmp_path):
+    """bench/newcomer.py, one step of it: a fresh clone of HEAD with an empty cache, `python -m pytest -q` timed."""
+    record = tmp_path / "newcomer.json"
+    done = subprocess.run([sys.executable, "bench/newcomer.py", "--only", "pytest -q", "--record", str(record)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, env=ENV)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
+    made = json.loads(record.read_text())
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert list(made["seconds"]) == ["pytest -q"] and made["seconds"]["pytest -q"] > 0 and made["commit"] == head
+    assert set(made["load_average"]) == {"before", "after"}

@@ -44,6 +44,7 @@ CONFIGS = {
     "experiments/warm_start_stop.py": lambda: script_module("experiments/warm_start_stop.py").WarmStopConfig,
     "experiments/reread.py": lambda: script_module("experiments/reread.py").RereadConfig,
     "experiments/conflict.py": lambda: script_module("experiments/conflict.py").ConflictConfig,
+    "experiments/default_run.py": lambda: script_module("experiments/default_run.py").DefaultRunConfig,
 }
 # Scripts this file runs, each with the flags that make it cheap (appended: argparse keeps the last value).
 SHORTENED = {
@@ -73,12 +74,16 @@ RUN_BY = {
     "experiments/reread.py": "tests/course/test_reread.py",  # its reading of the committed dumps, its commands
     "experiments/conflict.py": "tests/course/test_conflict.py",  # every stage's runs and rule, on made-up records
     "tools/mutation_check.py": "tests/course/test_mutation_check.py",
+    "tools/ship_warm_starts.py": "tests/run/test_shipped_warm_starts.py",  # retrains both from their manifests
+    "experiments/default_run.py": "tests/run/test_default_run_record.py",  # one iteration of it
+    "bench/newcomer.py": "tests/run/test_benchmarks.py",  # one step of a fresh clone
     "pytest": ".ci/run",
     ".ci/integrations.sh": ".ci/run",
     "examples/trl_respo.py": "tests_integrations/test_examples.py",  # TRL: the integrations' environment
     "examples/verl_respo.sh": "tests_integrations/test_examples.py",
     "bench/step.py": None,  # TRL in .venv-bench (bench/README.md): here its flags are checked with --help only
     "notebooks/": "tests/course/test_notebooks.py",  # jupyter lab notebooks/: every notebook is executed there
+    "notebooks/build.py": "tests/course/test_notebooks.py",  # its execute() runs every notebook there
     "venv": None, "--version": None,  # setting up Python itself
 }
 

@@ -176,8 +176,10 @@ def test_resume_refuses_changed_flags_and_missing_checkpoints(tmp_path, varied_r
         train(tiny_config(tmp_path, iterations=1))
 
 
-def test_resume_reads_a_flag_newer_than_the_checkpoint_at_its_default(tmp_path, varied_reward):
-    run_dir = train(tiny_config(tmp_path, iterations=1))
+def test_resume_reads_a_flag_newer_than_the_checkpoint_as_the_run_ran_without_it(tmp_path, varied_reward):
+    """A checkpoint from before --lean-sampler existed ran rollout.decode (session.BEFORE_THE_FLAG), though the
+    lean sampler is the default now: resuming it on today's default refuses and names the flag that matches."""
+    run_dir = train(tiny_config(tmp_path, iterations=1, lean_sampler=False))
     (state_file,) = run_dir.glob("checkpoints/*/trainer_state.pt")
     state = torch.load(state_file, weights_only=False)
     del state["config"]["lean_sampler"]  # as a checkpoint written before the flag existed
@@ -186,9 +188,9 @@ def test_resume_reads_a_flag_newer_than_the_checkpoint_at_its_default(tmp_path, 
     written = json.loads(manifest.read_text())
     written["files"][state_file.name] = state_file.stat().st_size
     manifest.write_text(json.dumps(written))
-    with pytest.raises(ValueError, match="resume: flags differ.*lean_sampler"):
-        train(tiny_config(tmp_path, iterations=2, lean_sampler=True, resume=True))
-    train(tiny_config(tmp_path, iterations=2, resume=True))  # the default is what that run ran
+    with pytest.raises(ValueError, match=r"resume: flags differ.*lean_sampler \(it ran with --no-lean-sampler\)"):
+        train(tiny_config(tmp_path, iterations=2, resume=True))
+    train(tiny_config(tmp_path, iterations=2, lean_sampler=False, resume=True))  # what that run ran
     assert {r["iteration"] for r in read_metrics(run_dir) if r["kind"] == "train"} == {0, 1}
 
 

@@ -2,8 +2,10 @@
 budgets, and the imports.
 
 A reader who starts at the trainer's step must never be led into FSDP code, the faster routes (scale/) or
-the off-policy machinery (offpolicy.py); a default single-device run must not even import them; and no
-module of the package may import one that imports it back.
+the off-policy machinery (offpolicy.py): the step reads the plain forms (rollout.decode, policy_logprobs),
+which the faster routes are tested against, and receives a route as an argument; a default single-device
+run imports the two routes on by default and nothing else of them; and no module of the package may import
+one that imports it back.
 """
 
 import ast
@@ -123,9 +125,10 @@ def test_importing_the_trainer_leaves_fsdp_unimported():
     assert out.stdout.strip() == "False"
 
 
-def test_a_default_single_device_run_imports_no_scale_out_off_policy_or_lab_code(tmp_path):
-    """train.py's whole single-device path (config, session, trainer) and one default iteration leave scale/,
-    offpolicy.py and lab/ unimported; a flag that needs one imports it."""
+def test_a_default_single_device_run_imports_its_two_routes_and_no_scale_out_off_policy_or_lab_code(tmp_path):
+    """train.py's whole single-device path (config, session, trainer) and one default iteration import the two
+    routes on by default (scale.shared_prompts, scale.lean_sampler) and nothing else of scale/, offpolicy.py or
+    lab/; with both routes off (the plain forms) none of them; a flag that needs one imports it."""
     # The answer goes to a file, not a pipe: a helper process that an import may start (multiprocessing's
     # resource tracker) inherits the child's pipes and would keep them open after the child exits.
     answer = tmp_path / "imported.txt"
@@ -134,6 +137,10 @@ def test_a_default_single_device_run_imports_no_scale_out_off_policy_or_lab_code
             "s.routes(TrainConfig()); s.off_policy_of(TrainConfig(), torch.nn.Linear(1, 1), None); "
             f"open({str(answer)!r}, 'w').write(repr(sorted(m for m in sys.modules "
             "if m.startswith(('nano_respo.scale', 'nano_respo.lab', 'nano_respo.offpolicy')))))")
+    subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, check=True, cwd=ROOT, timeout=300)
+    assert answer.read_text() == ("['nano_respo.scale', 'nano_respo.scale.lean_sampler', 'nano_respo.scale.packed', "
+                                  "'nano_respo.scale.shared_prompts']")  # packed: helpers the shared route reuses
+    code = code.replace("s.routes(TrainConfig())", "s.routes(TrainConfig(shared_prompts=False, lean_sampler=False))")
     subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, check=True, cwd=ROOT, timeout=300)
     assert answer.read_text() == "[]"
     lagged = code.replace("off_policy_of(TrainConfig()", "off_policy_of(TrainConfig(lag=1)")

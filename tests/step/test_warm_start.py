@@ -157,7 +157,7 @@ def test_a_smaller_sft_task_size_warms_up_on_short_strings_of_the_same_training_
 
     seen = {}
     monkeypatch.setattr(session, "warm_start",
-                        lambda name, task, task_key, *args: seen.update(task=task, key=task_key) or (None, None))
+                        lambda name, task, task_key, *args, **kwargs: seen.update(task=task, key=task_key) or (None, None))
     cfg = TrainConfig(task="reverse", task_size=40, sft_task_size=12, sft_steps=10)
     rl_task = session.build_task(cfg)
     session.initial_model(cfg, rl_task, "cpu", None)
