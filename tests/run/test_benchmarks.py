@@ -55,4 +55,4 @@ def test_the_newcomer_benchmark_times_a_step_of_a_fresh_clone(tmp_path):
     made = json.loads(record.read_text())
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     assert list(made["seconds"]) == ["pytest -q"] and made["seconds"]["pytest -q"] > 0 and made["commit"] == head
-    assert set(made["load_average"]) == {"before", "after"}
+    assert set(made["load_average"]) == {"before", "after"} and made["failed"] == {}
