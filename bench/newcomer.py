@@ -5,7 +5,7 @@
     python bench/newcomer.py --only "pytest -q"                # one step (tests/run/test_benchmarks.py)
 
 In a fresh clone of HEAD (this environment's packages, the clone first on PYTHONPATH, NANO_RESPO_CACHE at a
-new empty directory, one torch thread), it runs, in order, and times each: the README's `python train.py`,
+new empty directory, one torch thread, progress bars on), it runs, in order, and times each: the README's `python train.py`,
 each notebook as `python notebooks/build.py <name>` (the same kernel execution a reader's Jupyter does), and
 `python -m pytest -q` (the derivation tier) and each other tier. A command that fails stops the
 measurement with its output, except a test run, whose failed tests are recorded: the figures check
@@ -55,7 +55,8 @@ def main(argv=None) -> dict:
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True).stdout.strip()
         env = {**os.environ, "NANO_RESPO_CACHE": str(cache), "PYTHONPATH": str(clone), "OMP_NUM_THREADS": "1",
-               "TQDM_DISABLE": "1", "HF_HUB_OFFLINE": "1"}
+               "HF_HUB_OFFLINE": "1"}
+        env.pop("TQDM_DISABLE", None)  # the progress bars a newcomer sees (tests check them)
         env.pop("HYPOTHESIS_PROFILE", None)  # the quick profile, as a newcomer runs the tests
         steps = [("train", [sys.executable, "train.py"])]
         steps += [(f"notebook {n.removesuffix('.py')}", [sys.executable, "notebooks/build.py", n]) for n in NOTEBOOKS]
