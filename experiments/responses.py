@@ -100,7 +100,7 @@ def rollout_counts(task, cfg: TrainConfig, iteration: int, rewards: torch.Tensor
 
 def read_run(cfg: TrainConfig, heldout: bool = False, quiet: bool = True) -> ReadRun:
     """cfg's run as train.py runs it on the CPU (warm start from the cache, or trained into it), read step by step."""
-    from nano_respo.run.session import build_task, initial_model, off_policy_of
+    from nano_respo.run.session import build_task, initial_model, off_policy_of, routes
     from nano_respo.trainer import rl_iteration
 
     if cfg.micro_batch is not None or cfg.fsdp or cfg.resume:
@@ -113,13 +113,14 @@ def read_run(cfg: TrainConfig, heldout: bool = False, quiet: bool = True) -> Rea
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     off_policy = off_policy_of(cfg, model, None)
     reader = ResponseReader(tokenizer)
-    logprobs = reader.wrap()
+    _, rl_logprobs, decoder = routes(cfg)  # the training forward and decode loop train.py takes for these flags
+    logprobs = reader.wrap(rl_logprobs)
     rollouts, records, step = [], [], 0
     for iteration in range(cfg.iterations):
         model.train()
         reader.iteration = iteration
         batch, step_records, step = rl_iteration(model, tokenizer, task, optimizer, cfg, iteration, step, logprobs,
-                                                 off_policy=off_policy)
+                                                 decoder=decoder, off_policy=off_policy)
         rollouts.append(rollout_counts(task, cfg, iteration, batch.rewards))
         records += step_records
     end = evaluate(model, tokenizer, task, cfg.max_new_tokens, cfg.temperature, cfg.eval_samples,
