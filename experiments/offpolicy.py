@@ -125,7 +125,8 @@ def train_config(cfg: OffPolicyConfig, model: str, source: str, arm: str, seed: 
     return TrainConfig(model=model, loss=ARMS[arm], seed=seed, iterations=cfg.iterations, lr=cfg.lr,
                        prompts_per_iteration=cfg.prompts_per_iteration, group_size=cfg.group_size,
                        reuse=knobs["reuse"], epochs=min(2, knobs["reuse"]), lag=knobs["lag"],
-                       sampler_dtype=knobs["sampler_dtype"], sft_steps=cfg.sft_steps, eval_problems=16, plots=False, **AS_RECORDED)
+                       sampler_dtype=knobs["sampler_dtype"], sft_steps=cfg.sft_steps, eval_problems=16, plots=False,
+                       **AS_RECORDED)
 
 
 # --- reading one optimizer step's mini-batch with every arm --------------------------------
