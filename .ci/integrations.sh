@@ -11,6 +11,7 @@ py="$venv/bin/python"
 "$py" -m pip install -q torch==2.13.0  # first, so nothing below pulls a CUDA build
 "$py" -m pip install -q -r requirements-integrations.txt
 "$py" -m pip install -q --no-deps verl==0.9.1
+"$py" -m pip install -q --no-deps -e .  # nano_respo importable by scripts run from bench/ and examples/
 
 set +e
 "$py" -m pytest -q tests_integrations
