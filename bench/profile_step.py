@@ -22,7 +22,7 @@ import torch
 
 from nano_respo.lab.records import measurement, write_record
 from nano_respo.models import load_model
-from nano_respo.rollout import RolloutBatch, encode_prompts, policy_logprobs, sample
+from nano_respo.rollout import RolloutBatch, encode_prompts, kv_cache, policy_logprobs, sample
 from nano_respo.tasks import make_task
 
 
@@ -37,7 +37,7 @@ def bare_decode(model, encoded, steps: int) -> None:
         attention_mask = torch.cat([attention_mask, torch.ones_like(token)], 1)
         position_ids = position_ids[:, -1:] + 1
         out = model(input_ids=token, attention_mask=attention_mask, position_ids=position_ids,
-                    cache=out.cache, use_cache=True)
+                    use_cache=True, **kv_cache(out))
 
 
 def median_seconds(fn, repeats: int) -> float:

@@ -5,10 +5,11 @@
               sampled token; a row that emitted EOS pads from then on; stop when all have
 
 The recorded log-prob is that of the distribution actually sampled from: softmax(z / T)
-with no top-k / top-p truncation (a truncated sampler is a different mu, and the
-training forward could not reproduce it). The training forward (`policy_logprobs`) uses
-the same temperature and the same position ids, so on a fresh batch log pi == log mu up
-to float noise and every sequence weight starts at w = 1.
+with no top-k / top-p truncation (a truncated sampler is a different mu, which the training
+forward would have to truncate alike, as DeepSeek-V3.2's Keep Sampling Mask does; this project
+does not). The training forward (`policy_logprobs`) uses the same temperature and the same
+position ids, so on a fresh batch log pi == log mu up to float noise and every sequence weight
+starts at w = 1.
 """
 
 from __future__ import annotations
@@ -74,6 +75,12 @@ def real_positions(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.cumsum(-1) - 1).clamp(min=0)
 
 
+def kv_cache(out) -> dict:
+    """A forward's KV cache as the keyword that hands it back: `cache` from transformers 5.24, else past_key_values."""
+    name = "cache" if getattr(out, "cache", None) is not None else "past_key_values"
+    return {name: getattr(out, name)}
+
+
 @torch.no_grad()
 def decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int,
            temperature: float, greedy: bool, eos_ids: list[int], pad_id: int):
@@ -98,7 +105,7 @@ def decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new
         attention_mask = F.pad(attention_mask, (0, 1), value=1)  # [n, P + t + 1] the left padding stays masked
         position = position + 1
         out = model(input_ids=token[:, None], attention_mask=attention_mask, position_ids=position,
-                    cache=out.cache, use_cache=True)
+                    use_cache=True, **kv_cache(out))
     return torch.stack(tokens, 1), torch.stack(logps, 1), torch.stack(in_response, 1), finished
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..rollout import real_positions
+from ..rollout import kv_cache, real_positions
 
 
 @torch.no_grad()
@@ -30,8 +30,9 @@ def decode_lean(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, ma
     prompt_positions = real_positions(prompt_mask)  # [u, P]
     out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=prompt_positions,
                 use_cache=True, logits_to_keep=1)
-    cache, logits = out.cache, out.logits[copy_of, -1]  # [n, V]
-    cache.batch_select_indices(copy_of)  # [n, ...] each row its prompt's keys and values
+    cache, logits = kv_cache(out), out.logits[copy_of, -1]  # {keyword: KV cache}, [n, V]
+    (keys_values,) = cache.values()
+    keys_values.batch_select_indices(copy_of)  # [n, ...] each row its prompt's keys and values
     position = prompt_positions[copy_of, -1:]  # [n, 1]
     eos = torch.tensor(eos_ids, device=device)
     alive = torch.arange(n, device=device)  # [a] the rows still decoding, in the batch's numbering
@@ -49,11 +50,11 @@ def decode_lean(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, ma
         if done.any():  # the finished rows leave the batch and its cache
             keep = (~done).nonzero().squeeze(-1)
             alive, token, attention_mask, position = alive[keep], token[keep], attention_mask[keep], position[keep]
-            cache.batch_select_indices(keep)
+            keys_values.batch_select_indices(keep)
         attention_mask = F.pad(attention_mask, (0, 1), value=1)  # [a, P + t + 1]
         position = position + 1
         logits = model(input_ids=token[:, None], attention_mask=attention_mask, position_ids=position,
-                       cache=cache, use_cache=True).logits[:, -1]  # [a, V]
+                       use_cache=True, **cache).logits[:, -1]  # [a, V]
     ended = torch.ones(n, dtype=torch.bool, device=device)
     ended[alive[~done]] = False  # still decoding when the budget ran out
     width = step + 1

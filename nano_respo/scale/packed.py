@@ -87,6 +87,11 @@ def packed_forward(model, batch: RolloutBatch):
     so the same log-probs up to float noise, with the matrix products over the real tokens only and the
     logits only where a completion token is predicted (K of them, in packed order).
     """
+    import transformers.modeling_utils
+
+    if not hasattr(transformers.modeling_utils, "slice_logits_to_keep"):  # reads logits_to_keep as positions
+        raise RuntimeError(f"--packed-forward needs transformers >= 5.22 (a boolean logits_to_keep), not "
+                           f"{transformers.__version__}: upgrade it, or train without the flag")
     packing = pack(batch)
     out = model(input_ids=packing.input_ids, position_ids=packing.position_ids, logits_to_keep=packing.predicting,
                 use_cache=False, **router_outputs(model))

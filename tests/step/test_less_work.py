@@ -81,6 +81,18 @@ def test_packed_forward_equals_the_padded_one_with_gradients(model_name, tempera
     assert_same_numbers(net, batch, ROUTES[route], temperature)
 
 
+def test_packed_forward_refuses_a_transformers_that_reads_logits_to_keep_as_positions(monkeypatch):
+    """Before 5.22 a [R, L] boolean logits_to_keep indexes positions (an IndexError deep in the model): refused in
+    one line that names the version and the flag."""
+    import transformers.modeling_utils
+
+    net, _ = load_model("tiny-qwen3")
+    batch = ragged_batch(net.config.vocab_size, [3, 5], [2, 4])
+    monkeypatch.delattr(transformers.modeling_utils, "slice_logits_to_keep")
+    with pytest.raises(RuntimeError, match=r"--packed-forward needs transformers >= 5\.22"):
+        packed_policy_logprobs(net, batch, 1.0)
+
+
 def grouped_batch(vocab, prompt_lengths, completion_lengths, seed=0):
     """Groups of one prompt each (its completions' lengths listed), rows shuffled: a rollout batch's layout."""
     batch = ragged_batch(vocab, [p for p, cs in zip(prompt_lengths, completion_lengths) for _ in cs],
