@@ -1,4 +1,5 @@
-"""The shipped warm starts retrained from their manifests (minutes: both models at once, one process each).
+"""The shipped warm starts retrained from their manifests (minutes: both models at once, one process each,
+started with the session by tests/run/conftest.py, which gives the `retrained` folder).
 
 On the CPU setting (and torch, transformers) that made a shipped warm start, training it again gives the
 same weights, bit for bit. Elsewhere the warm start's transition rounds differently, so the retrained one
@@ -8,9 +9,6 @@ less its margin (experiments/warm_start_stop.py).
 """
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,21 +20,6 @@ from nano_respo.sft import cpu_setting
 from nano_respo.shipped import SHIPPED_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
-MODELS = ("tiny-qwen3", "tiny-qwen3-moe")
-
-
-@pytest.fixture(scope="module")
-def retrained(tmp_path_factory):
-    """Both warm starts retrained by the command in their manifests, side by side, into a folder of the test's."""
-    out = tmp_path_factory.mktemp("retrained")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
-    runs = [subprocess.Popen([sys.executable, str(ROOT / "tools" / "ship_warm_starts.py"), "--models", m,
-                              "--out", str(out)], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True) for m in MODELS]
-    for run in runs:
-        output, _ = run.communicate()
-        assert run.returncode == 0, output[-3000:]
-    return out
 
 
 def same_setting(key: dict) -> bool:
@@ -46,10 +29,10 @@ def same_setting(key: dict) -> bool:
         key["transformers"] == version("transformers")
 
 
-@pytest.mark.parametrize("model_name", MODELS)
-def test_retraining_a_shipped_warm_start_gives_it_back(model_name, retrained):
-    name = f"{model_name}-reverse"
+@pytest.mark.parametrize("name", [path.name for path, _ in shipped.manifests()])
+def test_retraining_a_shipped_warm_start_gives_it_back(name, retrained):
     manifest = json.loads((SHIPPED_DIR / name / "manifest.json").read_text())
+    model_name = manifest["key"]["model"]
     again = json.loads((retrained / name / "manifest.json").read_text())
     assert shipped.settings(again["key"]) == shipped.settings(manifest["key"])
     assert again["key"]["code"] == manifest["key"]["code"]
