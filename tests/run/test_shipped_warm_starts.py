@@ -1,5 +1,5 @@
 """The shipped warm starts retrained from their manifests (minutes: both models at once, one process each,
-started with the session by tests/run/conftest.py, which gives the `retrained` folder).
+started with the session by tests/conftest.py, which gives the `retrained` folder).
 
 On the CPU setting (and torch, transformers) that made a shipped warm start, training it again gives the
 same weights, bit for bit. Elsewhere the warm start's transition rounds differently, so the retrained one
