@@ -20,6 +20,7 @@ from hypothesis import settings
 from nano_respo.shipped import manifests
 
 ROOT = Path(__file__).resolve().parents[1]
+SHIP = "tools/ship_warm_starts.py"  # what every shipped manifest's command runs (tests/step/test_shipped.py)
 
 # Property tests: a quick profile by default (the derivation tier in under a minute), the full one in CI
 # (HYPOTHESIS_PROFILE=ci, set by .ci/run).
@@ -92,11 +93,11 @@ def pytest_collection_finish(session):
     out = Path(tempfile.mkdtemp(prefix="nano-respo-retrained-"))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
     runs = []
-    for path, manifest in manifests():  # each by the command that made it, into `out`
-        _, *command = shlex.split(manifest["command"])
+    for path, manifest in manifests():  # each with the arguments that made it, into `out`
+        _, _, *arguments = shlex.split(manifest["command"])  # python tools/ship_warm_starts.py --models <model>
         log = out / f"{path.name}.log"
         with open(log, "w") as stream:  # a file, not a pipe: nobody reads it until the test does
-            runs.append((subprocess.Popen([sys.executable, *command, "--out", str(out)], env=env, cwd=ROOT,
+            runs.append((subprocess.Popen([sys.executable, SHIP, *arguments, "--out", str(out)], env=env, cwd=ROOT,
                                           stdout=stream, stderr=subprocess.STDOUT), log))
     session.config.stash[RETRAINING] = (out, runs)
 

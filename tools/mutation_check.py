@@ -2,16 +2,20 @@
 
     python tools/mutation_check.py              # every mutant, a test run of ~30 s each on one core
     python tools/mutation_check.py tilt SAPO    # only the mutants whose names contain these
-    python tools/mutation_check.py --fail-fast  # each test run stops at its first failure (what CI runs)
+    python tools/mutation_check.py --fail-fast --workers 2  # each test run stops at its first failure,
+                                                            # two at a time (what CI runs)
 
 Each mutant is one textual edit of nano_respo/kernel.py (or of the surrogate the tests compare
 it with, nano_respo/lab/surrogate.py), applied to a temporary copy of the package; the kernel
 tests run against the copy and the families that fail are printed. A mutant that no test
-catches is a hole in the suite. Every site is looked up before any test runs: one the code no
-longer holds stops the check (exit 2), naming it. Exit 0 only when every mutant is caught.
+catches is a hole in the suite. The property tests run with the quick profile (tests/conftest.py),
+what a user's `python -m pytest -q` runs, so a mutant must be caught with the fewer examples. Every
+site is looked up before any test runs: one the code no longer holds stops the check (exit 2),
+naming it. Exit 0 only when every mutant is caught.
 """
 
 import argparse
+import concurrent.futures
 import os
 import re
 import shutil
@@ -81,7 +85,8 @@ def run_mutant(path: str, old: str, new: str, fail_fast: bool = False) -> tuple[
         (Path(tmp) / path).write_text((ROOT / path).read_text().replace(old, new))
         out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                               *(["-x"] if fail_fast else []), *TESTS],
-                             cwd=tmp, env={**os.environ, "PYTHONPATH": tmp}, capture_output=True, text=True).stdout
+                             cwd=tmp, env={**os.environ, "PYTHONPATH": tmp, "HYPOTHESIS_PROFILE": "quick"},
+                             capture_output=True, text=True).stdout
     failed = sorted(set(re.findall(r"^FAILED (\S+)::(\w+)", out, re.M)))
     families = sorted({"8" if "numerics" in path else "§7" if "decoupled" in path
                        else FAMILIES.get(next((p for p in FAMILIES if name.startswith(p)), ""), "?") for path, name in failed})
@@ -93,6 +98,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("only", nargs="*", help="run only the mutants whose names contain one of these")
     parser.add_argument("--fail-fast", action="store_true", help="stop each test run at its first failure")
+    parser.add_argument("--workers", type=int, default=1, help="test runs at a time (one core each)")
     args = parser.parse_args(argv)
     missing = missing_sites()
     if missing:
@@ -101,10 +107,11 @@ def main(argv=None) -> int:
         return 2
     chosen = [m for m in MUTANTS if not args.only or any(o in m[0] for o in args.only)]
     survived = 0
-    for name, path, old, new in chosen:
-        caught, detail = run_mutant(path, old, new, args.fail_fast)
-        survived += not caught
-        print(f"{'caught' if caught else 'SURVIVED':8s} {name:45s} {detail}", flush=True)
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.workers)) as pool:  # each run is a process of its own
+        verdicts = pool.map(lambda m: run_mutant(*m[1:], args.fail_fast), chosen)
+        for (name, *_), (caught, detail) in zip(chosen, verdicts):  # printed in MUTANTS' order as they finish
+            survived += not caught
+            print(f"{'caught' if caught else 'SURVIVED':8s} {name:45s} {detail}", flush=True)
     print(f"{survived} of {len(chosen)} mutants survived" if survived
           else f"every mutant was caught ({len(chosen)} of {len(chosen)})")
     return 1 if survived else 0

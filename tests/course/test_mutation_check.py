@@ -1,6 +1,6 @@
 """tools/mutation_check.py as the README runs it: every site is in today's code, every mutant is caught.
 
-The full check is one kernel test run per mutant (a few minutes on two cores with --fail-fast);
+The full check is one kernel test run per mutant (a few minutes on two cores with --fail-fast --workers 2);
 the site lookup alone takes no time, so a mutant the code no longer holds fails here first, by name.
 """
 
@@ -32,8 +32,8 @@ def test_a_site_the_code_lost_stops_the_check_before_any_test_runs(monkeypatch, 
 
 def test_every_mutant_is_caught():
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "tools/mutation_check.py", "--fail-fast"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=1800)
+    done = subprocess.run([sys.executable, "tools/mutation_check.py", "--fail-fast", "--workers", "2"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stdout + done.stderr
     verdicts = [line.split()[0] for line in done.stdout.splitlines()[:-1]]
     assert verdicts == ["caught"] * len(mutation_check.MUTANTS)

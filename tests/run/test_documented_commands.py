@@ -74,7 +74,7 @@ RUN_BY = {
     "experiments/reread.py": "tests/course/test_reread.py",  # its reading of the committed dumps, its commands
     "experiments/conflict.py": "tests/course/test_conflict.py",  # every stage's runs and rule, on made-up records
     "tools/mutation_check.py": "tests/course/test_mutation_check.py",
-    "tools/ship_warm_starts.py": "tests/run/test_shipped_warm_starts.py",  # retrains both from their manifests
+    "tools/ship_warm_starts.py": "tests/conftest.py",  # retrains each from its manifest (tests/run/test_shipped_warm_starts.py)
     "experiments/default_run.py": "tests/run/test_default_run_record.py",  # one iteration of it
     "bench/newcomer.py": "tests/run/test_benchmarks.py",  # one step of a fresh clone
     "pytest": ".ci/run",
