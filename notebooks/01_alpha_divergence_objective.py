@@ -79,8 +79,8 @@ confirm("the toy learns from scratch: under 0.1 over the first 10 batches, above
 # step. In `train.py` the $R$ steps are epochs × mini-batches of whole groups, the advantages
 # computed once for the batch (notebook 03 §1 writes the loop out). The picture below is
 # computed, not sketched: a group of 4 responses on the 27-response space of §1, $R=8$ Adam
-# steps of the ReSPO loss on the whole group; the stale sampler is a stand-in (the sampler's
-# parameters moved at random), not a trained older learner.
+# steps of the ReSPO loss on the whole group; the right panel's sampler is a stand-in for a
+# stale one (its parameters moved at random), not a trained older learner.
 
 # %%
 import math
@@ -153,7 +153,8 @@ def cell(log_w: float, positive: bool, eps: float = 0.2) -> str:
     return "low w: φ = 0" if w_end < 1 - eps else "high w: φ = w, unbounded"
 
 
-for k, (trace, title) in enumerate(((fresh, "fresh sampler (--lag 0)"), (lagged, "stale sampler (--lag 2)"))):
+panels = ((fresh, "fresh sampler (--lag 0)"), (lagged, "sampler moved at random (--lag stand-in)"))
+for k, (trace, title) in enumerate(panels):
     ax = fig.add_axes([0.36 + 0.33 * k, 0.14, 0.28, 0.74])
     ax.axhspan(0.8, 1.2, color="0.88", zorder=0)
     for i in range(len(picks)):
@@ -161,7 +162,7 @@ for k, (trace, title) in enumerate(((fresh, "fresh sampler (--lag 0)"), (lagged,
         ax.plot(range(1, R + 1), trace[:, i].exp(), "o-", ms=3, color="tab:red" if positive else "tab:blue",
                 label=f"{'A > 0' if positive else 'A < 0'} → {cell(trace[-1, i].item(), positive)}")
     ax.set(yscale="log", xlabel="optimizer step on the same batch")
-    ax.set_title(title + "; grey: the clip band", fontsize=8)
+    ax.set_title(title + "\ngrey: the clip band", fontsize=8)
     ax.yaxis.set_major_formatter(plt.ScalarFormatter())
     ax.yaxis.set_minor_formatter(plt.NullFormatter())
     ax.set_yticks([0.25, 0.5, 1, 2, 4])
@@ -170,11 +171,11 @@ for k, (trace, title) in enumerate(((fresh, "fresh sampler (--lag 0)"), (lagged,
         ax.set_ylabel("w = π/μ")
 plt.show()
 confirm("with a fresh sampler every w is 1 at the first step", fresh[0].abs().max(), 1e-12)
-print("first-step w with --lag 2:", " ".join(f"{v:.2f}" for v in lagged[0].exp().tolist()))
+print("first-step w with the randomly moved sampler:", " ".join(f"{v:.2f}" for v in lagged[0].exp().tolist()))
 for i, y in enumerate(picks.tolist()):
     name = "".join(map(str, space.seqs[y].tolist()))
     print(f"response {name} (A = {adv4[i]:+.2f}): w at the last step {fresh[-1, i].exp():.2f} fresh, "
-          f"{lagged[-1, i].exp():.2f} stale -> {cell(fresh[-1, i].item(), bool(adv4[i] > 0))} (fresh)")
+          f"{lagged[-1, i].exp():.2f} moved sampler -> {cell(fresh[-1, i].item(), bool(adv4[i] > 0))} (fresh)")
 
 # %% [markdown]
 # Read the left panel with the printout: the correct response's $w$ rises (it is being
@@ -208,7 +209,8 @@ confirm("111 and 110 rose on the prefix 11 they share with 112, and fell on thei
 # the 27-response space: a tabular autoregressive policy, $\pi$ a drifted copy of $\mu$.
 
 # %%
-theta = (theta_mu + 0.8 * space.random_theta(g)).requires_grad_(True)
+drift_direction = space.random_theta(g)
+theta = (theta_mu + 0.8 * drift_direction).requires_grad_(True)
 log_mu = space.log_probs(theta_mu)                    # [N]
 mu = log_mu.exp()
 baseline = (mu * reward).sum()                        # b = E_mu[r]
@@ -223,17 +225,25 @@ confirm("grad E_pi[A] = E_mu[w A grad log pi]", (grad_on - grad_off).abs().max()
 print(f"w over the 27 responses: {w.min():.2f} to {w.max():.2f}; baseline b = E_mu[r] = {baseline:.3f}")
 
 # %% [markdown]
-# **Claim (the baseline is free only for the exact weight).** Subtracting $b$ from the reward
+# **Claim (the baseline is free only for the unreshaped weight).** Subtracting $b$ from the reward
 # changes the expected gradient by $-b\,\mathbb E_\mu[\phi\nabla\log\pi]$, which is $0$ for
-# $\phi=w$ (and for any constant multiple $\phi=c\,w$), and in general not $0$ for any other $\phi$.
+# $\phi=w$ (and for any constant multiple $\phi=c\,w$; per token, for $\phi_t=r_t$, below), and in
+# general not $0$ for any other $\phi$.
 # *Reason:* $\mathbb E_\mu[w\nabla\log\pi]=\sum_y\nabla\pi=\nabla1=0$; for a $\phi$ that is not a multiple of $w$
 # the sum $\sum_y\mu\phi\nabla\log\pi$ has no such cancellation (at $\phi=1$ it is $\mathbb E_\mu[\nabla\log\pi]$,
-# the gradient of $-\mathrm{KL}(\mu\|\pi)$, zero only at $\pi=\mu$).
+# the gradient of $-\mathrm{KL}(\mu\|\pi)$, which for a tabular policy, every prefix with its own
+# logits, is zero only at $\pi=\mu$).
 #
-# So the group baseline, harmless on-policy, *moves* the expected gradient of every reshaped
-# method once $w\ne1$. Check on the 27-response space, every method of the kernel: the
-# expected gradient with $A=r-b$ against the one with $A=r$ (per-token gradients by autograd,
-# coefficients from `kernel.coefficients`).
+# **Where the baseline moves a method, exactly.** A token-level method's unclipped coefficient is
+# the token ratio $r_t$, and $\mathbb E_\mu[\sum_tr_t\nabla\log\pi_t]=0$ too (at each position
+# $\sum_{y_t}\mu_tr_t\nabla\log\pi_t=\sum_{y_t}\nabla\pi_t=0$). So the baseline's term is
+# $-b\,\mathbb E_\mu[\sum_t(\phi_t-w)\nabla\log\pi_t]=-b\,\mathbb E_\mu[\sum_t(\phi_t-r_t)\nabla\log\pi_t]$: it comes only
+# from where the coefficient departs from $w$ (a sequence method) or from $r_t$ (a token method).
+# A clip whose band is inactive writes $w$ or $r_t$, so the baseline leaves it alone; ReSPO's
+# $\phi\ne w$ wherever $w\ne1$. Check on the 27-response space, every method of the kernel, at
+# §1's drift and at the same drift scaled to 0.05: the expected gradient with $A=r-b$ against the
+# one with $A=r$ (per-token gradients by autograd, coefficients from `kernel.coefficients`), and
+# how far each coefficient is from the nearer of $w$ and $r_t$.
 
 # %%
 tok_jac = space.token_jacobian(theta.detach())                       # [N, 3, P]
@@ -242,37 +252,71 @@ tok_logp_mu = space.token_log_probs(theta_mu)                        # [N, 3]
 all_tokens = torch.ones_like(tok_logp, dtype=torch.bool)
 
 
-def expected_gradient(method: str, advantage: torch.Tensor) -> torch.Tensor:
-    """E_mu[sum_t phi_t A grad log pi_t] for one method, exactly: a sum over the 27 responses."""
-    phi_t, _ = coefficients(tok_logp, tok_logp_mu, advantage, all_tokens, LossConfig(method=method))
-    return (mu[:, None, None] * (phi_t * advantage[:, None])[..., None] * tok_jac).sum((0, 1))   # [P]
+def baseline_shares(theta_now: torch.Tensor):
+    """Per method: the baseline's share |g(r - b) - g(r)| / |g(r - b)| of its exact expected gradient,
+    and its coefficient's distance from the nearer of w and r_t (max over every token)."""
+    logp_now, jac = space.token_log_probs(theta_now), space.token_jacobian(theta_now)   # [N, 3], [N, 3, P]
+    r_t = (logp_now - tok_logp_mu).exp()                                                # [N, 3] token ratios
+    w_now = (logp_now - tok_logp_mu).sum(-1, keepdim=True).exp()                        # [N, 1]
+    share, departure = {}, {}
+    for method in METHOD_TABLE:
+        grads = []
+        for advantage in (A, reward):                 # E_mu[sum_t phi_t A grad log pi_t], a sum over the 27
+            phi_t, _ = coefficients(logp_now, tok_logp_mu, advantage, all_tokens, LossConfig(method=method))
+            grads.append((mu[:, None, None] * (phi_t * advantage[:, None])[..., None] * jac).sum((0, 1)))
+        share[method] = ((grads[0] - grads[1]).norm() / grads[0].norm()).item()
+        phi_t, _ = coefficients(logp_now, tok_logp_mu, A, all_tokens, LossConfig(method=method))
+        departure[method] = min((phi_t - w_now).abs().max(), (phi_t - r_t).abs().max()).item()
+    return share, departure, w_now, r_t
 
 
-shift = {}
-for method in METHOD_TABLE:
-    centred, raw = expected_gradient(method, A), expected_gradient(method, reward)
-    shift[method] = ((centred - raw).norm() / centred.norm()).item()
+shift, departs = baseline_shares(theta.detach())[:2]
+shift_small, departs_small, w_small, r_small = baseline_shares(theta_mu + 0.05 * drift_direction)
 confirm("for the exact weight (is) the baseline does not move the expected gradient", shift["is"], 1e-12)
 confirm("nor for a multiple of it, phi = 2 w: b E_mu[2 w grad log pi] = 0",
         (mu[:, None] * 2 * w[:, None] * tok_jac.sum(1)).sum(0).norm(), 1e-12)
-confirm("every other method's expected gradient moves by more than 10% of its size",
+confirm("at §1's drift every other method's expected gradient moves by more than 10% of its size",
         max(0.0, 0.1 - min(s for m, s in shift.items() if m != "is")), 1e-12)
-print("|g(r - b) - g(r)| / |g(r - b)|, the baseline's share of each method's expected gradient:")
-print("  " + ", ".join(f"{m} {s:.2f}" for m, s in shift.items()))
+print(f"drift scaled to 0.05: w in [{w_small.min():.3f}, {w_small.max():.3f}], "
+      f"token ratios in [{r_small.min():.3f}, {r_small.max():.3f}]")
+print("the baseline's share |g(r - b) - g(r)| / |g(r - b)| of each method's expected gradient, and how far its")
+print("coefficient is from the nearer of w and r_t:")
+print(f"  {'method':<19}{'share, drift 0.8':>17}{'share, drift 0.05':>19}{'|phi - w or r_t|, 0.05':>24}")
+for m in METHOD_TABLE:                                # under 1e-12 is rounding: printed as 0
+    print(f"  {m:<19}" + "".join(f"{'0' if v < 1e-12 else f'{v:.3g}':>{width}}"
+                                 for v, width in ((shift[m], 17), (shift_small[m], 19), (departs_small[m], 24))))
+confirm("at both drifts the share is 0 for every method whose coefficient is w or r_t on every token, "
+        "and above 1e-4 for every method whose coefficient departs",
+        max(max(0.0, s - 1e-12) if d < 1e-12 else max(0.0, 1e-4 - s)
+            for sh, dep in ((shift, departs), (shift_small, departs_small)) for s, d in zip(sh.values(), dep.values())),
+        1e-12)
+band_inactive = ("grpo", "dapo", "dual_clip", "seq_clip", "seq_clip_lowpos1", "cispo")
+confirm("at drift 0.05 w and every r_t lie inside [0.8, 1.2], the clips (and cispo) write w or r_t there, "
+        "and the baseline leaves them alone; ReSPO's and GSPO's shares stay above 1%",
+        max(max(0.0, 0.8 - min(w_small.min(), r_small.min()).item(), max(w_small.max(), r_small.max()).item() - 1.2),
+            max(departs_small[m] for m in band_inactive), max(shift_small[m] for m in band_inactive),
+            max(0.0, 0.01 - min(shift_small["respo"], shift_small["gspo"]))), 1e-12)
 
 # %% [markdown]
-# Every reshaped method's expected gradient moves by the share printed above; ReSPO's is
-# among them. Which gradient the group baseline picks is therefore part of a method's
-# definition, not a variance trick; §4 shows what it picks for the power surrogate.
+# At §1's drift every method but `is` departs from $w$ and $r_t$ somewhere, and its expected
+# gradient moves by the share printed in the first column. At drift 0.05 every ratio sits
+# inside the clip bands (the printed ranges): the clips and CISPO write exactly $w$ or $r_t$ and
+# their share is 0 (second column), while ReSPO, whose coefficient departs from $w$ wherever
+# $w\ne1$, and GSPO, whose clip is on another ratio, keep one; the third column is the
+# departure. Where the coefficient is reshaped, which gradient the group baseline picks is
+# therefore part of a method's definition, not a variance trick; §4 shows what it picks for the
+# power surrogate.
 #
-# **Claim.** The price of exactness is a variance that grows exponentially with the length.
+# **Claim.** The price of exactness is a variance that grows multiplicatively with the length.
 # *Reason:* $w=\prod_tr_t$ is a product of token ratios, and $\mathbb E_\mu[w^2]=\sum_y\pi^2/\mu$
 # obeys the autoregressive recursion
 # $$M(y_{<t})=\sum_{y_t}\frac{\pi(y_t|y_{<t})^2}{\mu(y_t|y_{<t})}\,M(y_{\le t}),\qquad M(y_{\le T})=1,\qquad \mathbb E_\mu[w^2]=M(\varnothing).$$
-# Each position's factor $c_t(y_{<t})=\sum_{y_t}\pi_t^2/\mu_t=1+\chi^2(\pi_t\|\mu_t)\ge1$, so
-# $\mathbb E_\mu[w^2]\ge\prod_t\min_{y_{<t}}c_t$: a product over positions, exactly so when the
-# positions are independent (the factors do not depend on the prefix). The estimator's
-# effective sample size, $n/\mathbb E_\mu[w^2]$ for $n$ draws, shrinks by the same factor.
+# Each position's factor is $c_t(y_{<t})=\sum_{y_t}\pi_t^2/\mu_t=1+\chi^2(\pi_t\|\mu_t)\ge1$. Read forward,
+# adding position $t$ to the first $t-1$ tokens multiplies $\mathbb E_\mu[w^2]$ by $\bar c_t$, the factor
+# $c_t$ averaged over prefixes with weights $\mu(y_{<t})\,w_{<t}^2$, so $\bar c_t\ge1$ and
+# $\mathbb E_\mu[w_L^2]=\prod_{t\le L}\bar c_t$. That is exponential in $L$ when the $\bar c_t$ stay above
+# some $c>1$, as when the positions drift independently and alike (every $\bar c_t$ then the same).
+# The estimator's effective sample size, $n/\mathbb E_\mu[w^2]$ for $n$ draws, shrinks by the same factors.
 #
 # Below, exactly by enumeration: responses of 1 to 7 tokens over 3 symbols (the first $L$
 # tokens of one policy), every position's logits moved by $\delta\cdot\mathcal N(0,1)$.
@@ -284,7 +328,7 @@ gen = torch.Generator().manual_seed(1)
 base, direction = sp.random_theta(gen), sp.random_theta(gen)
 log_mu_tok = sp.token_log_probs(base)                 # [N, 7]
 mu7 = log_mu_tok.sum(-1).exp()                        # [N]
-second_moment, phi_moment = {}, {}
+second_moment, phi_moment, mean_factor = {}, {}, {}
 for d in drifts:
     log_pi_tok = sp.token_log_probs(base + d * direction)
     log_w_prefix = (log_pi_tok - log_mu_tok).cumsum(-1)   # [N, 7] log w of y_<=L
@@ -294,17 +338,24 @@ for d in drifts:
                      for s in (True, False)]
     # the recursion, from the last position back: M(y_<t) = sum over y_t of c(y_t | y_<t) M(y_<=t)
     factor = (2 * log_pi_tok - log_mu_tok).exp()          # [N, 7] pi_t^2 / mu_t of each sequence's token
-    M, least_product = torch.ones(len(mu7), dtype=torch.float64), 1.0
+    M, c_of_prefix = torch.ones(len(mu7), dtype=torch.float64), [None] * 7
     for t in reversed(range(7)):
         rows, repeats = sp.prefix_id[:, t], 3 ** (sp.length - 1 - t)   # each (y_<t, y_t) appears `repeats` times
         c_t = torch.zeros(3 ** t, dtype=torch.float64).index_add_(0, rows, factor[:, t]) / repeats   # [3^t]
+        c_of_prefix[t] = c_t[rows]                                       # [N] c_t of each sequence's prefix
         M = (torch.zeros(3 ** t, dtype=torch.float64).index_add_(0, rows, factor[:, t] * M) / repeats)[rows]
-        least_product *= c_t.min().item()
-    confirm(f"δ = {d}: the recursion gives E_mu[w^2] at L = 7, and it is >= the product of the least factors",
-            abs(M[0].item() / second_moment[d][-1] - 1) + max(0.0, least_product - M[0].item()), 1e-9)
+    # bar c_t: c_t averaged with weights mu(y_<t) w_<t^2 (mu7 sums the later tokens out)
+    w2_before = torch.cat([torch.ones(len(mu7), 1, dtype=torch.float64), (2 * log_w_prefix[:, :-1]).exp()], -1)
+    mean_factor[d] = [((mu7 * w2_before[:, t] * c_of_prefix[t]).sum() / (mu7 * w2_before[:, t]).sum()).item()
+                      for t in range(7)]
+    steps = [b / a for a, b in zip([1.0] + second_moment[d][:-1], second_moment[d])]   # E[w_L^2] / E[w_(L-1)^2]
+    confirm(f"δ = {d}: the recursion gives E_mu[w^2] at L = 7, and each added position multiplies it by bar c_t",
+            abs(M[0].item() / second_moment[d][-1] - 1) + max(abs(a - b) for a, b in zip(steps, mean_factor[d])), 1e-9)
 
-confirm("E_mu[w_L^2] grows with the length L at every drift (each factor c_t >= 1)",
+confirm("E_mu[w_L^2] grows with the length L at every drift (each factor bar c_t >= 1)",
         max(0.0, max(a - b for m in second_moment.values() for a, b in zip(m, m[1:]))), 1e-12)
+for d in drifts:
+    print(f"δ = {d}: bar c_t at t = 1..7: " + " ".join(f"{v:.2f}" for v in mean_factor[d]))
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8, 2.8))
 for d, colour in zip(drifts, ("tab:blue", "tab:orange", "tab:red")):
     ax1.semilogy(lengths, [m - 1 for m in second_moment[d]], "o-", color=colour, label=f"drift δ = {d}")
@@ -325,16 +376,22 @@ confirm("at every drift E_mu[phi_s^2] <= sup phi_s^2 (e^(2 lambda_+) and the squ
         max(0.0, max(m[k] - caps[k] for m in phi_moment.values() for k in (0, 1))), 1e-12)
 
 # %% [markdown]
-# The printout puts the two next to each other: the exact weight's second moment grows with
-# the drift; ReSPO's positive one grows too, but cannot pass $\sup\phi_+^2=e^{2\lambda_+}$, and
-# neither branch passes its cap at any drift (the check; the argument of §5 and docs/math.md §4.4).
+# The per-position factors $\bar c_t$ printed first are each at least 1 and differ from position
+# to position: the growth with the length is a product of unequal factors, not a fixed rate. The
+# next lines put the two second moments next to each other: the exact weight's grows with the
+# drift; ReSPO's positive one grows too, but cannot pass $\sup\phi_+^2=e^{2\lambda_+}$, and neither
+# branch passes its cap at any drift (the check; the argument of §5 and docs/math.md §4.4).
 #
 # **The objection, answered.** "$w\to0$ *is* the correct weight of a response the current
 # policy rarely writes, so why call it starvation?" Because of *which* cell the variance comes
 # from. The cells of the weight table cost very different amounts:
 #
-# - a high-$w$ response adds $w^2$ to the second moment: that is where the variance above
-#   lives, and bounding $\phi$ there is a variance reduction (ReSPO's negative branch);
+# - a high-$w$ response adds $w^2$ to the second moment. On §1's draw the $w>1.2$ cells carry
+#   most of the exact weight's, negatives and positives both (the split by sign is printed
+#   below). ReSPO bounds both signs there, but replacing one branch at a time (also printed)
+#   shows that the cut in the total is its negative branch's: its positive branch alone
+#   *raises* the second moment, since what it adds on the low-$w$ positives (next point)
+#   outweighs what it takes from the high-$w$ ones;
 # - a low-$w$ positive adds almost nothing ($w^2\to0$). Raising its coefficient from $w$ to
 #   ReSPO's value near 1 *adds* variance there; what it buys is a different **target**. At the
 #   flat corner $\phi_+=1$ the positives' expected gradient is
@@ -352,19 +409,32 @@ confirm("at every drift E_mu[phi_s^2] <= sup phi_s^2 (e^(2 lambda_+) and the squ
 # fit $\mu$'s successes, repel from its failures. That is the precise sense of "mass-covering as
 # $\alpha\to0$" in this course; §4 returns to it.
 #
-# Check on the 27-response space: the low-$w$ positives' share of the second moment under
-# the exact weight and under ReSPO, the flat positive branch's gradient against the
-# gradient of $-Z_+\mathrm{KL}(q_+\|\pi)$, and $J_0$ against the two divergences.
+# Check on the 27-response space: each cell's part of the second moment
+# $\mathbb E_\mu[\phi^2A^2\|\nabla\log\pi\|^2]$ under the exact weight, under ReSPO, and with one ReSPO
+# branch at a time (the exact weight on the other sign); the flat positive branch's gradient
+# against the gradient of $-Z_+\mathrm{KL}(q_+\|\pi)$; and $J_0$ against the two divergences.
 
 # %%
 positive = A > 0
 sq_norm = tok_jac.sum(1).pow(2).sum(-1)                                  # [N] |grad log pi(y)|^2
 phi_respo = respo_coefficient(w.log(), positive)
-for name, coeff in (("exact weight w", w), ("ReSPO", phi_respo)):
-    moment = mu * (coeff * A) ** 2 * sq_norm                             # each response's share of E|g_hat|^2
-    low = positive & (w < 0.8)
-    print(f"{name:>15}: low-w positives carry {moment[low].sum() / moment.sum():.1%} of the second moment; "
-          f"responses with w > 1.2 carry {moment[w > 1.2].sum() / moment.sum():.1%}")
+cells_of_table = {"low-w pos": positive & (w < 0.8), "w>1.2 pos": positive & (w > 1.2),
+                  "w>1.2 neg": ~positive & (w > 1.2)}
+coefficient_sets = {"exact weight w": w, "ReSPO": phi_respo,
+                    "ReSPO's phi_+ only": torch.where(positive, phi_respo, w),   # w on the negatives
+                    "ReSPO's phi_- only": torch.where(positive, w, phi_respo)}   # w on the positives
+moments = {}                                                             # [N] each response's part of E|g_hat|^2
+print(f"{'E_mu[phi^2 A^2 |grad log pi|^2]':<32}{'total':>7}" + "".join(f"{c:>11}" for c in cells_of_table))
+for name, coeff in coefficient_sets.items():
+    moments[name] = mu * (coeff * A) ** 2 * sq_norm
+    print(f"{name:<32}{moments[name].sum():>7.3f}"
+          + "".join(f"{moments[name][cell].sum():>11.3f}" for cell in cells_of_table.values()))
+share = {name: {c: (moments[name][cell].sum() / moments[name].sum()).item() for c, cell in cells_of_table.items()}
+         for name in ("exact weight w", "ReSPO")}
+for name, parts_of in share.items():
+    print(f"{name}: low-w positives carry {parts_of['low-w pos']:.1%} of the total; the w > 1.2 cells "
+          f"{parts_of['w>1.2 pos'] + parts_of['w>1.2 neg']:.1%} ({parts_of['w>1.2 neg']:.1%} negatives, "
+          f"{parts_of['w>1.2 pos']:.1%} positives)")
 q_plus = mu * A.clamp(min=0)
 Z_plus = q_plus.sum()
 log_pi = space.log_probs(theta)
@@ -392,21 +462,26 @@ for th in (theta.detach(), theta_mu, theta_mu + 2.0 * space.random_theta(torch.G
     j0, two_kls, const = flat_corner_terms(space.log_probs(th))
     errors.append((j0 - (two_kls + const)).abs())
 confirm("J_0 = Z [KL(q_- || pi) - KL(q_+ || pi)] + Z [H(q_-) - H(q_+)], at three policies", max(errors), 1e-12)
-low_share = {}
-for name, coeff in (("is", w), ("respo", phi_respo)):
-    moment = mu * (coeff * A) ** 2 * sq_norm
-    low_share[name] = (moment[positive & (w < 0.8)].sum() / moment.sum()).item()
-    if name == "is":
-        high_share = (moment[w > 1.2].sum() / moment.sum()).item()
-confirm("under the exact weight the w > 1.2 cells carry most of the second moment, the low-w positives little; "
-        "ReSPO's near-1 coefficient raises the low-w positives' share",
-        max(0.0, 0.5 - high_share, low_share["is"] - 0.1, low_share["is"] - low_share["respo"]), 1e-12)
+exact = share["exact weight w"]
+confirm("under the exact weight the w > 1.2 cells carry most of the second moment, each sign over 10% of it, "
+        "the low-w positives little; ReSPO's near-1 coefficient raises the low-w positives' share",
+        max(0.0, 0.5 - exact["w>1.2 pos"] - exact["w>1.2 neg"], 0.1 - min(exact["w>1.2 pos"], exact["w>1.2 neg"]),
+            exact["low-w pos"] - 0.1, exact["low-w pos"] - share["ReSPO"]["low-w pos"]), 1e-12)
+total = {name: m.sum().item() for name, m in moments.items()}
+added_low = (moments["ReSPO's phi_+ only"] - moments["exact weight w"])[cells_of_table["low-w pos"]].sum().item()
+taken_high = (moments["exact weight w"] - moments["ReSPO's phi_+ only"])[cells_of_table["w>1.2 pos"]].sum().item()
+confirm("one branch at a time: phi_- alone lowers the second moment, phi_+ alone raises it, "
+        "adding more on the low-w positives than it takes from the w > 1.2 ones",
+        max(0.0, total["ReSPO's phi_- only"] - total["exact weight w"],
+            total["exact weight w"] - total["ReSPO's phi_+ only"], taken_high - added_low), 1e-12)
 
 # %% [markdown]
 # *Takeaway:* the exact off-policy gradient weighs each response by $w$; its variance grows
-# like a product over tokens and lives in the high-$w$ cells; the baseline moves every
-# other method's gradient. So the question is "which bias where": ReSPO bounds the high-$w$
-# negatives (a variance cut) and gives low-$w$ positives about 1 (a change of target).
+# multiplicatively with the length and, on §1's draw, lives mostly in the high-$w$ cells of both
+# signs; the baseline moves a method's gradient wherever its coefficient departs from $w$ (or
+# $r_t$). So the question is "which bias where": ReSPO's negative branch bounds the high-$w$
+# negatives (on that draw, the branch that cuts the second moment) and its positive branch
+# gives low-$w$ positives about 1 (a change of target, which there raises the second moment).
 #
 # ## 2. The clipped surrogate as a coefficient table, and where it is biased
 #
@@ -703,20 +778,29 @@ confirm("the kernel's step is the spliced sum (1/N) sum_y phi_s A grad log pi, c
 # much that re-weighting turns the step on this prompt, and it is near 1 because the negative
 # part is small beside the positive one (the norms printed), not because the two parts point the
 # same way (their own cosine, printed, is far from 1): at these norms and this factor no angle
-# between them could turn the step much (the printed bound, and the check). On a prompt whose
-# negative part is larger the same factor turns it more. Which share of the step goes to the
-# positives is set by the splice, not by the derivation. Across prompts, dropping $Z_s(x)$ also changes how much each prompt
-# weighs: a choice too.
+# between them could turn the step much (the printed bound, and the check). Which share of the
+# step goes to the positives is set by the splice, not by the derivation. Across prompts,
+# dropping $Z_s(x)$ also changes how much each prompt weighs: a choice too.
 #
-# **Claim (what the objective means for α > 1).** For $\alpha\in[0,1]$ and $\lambda=0$, $Q^*\propto\mu^{1-\alpha}\pi^\alpha$
-# is a geometric mixture: it sits between $\mu$ and $\pi$. For $\alpha>1$ it does not. At the negative
-# branch's $\alpha_-=3$ the weights are $(1-\alpha,\alpha)=(-2,3)$: $F$ *rewards* distance from $\mu$,
-# and $Q^*\propto\pi^3/\mu^2=\pi\,w^2$ extrapolates past $\pi$, away from $\mu$.
-# *Reason:* along $Q_\alpha\propto\mu\,w^\alpha$, $\frac{d}{d\alpha}\mathrm{KL}(Q_\alpha\|\mu)=\alpha\,\mathrm{Var}_{Q_\alpha}(\log w)\ge0$ (an
-# exponential family in $\alpha$ with statistic $\log w$), and $Q_1=\pi$; so $Q_3$ is farther from $\mu$ than $\pi$ is.
-# The tilt $e^{-\lambda w}$ then pulls mass off the largest $w$. Check on 8 responses (2 tokens
-# of 3 binary positions, bars readable): minimise $F$ numerically over $Q$, compare with the
-# closed form built from the kernel's `power_tilt`, and measure how far each $Q^*$ is from $\mu$.
+# **Claim (where $Q^*$ sits).** For $\alpha\in[0,1]$ and $\lambda=0$, $Q^*\propto\mu^{1-\alpha}\pi^\alpha$ is a
+# geometric mixture and always sits *between* $\mu$ and $\pi$: nearer $\mu$ than $\pi$ is, and nearer
+# $\pi$ than $\mu$ is. For $\alpha>1$ it does not. At the negative branch's $\alpha_-=3$ the weights are
+# $(1-\alpha,\alpha)=(-2,3)$: $F$ *rewards* distance from $\mu$, and $Q^*\propto\pi^3/\mu^2=\pi\,w^2$
+# extrapolates past $\pi$, away from $\mu$. The positive branch's $(0,\lambda_+)$, $\lambda_+>0$, never sits
+# between: it ends farther from $\pi$ than $\mu$ is.
+# *Reason:* along $Q_\alpha\propto\mu\,w^\alpha$ (an exponential family in $\alpha$ with statistic $\log w$, $Q_0=\mu$,
+# $Q_1=\pi$), $\frac{d}{d\alpha}\mathrm{KL}(Q_\alpha\|\mu)=\alpha\,\mathrm{Var}_{Q_\alpha}(\log w)\ge0$ and
+# $\frac{d}{d\alpha}\mathrm{KL}(Q_\alpha\|\pi)=(\alpha-1)\,\mathrm{Var}_{Q_\alpha}(\log w)\le0$ on $[0,1]$: the first distance rises
+# from 0 to $\mathrm{KL}(\pi\|\mu)$, the second falls from $\mathrm{KL}(\mu\|\pi)$ to 0, and $Q_3$ is farther from
+# $\mu$ than $\pi$ is. Along $Q_\lambda\propto\mu\,e^{-\lambda w}$ ($\alpha=0$, $Q_0=\mu$),
+# $\frac{d}{d\lambda}\mathrm{KL}(Q_\lambda\|\pi)=\mathrm{Cov}_{Q_\lambda}(w,\log w)+\lambda\,\mathrm{Var}_{Q_\lambda}(w)>0$ (write
+# $\mathrm{KL}(Q_\lambda\|\pi)=\mathbb E_{Q_\lambda}[-\log w-\lambda w]-\log Z_\lambda$ and differentiate; $\log w$ rises with
+# $w$, so the covariance is positive unless $\pi=\mu$): every $\lambda>0$ moves $Q$ away from $\pi$. For
+# other tilted settings, the negative branch's $(3,2)$ among them, neither argument applies:
+# whether $Q^*$ lies between depends on the draw. Check on 8 responses (3 binary tokens, bars
+# readable): minimise $F$ numerically over $Q$, compare with the closed form built from the
+# kernel's `power_tilt`, measure how far each $Q^*$ is from $\mu$ and from $\pi$, and evaluate both
+# derivatives.
 
 # %%
 space8 = SequenceSpace(vocab=2, length=3)                 # 8 responses: bars stay readable
@@ -736,7 +820,7 @@ def kl_from_mu(q):
 
 
 proposals = {}
-for alpha, lam in ((0.5, 0.0), (0.5, 1.0), (0.0, 0.1), (3.0, 0.0), (3.0, 2.0)):
+for alpha, lam in ((0.5, 0.0), (0.5, 0.05), (0.5, 1.0), (0.0, 0.1), (3.0, 0.0), (3.0, 2.0)):
     z = torch.zeros(8, dtype=torch.float64, requires_grad=True)
     opt = torch.optim.LBFGS([z], max_iter=500, tolerance_grad=1e-14, tolerance_change=1e-16,
                             line_search_fn="strong_wolfe")
@@ -771,11 +855,50 @@ away = proposals[(0.0, 0.1)]
 confirm("the positive branch's Q*(0, 0.1) is farther from pi than mu is: the tilt moves it away from what pi raised",
         max(0.0, kl_to_pi(log_mu8.exp()) - kl_to_pi(away)), 1e-12)
 beyond = kl_from_mu(proposals[(3.0, 2.0)]) - kl_from_mu(log_pi8.exp())
-print(f"KL(Q*(3, 2) || mu) - KL(pi || mu) = {beyond:+.3f}: the tilted negative proposal is "
+print(f"KL(Q*(3, 2) || mu) - KL(pi || mu) = {beyond:+.3f}: on this draw the tilted negative proposal is "
       f"{'farther from' if beyond > 0 else 'no farther from'} mu than pi is")
-family = [kl_from_mu(log_mu8.exp() * w8 ** a / (log_mu8.exp() * w8 ** a).sum()) for a in torch.linspace(0, 3, 31)]
-confirm("KL(Q_alpha || mu) increases with alpha along Q_alpha ~ mu w^alpha (lambda = 0)",
-        max(0.0, -min(b - a for a, b in zip(family, family[1:]))), 1e-12)
+family = [log_mu8.exp() * w8 ** a / (log_mu8.exp() * w8 ** a).sum() for a in torch.linspace(0, 3, 31).tolist()]
+to_mu, to_pi = [kl_from_mu(q) for q in family], [kl_to_pi(q) for q in family[:11]]   # family[10] is alpha = 1
+confirm("along Q_alpha ~ mu w^alpha, KL(Q_alpha || mu) rises with alpha on [0, 3] and KL(Q_alpha || pi) falls on [0, 1]",
+        max(0.0, -min(b - a for a, b in zip(to_mu, to_mu[1:])), max(b - a for a, b in zip(to_pi, to_pi[1:]))), 1e-12)
+
+
+def kl_to_pi_along_tilt(lam):
+    """KL(Q_lambda || pi) for Q_lambda ~ mu e^(-lambda w), the positive branch's family at alpha = 0."""
+    q = torch.softmax(log_mu8 - lam * w8, 0)
+    return (q * (q.log() - log_pi8)).sum()
+
+
+slopes, formula = [], []
+for lam0 in (0.0, 0.05, 0.1, 0.5, 1.0, 2.0):
+    lam = torch.tensor(lam0, dtype=torch.float64, requires_grad=True)
+    (slope,) = torch.autograd.grad(kl_to_pi_along_tilt(lam), lam)
+    q = torch.softmax(log_mu8 - lam0 * w8, 0)
+    cov = (q * w8 * w8.log()).sum() - (q * w8).sum() * (q * w8.log()).sum()
+    slopes.append(slope.item())
+    formula.append((cov + lam0 * ((q * w8 ** 2).sum() - (q * w8).sum() ** 2)).item())
+confirm("d/dlambda KL(Q_lambda || pi) = Cov_Q(w, log w) + lambda Var_Q(w) > 0 at lambda = 0, 0.05, 0.1, 0.5, 1, 2",
+        max(max(abs(a - b) for a, b in zip(slopes, formula)), max(0.0, 1e-9 - min(slopes))), 1e-12)
+
+
+def between(q, log_m, log_p):
+    """(KL(Q || mu) - KL(pi || mu), KL(Q || pi) - KL(mu || pi)): Q lies between when both are negative."""
+    def kl(a, log_b):
+        return (a * (a.log() - log_b)).sum().item()
+    return kl(q, log_m) - kl(log_p.exp(), log_m), kl(q, log_p) - kl(log_m.exp(), log_p)
+
+
+log_pi27 = space.log_probs(theta).detach()
+q27 = mu * power_tilt(log_pi27 - log_mu, 3.0, 2.0)
+gaps = {f"Q*{key}, 8 responses": between(q, log_mu8, log_pi8) for key, q in proposals.items()}
+gaps["Q*(3.0, 2.0), §1's 27 responses"] = between(q27 / q27.sum(), log_mu, log_pi27)
+print("lies between mu and pi? (KL(Q || mu) - KL(pi || mu), KL(Q || pi) - KL(mu || pi); both < 0: yes)")
+for name, (a, b) in gaps.items():
+    print(f"  {name:<32} {a:+.3f} {b:+.3f}  {'yes' if max(a, b) < 0 else 'no'}")
+confirm("the mildly tilted Q*(0.5, 0.05) lies between here; the negative branch's Q*(3, 2) does not on this draw "
+        "and does on §1's: for it the answer depends on the draw",
+        max(0.0, *gaps["Q*(0.5, 0.05), 8 responses"], -max(gaps["Q*(3.0, 2.0), 8 responses"]),
+            *gaps["Q*(3.0, 2.0), §1's 27 responses"]), 1e-12)
 
 # %%
 shown = [(0.5, 0.0), (0.5, 1.0), (3.0, 2.0)]
@@ -805,13 +928,17 @@ print("w of each response:", " ".join(f"{v:.2f}" for v in w8.tolist()))
 # $\alpha/\lambda$" is meant relative to $\mu$: $Q^*/\mu\propto w^\alpha e^{-\lambda w}$ is largest at
 # $w=\alpha/\lambda$. So the positive branch's $(0,0.1)$, with $\alpha/\lambda=0$, favours the *lowest* $w$:
 # relative to $\mu$ it moves mass off the responses $\pi$ raised, and it ends farther from $\pi$ than
-# $\mu$ itself (the second printed line, the second check); it does not lie between $\mu$ and $\pi$.
-# At $(3,0)$ the printed distance from $\mu$ is far beyond $\pi$'s: the proposal overshoots $\pi$. The
-# tilt of $(3,2)$ (right) pulls it back towards $\pi$'s distance but, in the difference printed,
-# not inside it; relative to $\mu$ it favours $w$ near $\alpha/\lambda=1.5$ and drops the low-$w$
-# responses. So "$Q$ sits between $\mu$ and $\pi$" holds only for the untilted $\alpha\in[0,1]$
-# (a geometric mixture), for neither of ReSPO's branches: what survives for both is the
-# coefficient's own shape (§7), nearly flat for positives, a bump for negatives.
+# $\mu$ itself: on this draw (the second printed line, the second check) and on every draw (the
+# derivative of the *Reason*, positive at every $\lambda$ its check evaluates). At $(3,0)$ the
+# printed distance from $\mu$ is far beyond $\pi$'s: the proposal overshoots $\pi$. The tilt of $(3,2)$
+# (right) pulls it back towards $\pi$'s distance; on this draw not inside it (the difference
+# printed), on §1's 27-response space inside (the last line of the table); relative to $\mu$ it
+# favours $w$ near $\alpha/\lambda=1.5$ and drops the low-$w$ responses. So what holds in general:
+# the untilted $\alpha\in[0,1]$ always lies between $\mu$ and $\pi$, the positive branch never does,
+# and for the negative branch it depends on the draw; a mild tilt such as $(0.5,0.05)$ can lie
+# between (the table), a strong one such as $(0.5,1)$ need not. What describes both of ReSPO's
+# branches on every draw is the coefficient's own shape (§7), nearly flat for positives, a bump
+# for negatives.
 #
 # **Claim (the variance control, and what it is not).** As in VESPO (§3.2, §3.4 of its paper),
 # $\lambda$ is the multiplier of a budget
@@ -911,13 +1038,13 @@ confirm("grad policy_loss = grad of -mean A Phi(w)", (g_loss - g_surrogate).abs(
 #
 # ## 7. Why two branches, and why the defaults sit where they do
 #
-# ReSPO uses one $(\alpha,\lambda)$ per sign (docs/math.md §3), a design choice (§5), with
+# ReSPO uses one $(\alpha,\lambda)$ per sign (docs/math.md §3), as VESPO does, a design choice (§5), with
 # $$\phi_\pm(w)=w^{\alpha_\pm}e^{-\lambda_\pm(w-1)},\qquad\phi_\pm(1)=1 .$$
 #
 # **What a positive ($A>0$) needs.** Its signal must survive $w\to0$ (the clip's starved cell).
 # $\alpha_+$ sets how fast $\phi_+$ falls as $w\to0$ ($\sim w^{\alpha_+}$). At $\alpha_+=0$, $\phi_+=e^{-\lambda_+(w-1)}$
-# is decreasing, so its limit $e^{\lambda_+}$ at $w\to0$ is its **maximum** on $w<1$: every drifted
-# positive gets more than 1, up to $e^{\lambda_+}$ (drifted positives are up-weighted, gently).
+# is decreasing, so its limit $e^{\lambda_+}$ at $w\to0$ is its **maximum** on $w<1$: every positive
+# drifted down ($w<1$) gets more than 1, up to $e^{\lambda_+}$ (up-weighted, gently).
 # $\lambda_+$ sets how fast it falls for large $w$; a small $\lambda_+$ keeps pushing positives that
 # are already up, but gently (the value at $w=10$ is printed below).
 #
@@ -1026,11 +1153,11 @@ confirm("seq_clip_lowpos1 gives this group the sequence clip's coefficients (its
 # ## Quick questions
 #
 # 1. Why is the group baseline free for the exact weight but not for ReSPO?
-#    <details><summary>answer</summary>$\mathbb E_\mu[w\nabla\log\pi]=\sum_y\nabla\pi=0$, so $b\,\mathbb E_\mu[w\nabla\log\pi]=0$ (and for $c\,w$); for a $\phi$ that is not a multiple of $w$ the sum $\mathbb E_\mu[\phi\nabla\log\pi]$ is in general not zero, and §1 printed how much of each method's expected gradient the baseline accounts for.</details>
+#    <details><summary>answer</summary>$\mathbb E_\mu[w\nabla\log\pi]=\sum_y\nabla\pi=0$, so $b\,\mathbb E_\mu[w\nabla\log\pi]=0$ (and for $c\,w$); the baseline's term is $-b\,\mathbb E_\mu[\sum_t(\phi_t-w)\nabla\log\pi_t]$, which comes only from where $\phi$ departs from $w$, and ReSPO's does wherever $w\ne1$. §1 printed how much of each method's expected gradient the baseline accounts for, at two drifts.</details>
 # 2. For the power surrogate $J_\alpha$ with baseline $b>0$, does the baseline reward or penalise moving away from $\mu$ at $\alpha=0$, and at $\alpha=3$?
 #    <details><summary>answer</summary>It adds $b(1-\alpha)D_\alpha$ (§4). $D_\alpha\ge0$ always, so at $\alpha=0$ it adds $b\,\mathrm{KL}(\mu\|\pi)$ (a reward for divergence) and at $\alpha=3$ it subtracts $2bD_3$ (a penalty).</details>
 # 3. Does giving a low-$w$ positive a coefficient near 1 reduce variance?
-#    <details><summary>answer</summary>No. That cell contributes almost nothing to the exact weight's second moment ($w^2\to0$) and more under ReSPO (§1 printed the shares). It changes the target, towards the likelihood of $\mu$'s successes $\mathbb E_\mu[A_+\log\pi]$; the variance cut is on the high-$w$ negatives.</details>
+#    <details><summary>answer</summary>No. That cell contributes almost nothing to the exact weight's second moment ($w^2\to0$) and more under ReSPO (§1 printed the shares). It changes the target, towards the likelihood of $\mu$'s successes $\mathbb E_\mu[A_+\log\pi]$. On §1's draw the variance cut is the negative branch's: with one branch replaced at a time, $\phi_-$ alone lowered the second moment and $\phi_+$ alone raised it (§1 printed both).</details>
 # 4. Why is the kernel's step not the solution of one variational problem?
 #    <details><summary>answer</summary>Each sign has its own $Q^*_s$ and its own constant $e^{-\lambda_s}/Z_s(x)$; the kernel drops both, and they differ (§5 printed them), so the kernel weighs its positive part against its negative part by their ratio relative to the two problems' own step; how far that turns the step depends on the prompt (§5's cosine).</details>
 # 5. At the defaults, how does ReSPO differ from VESPO?
@@ -1048,7 +1175,8 @@ confirm("seq_clip_lowpos1 gives this group the sequence clip's coefficients (its
 #   the negative branch $(3,2)$ (§7): VESPO (Shen et al., arXiv:2602.10693, §3).
 # - The flat positive corner $\phi_+=1$ (§1's change of target): TOPR's positive branch (Le Roux
 #   et al., arXiv:2503.14286).
-# - Two branches by advantage sign, a positive branch that keeps low-$w$ positives: ReSPO (Chen, Ban
-#   and Hsieh), from its abstract only; the rest is this project's reconstruction (docs/math.md).
+# - The nearly flat positive branch, a power below 1 that keeps low-$w$ positives (the split by
+#   advantage sign is already VESPO's): ReSPO (Chen, Ban and Hsieh), from its abstract only; the
+#   rest is this project's reconstruction (docs/math.md).
 #
 # One line per work, in this course's notation: [docs/bibliography.md](../docs/bibliography.md).
