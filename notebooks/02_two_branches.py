@@ -228,7 +228,28 @@ largest = len(drifts) - 1
 print(f"at the largest drift (std of log w {spread[largest]:.2f}), relative bias of the sequence-level methods: "
       + ", ".join(f"{m} {results[m][largest][0]:.2f}" for m in panels["sequence-level"]))
 mse = {m: results[m][at][0] ** 2 + results[m][at][1] ** 2 / n for m in METHOD_TABLE}
-print(f"methods with a smaller mse than ReSPO's at n = {n}: " + ", ".join(m for m in METHOD_TABLE if mse[m] < mse["respo"]))
+hard, smooth = ("grpo", "dapo", "dual_clip", "seq_clip", "gspo"), ("cispo", "sapo", "topr", "respo")
+below_respo = [m for m in METHOD_TABLE if mse[m] < mse["respo"]]
+print(f"At n = {n}, {len(below_respo)} of the other {len(METHOD_TABLE) - 1} methods have a smaller mse than ReSPO's: "
+      + "; ".join(f"{level}-level {', '.join(m for m in below_respo if METHOD_TABLE[m][0] == level)}"
+                  for level in ("token", "sequence") if any(METHOD_TABLE[m][0] == level for m in below_respo))
+      + f". Of the hard clips ({', '.join(hard)}) " + (", ".join(m for m in hard if m in below_respo) or "none") + " is below it.")
+is_std = [s for _, s in results["is"]]
+largest_from = next(k for k in range(1, len(drifts)) if all(
+    is_std[j] >= max(results[m][j][1] for m in METHOD_TABLE if m != "is") for j in range(k, len(drifts))))
+fastest_from = next(k for k in range(1, len(drifts)) if all(
+    is_std[j + 1] - is_std[j] >= max(0.0, *(results[m][j + 1][1] - results[m][j][1] for m in METHOD_TABLE if m != "is"))
+    for j in range(k, len(drifts) - 1)))
+print(f"the exact weight's spread: the largest of all from drift δ = {drifts[largest_from]:g} on; it rises, and faster "
+      f"than any other method's, between neighbouring drifts from δ = {drifts[fastest_from]:g} on "
+      f"(by drift: {' '.join(f'{s:.2f}' for s in is_std)})")
+logp_l, jac_l = states[largest]
+score_l = jac_l.sum(1)                                                        # [N, P] grad log pi(y)
+w_l = (logp_l - old_logp).sum(-1).exp()
+baseline_term = {name: ((mu * coef) @ score_l).norm().item() / ((mu * w_l * adv) @ score_l).norm().item()
+                 for name, coef in (("w", w_l), ("0.5 w", 0.5 * w_l), ("2 w", 2 * w_l), ("1", torch.ones_like(w_l)))}
+print("at the largest drift, |E_mu[phi grad log pi]| / |g*| (what the baseline multiplies) for phi = "
+      + ", ".join(f"{name}: {v:.1e}" for name, v in baseline_term.items()))
 
 
 def bias_by_sign(cfg: LossConfig, state, base=None) -> list[float]:
@@ -247,6 +268,11 @@ print(f"ReSPO at the largest drift: the part of its bias from the positives {by_
       f"from the negatives {by_sign[1]:.2f}")
 seq_level = [m for m in panels["sequence-level"] if m != "is"]
 jumps = {m: max(b - a for (a, _), (b, _) in zip(results[m], results[m][1:])) for m in METHOD_TABLE}
+confirm("at n = 64 every hard clip's mse is above ReSPO's", max(0.0, *(mse["respo"] - mse[m] for m in hard)), 1e-12)
+confirm("the baseline's term vanishes for phi = c w (c = 1, 0.5, 2) and not for phi = 1",
+        max(*(baseline_term[c] for c in ("w", "0.5 w", "2 w")), float(baseline_term["1"] < 0.1)), 1e-9)
+confirm("the exact weight's spread is the largest from a small drift on and rises fastest at the larger drifts",
+        max(0, largest_from > drifts.index(0.2), fastest_from > drifts.index(0.5)), 1e-12)
 confirm("at the moderate drift ReSPO's bias is below the sequence clip's, GSPO's and VESPO's, its spread above the clip's",
         max(0.0, *(results["respo"][at][0] - results[m][at][0] for m in ("seq_clip", "gspo", "vespo")),
             results["seq_clip"][at][1] - results["respo"][at][1]), 1e-12)
@@ -261,9 +287,6 @@ print("largest rise of the relative bias between two neighbouring drifts: "
 # five more draws (seeds 1-5 of the same generator), to see which survive:
 
 # %%
-hard, smooth = ("grpo", "dapo", "dual_clip", "seq_clip", "gspo"), ("cispo", "sapo", "topr", "respo")
-
-
 def draw_readings(seed):
     """§3's readings on the draw `seed`: (moderate-drift ordering, ReSPO's largest-drift bias the largest of
     the sequence-level methods, its bias there mostly from positives, the jumps split hard > 0.4 > 0.25 > smooth,
@@ -301,13 +324,16 @@ confirm("on most draws the moderate-drift ordering holds and ReSPO's largest-dri
 
 # %% [markdown]
 # Read the two pictures together, first on the figure's draw (seed 0). The exact weight (`is`)
-# has no bias and a spread that grows fastest with the drift (notebook 01, §1). Every other
-# method buys a smaller spread with a bias that grows with the drift. At a moderate drift (std
-# of $\log w$ about 0.5) ReSPO has less bias than the sequence clip, GSPO and VESPO and a somewhat
-# larger spread than the sequence clip (the first check); at $n=64$ the methods whose mean squared
-# error is below ReSPO's are the ones printed under the table. At the largest drift the order
+# has no bias. Its spread falls a little at the smallest drifts, and from a small drift on it is
+# the largest of all; at the larger drifts it rises, faster than any other's (the drifts printed
+# under the table, and the check; notebook 01, §1). Every other method buys a smaller spread
+# there with a bias. At a moderate drift (std of $\log w$ about 0.5)
+# ReSPO has less bias than the sequence clip, GSPO and VESPO and a somewhat larger spread than
+# the sequence clip (the check). At $n=64$ ReSPO's mean squared error is below every hard clip's
+# (the check), and not the smallest: the sentence printed under the table names the methods
+# below it, by level. At the largest drift the order
 # turns: ReSPO's bias is the largest of the sequence-level methods, and most of it comes from its
-# positives (the split printed, the second check), where its nearly flat branch departs from $w$:
+# positives (the split printed, and its check), where its nearly flat branch departs from $w$:
 # a change of target, measured against the exact gradient here (notebook 01 §1). How fast each
 # method's bias rises between two neighbouring drifts is printed too.
 #
@@ -322,7 +348,9 @@ confirm("on most draws the moderate-drift ordering holds and ReSPO's largest-dri
 # show is that "biased" and "unbiased" are not the choice; *how much* bias for *how much*
 # spread is.
 # Part of every reshaped method's bias is the group baseline: $A=r-\mathbb E_\mu[r]$ adds
-# $-\mathbb E_\mu[r]\,\mathbb E_\mu[\phi\nabla\log\pi]$ to the expected gradient, zero only for $\phi=w$ (notebook 01 §1).
+# $-\mathbb E_\mu[r]\,\mathbb E_\mu[\phi\nabla\log\pi]$ to the expected gradient, zero for $\phi=w$ and for any
+# constant multiple $\phi=c\,w$ ($\mathbb E_\mu[c\,w\nabla\log\pi]=c\,\nabla\sum_y\pi(y)=0$), and in general not
+# otherwise (notebook 01 §1; the line printed under the table, and its check, for $\phi=1$).
 #
 # *Takeaway:* no method is unbiased and cheap; each one picks a point on the trade. Comparing
 # them at equal drift, by exact sums, shows which point.
@@ -388,8 +416,40 @@ display(widgets.VBox([widgets.HBox(list(sliders.values())[:3]), widgets.HBox(lis
 # set $\alpha_-=\lambda_-$ and see the peak move to $w=1$ and the low side rise: the trust region
 # below $w=1$ weakens (it does not vanish: $\phi_-\sim w^{\alpha_-}$ still goes to 0).
 #
-# *Takeaway:* the positive branch's $\alpha_+$ controls how much of the update the drifted
-# correct answers keep; the negative branch's $\lambda_-$ controls the spread.
+# Which knob moves the spread, and which what a drifted correct answer keeps? One parameter at
+# a time from the defaults, at §3's largest drift:
+
+# %%
+knob_rows = [("lambda_neg", v) for v in (0.0, 1.0, 2.0, 5.0)] + [("lambda_pos", v) for v in (0.0, 0.1, 1.0, 2.0)] \
+    + [("alpha_pos", v) for v in (0.0, 0.5, 1.0)]
+knob = {}
+print(f"at the largest drift (std of log w {spread[largest]:.2f}), the others at their defaults:")
+print(f"  {'parameter':<18} {'relative std':>12} {'mean phi of a positive with w < 0.8':>38}")
+for name, value in knob_rows:
+    cfg = LossConfig(**{name: value})
+    knob[name, value] = (bias_and_std(cfg, states[largest])[1], low_w_keep(cfg, states[largest], 0.2))
+    print(f"  {name} = {value:<5g} {knob[name, value][0]:>12.3g} {knob[name, value][1]:>38.2f}")
+spread_range = {p: max(knob[p, v][0] for q, v in knob_rows if q == p and (p, v) != ("lambda_neg", 0.0))
+                / min(knob[p, v][0] for q, v in knob_rows if q == p and (p, v) != ("lambda_neg", 0.0))
+                for p in ("lambda_neg", "lambda_pos", "alpha_pos")}
+print("largest / smallest spread over each parameter's values (lambda_- > 0 only): "
+      + ", ".join(f"{p} {r:.2f}" for p, r in spread_range.items()))
+confirm("lambda_- = 0 (phi_- = w^3, unbounded) makes the spread over 100 times any lambda_- > 0's",
+        max(0.0, 100 * max(knob["lambda_neg", v][0] for v in (1.0, 2.0, 5.0)) - knob["lambda_neg", 0.0][0]), 1e-12)
+confirm("over the values tried, lambda_+ and alpha_+ each move the spread more than lambda_- > 0 does",
+        max(0.0, spread_range["lambda_neg"] - min(spread_range["lambda_pos"], spread_range["alpha_pos"])), 1e-12)
+confirm("what a low-w positive keeps: the same at every lambda_-, lower the larger alpha_+, higher the larger lambda_+",
+        max(max(abs(knob["lambda_neg", v][1] - knob["lambda_neg", 2.0][1]) for v in (0.0, 1.0, 5.0)),
+            float(not knob["alpha_pos", 0.0][1] > knob["alpha_pos", 0.5][1] > knob["alpha_pos", 1.0][1]),
+            float(not knob["lambda_pos", 0.0][1] < knob["lambda_pos", 0.1][1] < knob["lambda_pos", 1.0][1]
+                  < knob["lambda_pos", 2.0][1])), 1e-12)
+
+# %% [markdown]
+# *Takeaway:* the positive branch sets how much of the update the drifted correct answers keep
+# ($\alpha_+$ lowers it, $\lambda_+$ raises it; $\lambda_-$ leaves it alone). For the spread,
+# $\lambda_->0$ is what keeps it in bounds: at $\lambda_-=0$ the negative branch is $w^{\alpha_-}$,
+# unbounded, and the spread explodes. Beyond that, over the values tried, the positive branch
+# moves the spread more than $\lambda_-$ does (the table and its checks): one draw, one drift.
 #
 # ## 5. Token-level against sequence-level clipping
 #
@@ -540,6 +600,12 @@ grpo_level = [p / mu6[i_star].item() for p, *_ in exact["grpo"]]
 grpo_turns = sum((a > 0) != (b > 0) for (_, a, *_), (_, b, *_) in zip(exact["grpo"][1:], exact["grpo"][2:]))
 print(f"GRPO: pi(y*) / mu(y*) between {min(grpo_level):.2f} and {max(grpo_level):.2f} over the 16 steps; "
       f"its component changes sign {grpo_turns} times after the first step")
+late = {m: [c for _, c, *_ in exact[m][2:]] for m in ("seq_clip", "gspo")}
+confirm("after the second step the clip's and GSPO's component stays under half its first size, is positive on most "
+        "steps, and pi(y*) ends above its lowest",
+        max(0.0, *(max(map(abs, late[m])) - abs(exact[m][0][1]) / 2 for m in late),
+            *(float(2 * sum(c > 0 for c in late[m]) <= len(late[m])) for m in late),
+            *(float(exact[m][-1][0] <= min(p for p, *_ in exact[m])) for m in late)), 1e-12)
 confirm("GRPO keeps y* about level (within 20% of mu(y*) at every step), its component changing sign at least 5 times",
         max(0.0, max(abs(v - 1) for v in grpo_level) - 0.2, 5 - grpo_turns), 1e-12)
 
@@ -555,9 +621,11 @@ confirm("GRPO keeps y* about level (within 20% of mu(y*) at every step), its com
 # under ReSPO (the fifth check). $y^*$'s own term is $\mu(y^*)$ times its coefficient, a small part
 # of the component (the second check, and the printed own parts, close between methods), so
 # what moves $y^*$ is what each method does to the *other* responses. The sequence clip and GSPO
-# give `1E` nothing once its weight passes their upper band (its printed $\phi$ of 0) and $y^*$'s
-# component goes to about 0 after a step or two; GRPO's token clip keeps $y^*$ about level, its
-# component alternating in sign (the last check). ReSPO, TOPR and the branch ablation keep a
+# give `1E` nothing once its weight passes their upper band (its printed $\phi$ of 0); after the
+# second step $y^*$'s component is small next to its first value (the clip's largest, printed,
+# under half of it) and mostly positive, so $\pi(y^*)$ stops falling and creeps back up (the
+# second-to-last check). GRPO's token clip keeps $y^*$ about level, its component alternating in
+# sign (the last check). ReSPO, TOPR and the branch ablation keep a
 # negative component and $y^*$ keeps falling. Which of ReSPO's coefficients does that, its
 # positives' (on `1E`) or its negatives'? The next cell splits the component by response and
 # swaps coefficients between the sequence clip and ReSPO, one group of responses at a time.
@@ -649,7 +717,7 @@ confirm("Adam: with y*'s coefficient 0 the order stays reversed, and swapping th
 # 2. In §2 the shared y-axis reaches far above 1 because of a few panels: which, and what makes their curves come back down?
 #    <details><summary>answer</summary>The $\alpha=3$ panels with little tilt: $w^3$ grows without bound, and only the tilt $e^{-\lambda w}$ brings it back, with the peak at $w^*=3/\lambda$ and height $(3/\lambda)^3e^{\lambda-3}$, enormous for a small $\lambda$ (each panel's printed maximum; at $\lambda=0$ it never comes down).</details>
 # 3. In §3, every method except the exact weight has a bias. Name two sources of it.
-#    <details><summary>answer</summary>The coefficient differs from $w$ (zeroed cells, a near-1 value where $w$ is small, a bump), and with $A=r-\mathbb E_\mu[r]$ the baseline term $-b\,\mathbb E_\mu[\phi\nabla\log\pi]$ is not zero once $\phi\ne w$ (notebook 01 §1).</details>
+#    <details><summary>answer</summary>The coefficient differs from $w$ (zeroed cells, a near-1 value where $w$ is small, a bump), and with $A=r-\mathbb E_\mu[r]$ the baseline term $-b\,\mathbb E_\mu[\phi\nabla\log\pi]$ is zero for $\phi=w$ or any $\phi=c\,w$ (then $\mathbb E_\mu[c\,w\nabla\log\pi]=c\,\nabla\sum_y\pi(y)=0$), and in general not otherwise (notebook 01 §1).</details>
 # 4. With $n$ responses, when does a method with more bias but less spread win on mean squared error?
 #    <details><summary>answer</summary>When $n$ is small: the error is $\text{bias}^2+\text{std}^2/n$, so the spread's share falls like $1/n$ and the bias's does not (§3's table at $n=64$).</details>
 # 5. Why does a token-level clip starve a low-$w$ positive less than a sequence-level clip in §5?

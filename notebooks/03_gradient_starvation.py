@@ -32,8 +32,8 @@ import torch
 import toy
 import checks
 from course import confirm
-from nano_respo.kernel import (LossConfig, aggregate, coefficients, group_advantages, policy_loss, power_tilt,
-                               sequence_log_weight)
+from nano_respo.kernel import (METHOD_TABLE, LossConfig, aggregate, coefficients, group_advantages, policy_loss,
+                               power_tilt, sequence_log_weight)
 from nano_respo.lab.report import is_stuck, load_records, mean_ci
 from toy.envs import DigitSum
 from toy.stuck import coasting_share
@@ -217,7 +217,8 @@ push = (adv * positive) @ grads_6                                               
 exact_fall = positive & (grads_6 @ push < 0)                                          # first order, gradient direction
 sign_fall = positive & (grads_6 @ push.sign() < 0)                                    # first order, Adam's first direction
 print(f"positives whose log pi falls at first order, the negatives' advantages set to 0: {int(exact_fall.sum())} of "
-      f"{int(positive.sum())} along the gradient, {int(sign_fall.sum())} along its sign (Adam's first step)")
+      f"{int(positive.sum())} along the gradient, {int(sign_fall.sum())} along its sign (Adam's first step), "
+      f"{int((exact_fall & sign_fall).sum())} in both")
 start = torch.nn.utils.parameters_to_vector(params).detach()
 for eta in (1e-4, 1e-3):                                                              # two tiny steps along the gradient
     tiny = copy.deepcopy(policy)
@@ -322,11 +323,15 @@ print("std of the positives' log w after 4 updates, by length tercile (shortest 
                   for k in range(3)))
 print("under the clip, after 1, 2, 4, 8 steps: positives above w = 1.2 | share of the positives' total phi A "
       "that goes to those below 0.8")
+low_share = {}
 for s in (1, 2, 4, 8):
     phi_clip = coefficients(clip_run[s], batch.old_logp, adv, batch.mask, LossConfig(method="seq_clip"))[0][:, 0]
     push = phi_clip * adv * positive                                          # [B] a sequence method: one phi per row
+    low_share[s] = (push[positive & (log_w[s] < math.log(0.8))].sum() / push.sum()).item()
     print(f"  after {s} step{'s' if s > 1 else ''}: {int((positive & (log_w[s] > math.log(1.2))).sum()):>2} | "
-          f"{push[positive & (log_w[s] < math.log(0.8))].sum() / push.sum():.0%}")
+          f"{low_share[s]:.0%}")
+confirm("under the clip, most of the positives' push goes to those below 0.8 after the first step only, a minority after "
+        "2, 4 and 8", max(0.0, 0.5 - low_share[1], *(low_share[s] - 0.5 for s in (2, 4, 8))), 1e-12)
 
 # %% [markdown]
 # Read the controls row by row (the printouts above). Adam with the positives alone starves
@@ -406,8 +411,9 @@ confirm("at lr 0.01 on some batch, and at lr 0.03 on every batch, positives its 
 # **And then they come back, under the clip.** Over the 16 steps the count of starved
 # positives falls again (the first printout). The sequence clip gives a positive below
 # $1-\epsilon$ its $w$, not 0, and gives 0 to every positive above $1+\epsilon$, so after the first
-# step most of the positive update goes to the ones left below the band (the last printout).
-# Is that concentration why they come back? The cell below is the control: the count of starved
+# step most of the positive update goes to the ones left below the band; from the second step on
+# a minority does (the last printout and its check). Is that concentration why they come back?
+# The cell below is the control: the count of starved
 # positives before each step under the clip, under `no_is` ($\phi=1$ on every response, no
 # concentration and no trust region) and under ReSPO, each with the whole batch and with the
 # positives alone.
@@ -435,7 +441,10 @@ confirm("no_is on the whole batch, negatives pushed with no trust region, ends w
 # terms, through shared weights), once with `no_is`'s coefficient 1 and once with the clip's
 # (which gives $S$ its $w$). *What keeps them down?* `no_is` on the whole batch, once as it is
 # and once with the negatives whose $w$ fell below 0.8 given 0 (a trust region on the negatives
-# only); and plain SGD at learning rate 1, which after one step starved none.
+# only). That arm removes most of the negatives' push, so it needs controls of its own: as many
+# negatives given 0, picked at random at each step or picked as the highest-$w$ ones (which
+# leaves the fallen ones pushed), and every negative's coefficient scaled by 0.3 from the first
+# step on. Last, plain SGD at learning rate 1, which after one step starved none.
 
 # %%
 def keep_rows(rows):
@@ -446,6 +455,27 @@ def keep_rows(rows):
 def drop_fallen_negatives(a):
     """A coefficient edit: phi = 0 on the negatives whose w is below 0.8 now."""
     return lambda step, phi, log_w: phi * ~((a < 0) & (log_w < math.log(0.8)))[:, None]
+
+
+def drop_as_many_negatives(a, pick, seed=0):
+    """A coefficient edit: phi = 0 on as many negatives as have w below 0.8 now, chosen by `pick`:
+    "random" (a fresh random set at each step) or "highest" (the highest-w negatives)."""
+    generator = torch.Generator().manual_seed(seed)
+    negatives = (a < 0).nonzero().squeeze(1)
+
+    def edit(step, phi, log_w):
+        k = int(((a < 0) & (log_w < math.log(0.8))).sum())
+        order = torch.randperm(len(negatives), generator=generator) if pick == "random" else \
+            log_w[negatives].argsort(descending=True)
+        keep = torch.ones(len(a), dtype=phi.dtype)
+        keep[negatives[order[:k]]] = 0
+        return phi * keep[:, None]
+    return edit
+
+
+def scale_negatives(a, factor):
+    """A coefficient edit: every negative's phi times `factor`."""
+    return lambda step, phi, log_w: phi * torch.where(a < 0, factor, 1.0).to(phi.dtype)[:, None]
 
 
 unchanged = log_weights(drift_run("no_is", advantages=adv * positive, coefficient=lambda step, phi, log_w: phi)[0])
@@ -463,6 +493,9 @@ for seed, (episodes, a) in band_batches.items():
                              episodes)
             own_push[seed, method, arm] = (starved(lw[-1], S), int(S.sum()))
     for arm, kwargs in (("no_is", {}), ("no_is, fallen negatives 0", {"coefficient": drop_fallen_negatives(a)}),
+                        ("no_is, as many random 0", {"coefficient": drop_as_many_negatives(a, "random", seed)}),
+                        ("no_is, as many highest-w 0", {"coefficient": drop_as_many_negatives(a, "highest")}),
+                        ("no_is, every negative x 0.3", {"coefficient": scale_negatives(a, 0.3)}),
                         ("no_is, SGD lr 1", {"optimizer": "sgd", "lr": 1.0})):
         lw = log_weights(drift_run("no_is", advantages=a, episodes=episodes, **kwargs)[0], episodes)
         keep_down[seed, arm] = (starved(lw[1], pos), starved(lw[-1], pos), int(pos.sum()))
@@ -472,8 +505,10 @@ for method in ("no_is", "seq_clip"):
         print(f"  {method:<9} pushing {arm:<21} " + "  ".join(f"{own_push[seed, method, arm][0]:>2}/{own_push[seed, method, arm][1]:<2}"
                                                        for seed in band_seeds))
 print("whole batch: positives below 0.8 after one step -> after 16 steps (of all positives), per batch")
-for arm in ("no_is", "no_is, fallen negatives 0", "no_is, SGD lr 1"):
-    print(f"  {arm:<27} " + "  ".join(f"{keep_down[seed, arm][0]:>2} -> {keep_down[seed, arm][1]:>2}/{keep_down[seed, arm][2]:<2}"
+negative_arms = ("no_is, fallen negatives 0", "no_is, as many random 0", "no_is, as many highest-w 0",
+                 "no_is, every negative x 0.3")
+for arm in ("no_is",) + negative_arms + ("no_is, SGD lr 1",):
+    print(f"  {arm:<29} " + "  ".join(f"{keep_down[seed, arm][0]:>2} -> {keep_down[seed, arm][1]:>2}/{keep_down[seed, arm][2]:<2}"
                                        for seed in band_seeds))
 confirm("pushed alone (own terms only), S comes back: at most a quarter of it below 0.8 at the end, on every batch, "
         "with coefficient 1 and with the clip's w",
@@ -482,8 +517,19 @@ confirm("pushed alone (own terms only), S comes back: at most a quarter of it be
 confirm("given 0 while the other positives are pushed, more of S stays below 0.8 than when S alone is pushed, on every batch",
         sum(own_push[seed, m, "every positive but S"][0] <= own_push[seed, m, "only S"][0]
             for seed in band_seeds for m in ("no_is", "seq_clip")), 1e-12)
-confirm("no_is on the whole batch ends with fewer positives below 0.8 once the fallen negatives get 0, on every batch",
-        sum(keep_down[seed, "no_is, fallen negatives 0"][1] >= keep_down[seed, "no_is"][1] for seed in band_seeds), 1e-12)
+confirm("no_is on the whole batch ends with under half as many positives below 0.8 in every arm that cuts the "
+        "negatives' push (the fallen ones 0, as many random or highest-w ones 0, all x 0.3), on every batch",
+        sum(keep_down[seed, arm][1] >= keep_down[seed, "no_is"][1] / 2 for seed in band_seeds for arm in negative_arms),
+        1e-12)
+confirm("as many random negatives given 0 end nearer the fallen ones given 0 than plain no_is, on every batch",
+        sum(abs(keep_down[seed, "no_is, as many random 0"][1] - keep_down[seed, "no_is, fallen negatives 0"][1])
+            >= abs(keep_down[seed, "no_is, as many random 0"][1] - keep_down[seed, "no_is"][1]) for seed in band_seeds), 1e-12)
+more_when_highest = sum(keep_down[seed, "no_is, as many highest-w 0"][1] > keep_down[seed, "no_is, fallen negatives 0"][1]
+                        for seed in band_seeds)
+print(f"the highest-w negatives given 0 leave more positives below 0.8 than the fallen ones given 0 on "
+      f"{more_when_highest} of {len(band_seeds)} batches")
+confirm("on most batches the highest-w ones given 0 leave more positives down than the fallen ones given 0",
+        max(0, len(band_seeds) // 2 + 1 - more_when_highest), 1e-12)
 confirm("plain SGD at lr 1 with no_is on the whole batch starves at most one positive after one step, and more than "
         "that after 16 steps, on every batch",
         sum(keep_down[seed, "no_is, SGD lr 1"][0] > 1 or keep_down[seed, "no_is, SGD lr 1"][1] <= keep_down[seed, "no_is, SGD lr 1"][0]
@@ -495,13 +541,18 @@ confirm("plain SGD at lr 1 with no_is on the whole batch starves at most one pos
 # positives are pushed, more of $S$ stays down, on every batch (the second check). So what
 # brings a starved positive back is its *own* term; the other positives' pushes, through shared
 # weights, are what lowered it at first order, and alone they keep more of it down. What keeps
-# positives down in the whole batch is pushing the negatives whose $w$ already fell: `no_is` with
-# those negatives given 0 ends with fewer starved positives on every batch (the third check). The
-# clip gives a negative below its band 0, and ReSPO's $\phi_-$ falls with $w$ (like $w^3$ near 0),
-# both close to that control arm. And over several steps Adam's step length is not needed: plain
-# SGD at learning rate 1, which after one step starved at most one positive, starves more over
-# the 16 steps with `no_is` on the whole batch, on every batch, barely on batch 8 (the last check
-# and row).
+# positives down in the whole batch is the negatives' push as a whole: every arm that cuts it,
+# whichever negatives it cuts, ends with under half of plain `no_is`'s starved positives on every
+# batch (the third check). Giving 0 to the negatives whose $w$ fell is one such cut, and not a
+# special one: as many negatives picked at random do about as well (nearer it than plain `no_is`
+# on every batch, the fourth check), and scaling every negative by 0.3 does too (its row). Which
+# negatives are cut matters less, though not nothing: cutting the highest-$w$ ones instead, which
+# leaves the fallen ones pushed, leaves more positives down on most batches (the fifth check).
+# The clip and ReSPO both cut the negatives' push once their $w$ falls (the clip gives a negative
+# below its band 0, ReSPO's $\phi_-$ falls like $w^3$ near 0). And over several steps Adam's step
+# length is not needed: plain SGD at learning rate 1, which after one step starved at most one
+# positive, starves more over the 16 steps with `no_is` on the whole batch, on every batch,
+# barely on some (the last check and row).
 #
 # *Takeaway:* a positive becomes low-$w$ through the batch's update on shared weights (its own
 # term raises it): at first order its $\log\pi$ changes by $\eta\sum_iA_i\langle\nabla\log\pi_j,\nabla\log\pi_i\rangle$,
@@ -511,9 +562,10 @@ confirm("plain SGD at lr 1 with no_is on the whole batch starves at most one pos
 # beyond the linear regime, so more fall than first order names; a short SGD step moves them by
 # too little in one step, though over many steps, with negatives pushed without a trust region,
 # SGD starves them too. Each starved positive's own push brings it back, unless the negatives
-# that already fell keep being pushed. What a method gives a low-$w$ positive is the size of that
-# own term; whether a larger one brings it back sooner is §4's question (on the count of starved
-# positives: no).
+# keep being pushed at full strength; cutting their push, by about as much whichever ones are cut,
+# lets them come back. What a method gives a low-$w$ positive is the size of that own term;
+# whether a larger one brings it back sooner is §4's question (with everything else the clip's:
+# sooner on most batches, §4's `seq_clip_lowpos1` arm).
 #
 # ## 3. Symptom: what each method gives the low-$w$ positives
 #
@@ -551,6 +603,9 @@ fig.tight_layout()
 plt.show()
 for m in methods:
     print(f"{m:>9}: " + "  ".join(f"{r} {sum(v) / len(v):.2f}" for r, v in given[m].items()))
+gspo_eps = METHOD_TABLE["gspo"][2]                                            # (eps_low, eps_high), the kernel's own
+print(f"GSPO clips its length-normalised ratio s = w^(1/|y|) to [1 - {gspo_eps[0]:g}, 1 + {gspo_eps[1]:g}]; "
+      f"the sequence clip w to [1 - {METHOD_TABLE['seq_clip'][2][0]:g}, 1 + {METHOD_TABLE['seq_clip'][2][1]:g}]")
 spec = importlib.util.spec_from_file_location("figures", ROOT / "experiments" / "figures.py")
 figures = sys.modules["figures"] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
 spec.loader.exec_module(figures)
@@ -564,7 +619,8 @@ print("the README's figures, over the toy's evaluation runs (experiments/figures
 # weights (it peaks at $w=2/3$) and starves only far lower. The token-level methods (GRPO,
 # CISPO) and GSPO, whose length-normalised ratio stays near 1, keep most of it: the sharp
 # starvation is a *sequence-level* clip's. Above the trust region the sequence clip and GSPO
-# (whose $\epsilon=4\cdot10^{-4}$ clips nearly everything) give a positive 0 and VESPO little,
+# (whose upper band, printed, is so narrow that any positive whose tokens rose on average is
+# above it) give a positive 0 and VESPO little,
 # GRPO zeroes only its tokens above 1.2, while CISPO and ReSPO keep pushing.
 #
 # The last line is the same coefficient as the README and `toy/RESULTS.md` give it: averaged
@@ -661,20 +717,24 @@ confirm("below the band: the sequence clip gives under 0.8, GRPO, GSPO and CISPO
 
 # %%
 curves = {"sequence clip": ([], []), "ReSPO": ([], [])}                       # per batch: ever-low mean, starved share
+own_term = []                                                                 # per batch: starved after 2 steps, clip / lowpos1
 print("per batch: ever-low positives | starved positives after 1, 2, 15 steps under the clip | under ReSPO "
-      "| mean log w of the ever-low after 15 steps, clip / ReSPO")
+      "| under the clip with 1 on its starved (seq_clip_lowpos1) | mean log w of the ever-low after 15 steps, clip / ReSPO")
 for seed, (episodes, a) in band_batches.items():
     pos = a > 0
     runs = {"sequence clip": log_weights(clip_runs[seed], episodes),
             "ReSPO": log_weights(drift_run("respo", advantages=a, episodes=episodes)[0], episodes)}
+    lowpos1_lw = log_weights(drift_run("seq_clip_lowpos1", advantages=a, episodes=episodes)[0], episodes)
     ever = pos & (runs["sequence clip"] < math.log(0.8)).any(0)
     for name, lw in runs.items():
         curves[name][0].append(lw[:, ever].mean(1))
         curves[name][1].append((pos & (lw < math.log(0.8))).sum(1) / pos.sum())
     clip_lw, respo_lw = runs["sequence clip"], runs["ReSPO"]
+    own_term.append((starved(clip_lw[2], pos), starved(lowpos1_lw[2], pos)))
     print(f"  batch {seed:>2}: {int(ever.sum()):>2} of {int(pos.sum())} | "
           + " ".join(f"{starved(clip_lw[s], pos):>2}" for s in (1, 2, 15)) + " | "
-          + " ".join(f"{starved(respo_lw[s], pos):>2}" for s in (1, 2, 15))
+          + " ".join(f"{starved(respo_lw[s], pos):>2}" for s in (1, 2, 15)) + " | "
+          + " ".join(f"{starved(lowpos1_lw[s], pos):>2}" for s in (1, 2, 15))
           + f" | {clip_lw[-1, ever].mean():+.2f} / {respo_lw[-1, ever].mean():+.2f}")
 fig, axes = plt.subplots(1, 2, figsize=(9, 3))
 for k, (ax, ylabel) in enumerate(zip(axes, ("mean log π(y) − log μ(y) of the ever-low positives",
@@ -700,22 +760,32 @@ print(f"ever-low positives end higher under ReSPO than under the clip on "
       f"{int((end_share['ReSPO'] > end_share['sequence clip']).sum())}, under the clip on "
       f"{int((end_share['ReSPO'] < end_share['sequence clip']).sum())}; fewer below 0.8 after two steps under ReSPO on "
       f"{int((second['ReSPO'] < second['sequence clip']).sum())}")
+sooner = sum(low < clip for clip, low in own_term)
+print(f"after two steps the clip with 1 on its starved leaves fewer positives below 0.8 than the clip on {sooner} of "
+      f"{len(own_term)} batches, more on {sum(low > clip for clip, low in own_term)}")
+confirm("a larger own term alone (seq_clip_lowpos1 against the clip) leaves fewer starved after two steps on most "
+        "batches and more on none",
+        max(0, len(own_term) // 2 + 1 - sooner, sum(low > clip for clip, low in own_term)), 1e-12)
 
 # %% [markdown]
 # What the printout shows, batch by batch: under the clip the starved count rises at the first
 # step and then falls back, as §2 measured (each starved positive's own push brings it back
-# while the negatives that already fell are not pushed further). ReSPO does *not* bring them back sooner: after the second step
-# its count of positives below $0.8$ is lower than the clip's on few of the batches, and after
-# 15 steps each method leaves more of them below on some batches (both printed). What
-# ReSPO does is keep pushing: it gives a low-$w$ positive about 1 rather
-# than $w$, and keeps pushing the positives above the band too, so the mean $\log w$ of the
-# ever-low positives ends higher under ReSPO (left; the count of batches where it does is
-# printed) while the count below $0.8$ does not fall faster (right). Five batches of one warm
-# policy: this shows the mechanism, not a rate.
+# while the negatives' push is cut: the clip gives 0 to the negatives below its band, §2's
+# arms). Does a larger own term bring them back sooner? `seq_clip_lowpos1` is the clip with one
+# change, 1 instead of $w$ on a positive below the band: after two steps it leaves fewer of them
+# below 0.8 than the clip on most batches and more on none (the last line and its check). So,
+# with everything else equal, yes. ReSPO is not that comparison: it also pushes the positives
+# above the band, which the clip gives 0, and has its own negative branch; after the second
+# step its count below $0.8$ is lower than the clip's on few of the batches, and after 15 steps
+# each method leaves more of them below on some batches (both printed). Which of ReSPO's other
+# differences holds its count up is not separated here. The mean $\log w$ of the ever-low
+# positives ends higher under ReSPO (left; the count of batches where it does is printed) while
+# the count below $0.8$ does not fall faster (right). Five batches of one warm policy: this shows
+# the mechanism, not a rate.
 #
 # **Does it cost learning?** Learning curves need several seeds and learning rates, and an
 # honest comparison is at *equal* learning rates: a method's best learning rate is part of
-# the method (which step a method tolerates depends on its coefficient: exercise 1 in §11
+# the method (at the same rate some methods collapse and others do not: exercise 1 in §11
 # asks which collapse at the largest rate). The toy's
 # selection runs (`toy/results/selection/runs.jsonl`, written by `python -m toy.select`)
 # ran every method at three learning rates, reuse 4 and 16, seeds 0–2; they are read back here,
@@ -788,8 +858,11 @@ confirm("and the end-of-run order there is not the early one (seq_clip, grpo, re
 # equal-rate comparison is the control for that, and these three seeds are not. And early is not final: at lr 0.01 and
 # R = 16 (right, and the last printed line) the end-of-run order is not the early one.
 #
-# *Takeaway:* starvation costs the drifted positives their gradient; on the toy the learning
-# cost shows most where reuse is heavy and steps are large.
+# *Takeaway:* starvation costs the drifted positives their gradient (§3). What that costs in
+# learning, these records do not separate: at $R=4$ the methods are within noise at every
+# learning rate, and at $R=16$ and the shared rate 0.01 ReSPO leads early, with overlapping
+# intervals, and the end-of-run order is not the early one (the three checks). Which methods
+# collapse at the largest rate is §11's exercise.
 #
 # ## 5. The other half: over-generated negatives take the update
 #
@@ -1088,9 +1161,11 @@ confirm("at T = 0.7 the longer half strays further from w = 1, and w > 1 is comm
 
 # %% [markdown]
 # At $T=1$ in both places $w=1$ exactly. At any other training temperature every response
-# starts off-policy, by an amount that grows with its length (each token adds its own
-# $\log\pi_T-\log\pi_1$; the last line compares the shorter half with the longer), and the clip
-# starts cutting positives at step 1, on a fresh batch. The error is systematic, not noise:
+# starts off-policy, and the clip starts cutting positives at step 1, on a fresh batch. Each
+# token adds its own $\log\pi_T-\log\pi_1$, so a longer response sums more terms; they differ in
+# size and sign, and on this batch the longer half strays further from $w=1$ than the shorter
+# (the last line and the check): a tendency of one batch, not a rule that $|\log w|$ grows with
+# length. The error is systematic, not noise:
 # $T<1$ sharpens the policy, so responses made of likely tokens get $w>1$ and the rest $w<1$
 # (the last line's two shares). The fix is to scale the logits the same way on
 # both sides: `nano_respo/rollout.py` records $\log\mu$ of $\mathrm{softmax}(z/T)$ as sampled,
@@ -1118,6 +1193,7 @@ rows = torch.arange(lone_group * 8, lone_group * 8 + 8)
 lone = int(rows[adv[rows] > 0])
 print(f"group {lone_group} (target {batch.prompts[lone].item()}): one correct response of 8; 16 Adam steps (lr 0.01) on this group alone")
 print("  w of the correct response after 1, 4, 8, 15 steps | its coefficient at those steps")
+lone_run = {}
 for name, method, loss in (("seq clip", "seq_clip", {}), ("ReSPO lambda_+ = 0", "respo", {"lambda_pos": 0.0}),
                            ("ReSPO lambda_+ = 0.1", "respo", {}), ("ReSPO lambda_+ = 1", "respo", {"lambda_pos": 1.0})):
     run, _ = drift_run(method, advantages=adv[rows], episodes=batch[rows], loss=loss)
@@ -1126,6 +1202,12 @@ for name, method, loss in (("seq clip", "seq_clip", {}), ("ReSPO lambda_+ = 0", 
            [lone - rows[0], 0].item() for s in (1, 4, 8, 15)]
     print(f"  {name:<21} " + " ".join(f"{lw[s].exp():>7.1f}" for s in (1, 4, 8, 15)) + " | "
           + " ".join(f"{v:.2f}" for v in phi))
+    lone_run[name] = ([lw[s].exp().item() for s in (1, 4, 8, 15)], phi)
+respo_w, respo_phi = lone_run["ReSPO lambda_+ = 0.1"]
+confirm("at the default its coefficient is under 0.1 from step 4 on while its w keeps climbing to step 15; after 15 "
+        "steps its w is highest at lambda_+ = 0 and lower the larger lambda_+",
+        max(0, max(respo_phi[1:]) >= 0.1, not respo_w[1] < respo_w[2] < respo_w[3],
+            not (lone_run["ReSPO lambda_+ = 0"][0][3] > respo_w[3] > lone_run["ReSPO lambda_+ = 1"][0][3])), 1e-12)
 
 # %% [markdown]
 # Drifted-away positives, where the positive branch's up-weighting acts: §6's batch sampled two batches behind the
@@ -1158,15 +1240,20 @@ confirm("the drifted-away positives rise past w = 1.2 under the clip too, which 
 #
 # - the drifted-away positives do not stop at $w=1$: they rise past it under every method,
 #   under the clip too, whose coefficient on them is 0 above $1+\epsilon$, so there what carries them
-#   is the rest of the batch's updates (and Adam's momentum); under ReSPO, which keeps pushing
-#   them, they rise further (the check);
+#   is the rest of the batch's updates (and Adam's momentum). They rise further under ReSPO than
+#   under the clip (the check). ReSPO keeps a positive coefficient on them above the band,
+#   $e^{-\lambda_+(w-1)}$, but it also differs from the clip on every other response of the batch,
+#   and this cell does not separate their own push from the rest: whether their own push is why
+#   they rise further is a conjecture here;
 # - a lone correct response, which the first step already makes over-generated, is pushed on
 #   and on: the clip gives it 0 above its band (its $w$ then moves only through the other
-#   responses' updates), ReSPO keeps a nonzero coefficient while $w$ is moderate and its $w$
-#   keeps climbing: furthest at $\lambda_+=0$ (coefficient 1 at every $w$, no brake), less far
-#   the larger $\lambda_+$. Whether this push made the toy's stuck runs stuck is a conjecture
-#   here: `toy/RESULTS.md` reports the lone correct response's weight rising far above 1 within
-#   its batch in those runs, with the sampled entropy collapsing, but no cell of this notebook
+#   responses' updates and Adam's momentum). Under ReSPO at the default its own coefficient
+#   falls to about 0 within a few steps while its $w$ keeps climbing (the printout and the
+#   check): from then on what moves it is, again, the other responses' updates and Adam's
+#   momentum, not its own term. It climbs furthest at $\lambda_+=0$ (coefficient 1 at every $w$,
+#   no brake), less far the larger $\lambda_+$. Whether this push made the toy's stuck runs stuck
+#   is a conjecture here: `toy/RESULTS.md` reports the lone correct response's weight rising far
+#   above 1 within its batch in those runs, with the sampled entropy collapsing, but no cell of this notebook
 #   separates the kernel's share from the optimizer's (§7 found that the learning rate, not a
 #   kernel setting, removed them).
 #
@@ -1177,7 +1264,7 @@ confirm("the drifted-away positives rise past w = 1.2 under the clip too, which 
 # did (§7, §10). Not the gradient-norm clip: it bounds
 # SGD's step, but Adam's step is about lr per weight whatever the gradient's norm (§2).
 #
-# ## 10. Which negative branch collapsed under heavy reuse, and why
+# ## 10. Which negative branch collapsed under heavy reuse
 #
 # The toy's selection runs (seeds 0–2) and the stuck-run study (seeds 0–11) tried ReSPO with
 # four negative branches $(\alpha_-,\lambda_-)$ at lr 0.03, the positive branch fixed at $(0, 0.1)$.
@@ -1207,11 +1294,15 @@ for alpha_neg, lambda_neg in ((3.0, 2.0), (2.0, 2.0), (3.0, 1.0), (1.0, 0.0)):
         "stuck16": sum(is_stuck(r, 0.1) for r in cell[16]), "runs16": len(cell[16]),
         "phi4": mean_ci([r["phi_max_neg"] for r in cell[4]])[0],
         "peak": math.inf if lambda_neg == 0 else phi.max().item(),
-        "stuck_study": [sum(is_stuck(r, 0.1) for r in runs) for runs in study] if all(study) else None}
+        "stuck_study": [sum(is_stuck(r, 0.1) for r in runs) for runs in study] if all(study) else None,
+        "stuck_seeds16": sorted(r["seed"] for r in cell[16] if is_stuck(r, 0.1))}
 tilted = [b for b, v in branch_reading.items() if v["stuck_study"]]
 untilted_16 = branch_reading[1.0, 0.0]["stuck16"]
 print(f"selection records at R = 16: (1, 0) stuck on {untilted_16} of {branch_reading[1.0, 0.0]['runs16']}; the tilted "
-      f"branches on at most {max(v['stuck16'] for b, v in branch_reading.items() if b != (1.0, 0.0))} of 3 each")
+      f"branches on at most {max(v['stuck16'] for b, v in branch_reading.items() if b != (1.0, 0.0))} of 3 each; "
+      f"the default (3, 2)'s stuck seeds there: {branch_reading[3.0, 2.0]['stuck_seeds16']}")
+confirm("the default's one stuck run at R = 16 is seed 0, the run §11 reruns beside its record",
+        float(branch_reading[3.0, 2.0]["stuck_seeds16"] != [0]), 1e-12)
 confirm("in the selection records at R = 16 the untilted (1, 0) is stuck on more seeds than any tilted branch, each of "
         "which is stuck on at most one; its negatives got the largest phi at R = 4",
         max(0, *(v["stuck16"] > 1 or v["stuck16"] >= untilted_16 for b, v in branch_reading.items() if b != (1.0, 0.0)),
@@ -1229,8 +1320,8 @@ confirm("of the tilted branches the highest peak has the fewest stuck runs over 
 # runs gave negatives the largest coefficients at $R=4$. At $R=16$ the selection records have it
 # stuck on more of its seeds than any tilted branch, each of which is stuck on at most one of
 # three (the counts printed; the first check holds them). That is a difference of one run in
-# three, and single runs flip: the default's one stuck run there is seed 0, the run §11 reruns
-# beside its record. The three tilted branches are bounded (their peak height
+# three, and single runs flip: the default's one stuck run there is the seed printed, the run
+# §11 reruns beside its record (the check). The three tilted branches are bounded (their peak height
 # printed), and the records do not order them on collapse by that bound: the branch with the
 # highest peak has the fewest stuck runs over the 12 seeds. The most are the $\alpha_-=\lambda_-$
 # branch $(2,2)$'s, whose peak sits at $w=1$ (its trust region below 1 is the weakest), but
@@ -1254,7 +1345,7 @@ checks.check_collapse_prediction(my_collapse, ROOT / "toy/results/selection")
 # %% [markdown]
 # Then run: seed 0 for two methods (`toy.train`, the same code that wrote the records), against
 # the committed record of the same run. Change the methods and the seed to test the rest of
-# your prediction (a run is 60 rollout batches, about 10–40 s on one core). On another CPU a
+# your prediction (each line says how many rollout batches a run has). On another CPU a
 # rerun can part from the record after some batches (`toy/RESULTS.md` explains why); the last
 # line per method says whether this one did. Where it does, every reading of §4 and §10 that rests
 # on that run moves with it.
@@ -1266,8 +1357,8 @@ for method in ("seq_clip", "respo"):
     committed = next(r for r in selection if (r["method"], r["reuse"], r["lr"], r["seed"]) == (method, 16, 0.03, 0)
                      and r["loss"] == job.loss)
     for name, record in (("rerun", mine), ("committed", committed)):
-        print(f"{method:>9} {name:>9}: reward every 5th batch " + " ".join(f"{v:.2f}" for v in record["reward_curve"][4::5])
-              + f" | final {record['final_reward']:.2f}")
+        print(f"{method:>9} {name:>9}: {len(record['reward_curve'])} rollout batches, reward every 5th "
+              + " ".join(f"{v:.2f}" for v in record["reward_curve"][4::5]) + f" | final {record['final_reward']:.2f}")
     verdicts = ["stuck" if is_stuck(record, 0.1) else "learns" for record in (mine, committed)]
     print(f"{'':>9} the rerun {verdicts[0]}, the record {verdicts[1]}: "
           + ("they agree" if verdicts[0] == verdicts[1] else "they part, on the CPU this ran on"))
@@ -1297,8 +1388,9 @@ checks.check_starved_prediction(my_starved, log_weights(one_step)[1], positive)
 #    positives' gradient is $\eta\sum_iA_i\langle\nabla\log\pi_j,\nabla\log\pi_i\rangle$, negative for the positives whose
 #    gradient points against the batch's, even with only positives pushed (§2's first-order count,
 #    which a tiny real step confirms). Enough to cross 0.8 in one step because Adam's first step is
-#    ±lr on every weight whatever the gradient's size, many times SGD's at lr 1, which lowers the
-#    same ones by too little (§2's controls). Which ones: for a short Adam step exactly those its
+#    ±lr on every weight whatever the gradient's size, many times SGD's at lr 1, which lowers
+#    nearly the same ones (the gradient's first-order set and its sign's share most of their
+#    members, §2's first count) by too little (§2's controls). Which ones: for a short Adam step exactly those its
 #    direction lowers at first order; at the learning rates these runs use the step is beyond the
 #    linear regime, and on some batches many of the positives that end below 0.8 are ones first
 #    order would raise (§2's learning-rate table). Over several steps SGD starves them too when

@@ -334,9 +334,9 @@ def check_collapse_prediction(prediction, records_path) -> bool:
     if names is None:
         hint = "answer with a set of method names, e.g. {'grpo'}."
     else:
-        hint = ("a large step collapses a method whose coefficient lets a few drifted responses take big steps: "
-                "compare what each gives an over-generated negative (w > 1, §5) and a positive above the band (§3), "
-                "then run a seed or two in the next cell, or read final_reward < 0.1 per seed in the records.")
+        hint = ("the coefficients of §3 and §5 alone are no sure guide here, so test the guess: "
+                "run seed 0 of each method you are unsure of in the next cell, or read final_reward < 0.1 per "
+                "seed in the records (runs.jsonl, lr 0.03, reuse 16).")
     return verdict(ok, "the methods that collapse at lr 0.03, R = 16 on every selection seed", hint)
 
 
