@@ -45,6 +45,16 @@ def longer_than_all() -> str:
     return f"{len(longer)} of {len(records)}"
 
 
+def low_longer_pooled(positives: list[dict]) -> bool:
+    """Pooled per positive (every seed and target): the positives below w = 0.8 are longer than all positives."""
+    low = [p["length"] for p in positives if p["log_w"] < reread.LOW]
+    return reread.mean(low) > reread.mean(p["length"] for p in positives)
+
+
+def count(flags: list[bool]) -> str:
+    return f"{sum(flags)} of {len(flags)}"
+
+
 def rerun_share(fallbacks: bool) -> str:
     return percent([r["rerun_pooled"]["low_w_pos_frac"] for r in reruns() if fallback(r) == fallbacks], 1)
 
@@ -65,6 +75,11 @@ FIGURES = {
                           lambda: span(per_rerun(lambda ps: reread.within_target(ps)["corr_log_w"]), 2, signed=True)),
     "reread_corr_drift": ("the same with the per-token drift log w / length",
                           lambda: span(per_rerun(lambda ps: reread.within_target(ps)["corr_drift"]), 2, signed=True)),
+    "reread_excess_low": ("within target, tokens by which the positives below w = 0.8 are longer than their target's "
+                          "mean positive, range over reruns",
+                          lambda: span(per_rerun(lambda ps: reread.within_target(ps)["excess_low"]), 1, signed=True)),
+    "reread_low_longer_pooled": ("reruns whose positives below w = 0.8, pooled per positive over seeds and targets, "
+                                 "are longer than all positives", lambda: count(per_rerun(low_longer_pooled))),
     "reread_lost_low": ("what the sequence clip takes from the low tail, sum of 1 - w per positive, range over reruns",
                         lambda: span(per_rerun(lambda ps: reread.lost_mass(ps)["low"]), 3)),
     "reread_lost_high": ("what it takes from the high tail, the share of positives above w = 1.2 (each loses its "
@@ -148,6 +163,57 @@ def gate_a_retained(method: str) -> list[float]:
     return values
 
 
+def sum_lower_per_sequence() -> str:
+    """Gate A cells where the sum positives' mean sequence log w is below the ones positives' (summary.md's table)."""
+    from experiments import conflict_report as report
+    records = conflict_records()
+    cells = [report.gate_a_runs(records, s, lag, False) for lag in report.gate_a_lags(records) for s in report.SETTINGS]
+    return count([report.mean_log_w(c, "sum") < report.mean_log_w(c, "ones") for c in cells])
+
+
+def epochs_of(record: dict) -> int:
+    """Passes over each rollout batch in a gate A run: every response is read once per epoch's step."""
+    from experiments import conflict
+    cfg = conflict.ConflictConfig(stage="gate-a", lr=record["lr"], lag=record["lag"])
+    return conflict.train_config(cfg, record["method"], record["reuse"], record["lag"], record["seed"],
+                                 record["lr"]).epochs
+
+
+def gate_a_records() -> list[dict]:
+    """Every run behind a gate A cell (the control runs left out)."""
+    from experiments import conflict_report as report
+    records = conflict_records()
+    return [r for lag in report.gate_a_lags(records) for s in report.SETTINGS
+            for r in report.gate_a_runs(records, s, lag, False)]
+
+
+def ones_distinct() -> list[float]:
+    """Distinct ones positives behind each gate A cell: positives x steps over the steps each response is read at."""
+    from experiments import conflict_report as report
+    records, values = conflict_records(), []
+    for lag in report.gate_a_lags(records):
+        for s in report.SETTINGS:
+            cell = report.gate_a_runs(records, s, lag, False)
+            values.append(sum(report.family_sums(r, "ones").get("n", 0) / epochs_of(r) for r in cell))
+    return values
+
+
+def least_kept_bin() -> str:
+    """The length bin (of those with 50+ positives) where the sequence clip keeps the least, and in how many cells."""
+    from collections import Counter
+
+    from experiments import conflict_report as report
+    records, least = conflict_records(), []
+    for lag in report.gate_a_lags(records):
+        for s in report.SETTINGS:
+            cell = report.gate_a_runs(records, s, lag, False)
+            bins = [b for b in report.LENGTH_BINS
+                    if sum(report.family_sums(r, f, b).get("n", 0) for r in cell for f in ("sum", "ones")) >= 50]
+            least.append(min(bins, key=lambda b: report.retained(cell, "seq_clip", b)))
+    (low, high), k = Counter(least).most_common(1)[0]
+    return f"{low}-{high} tokens in {k} of {len(least)} cells"
+
+
 def conflict_figures() -> dict:
     from experiments import conflict_report as report
     return {
@@ -178,11 +244,19 @@ def conflict_figures() -> dict:
         "conflict_gate_a_ones_positives": ("ones positives behind each gate A cell's figures (positives x steps, two "
                                            "seeds pooled), range",
                                            lambda: span([g["ones"]["n"] for g in gate_a_cells()], 0)),
+        "conflict_gate_a_ones_distinct": ("distinct ones positives behind each gate A cell (each response is read "
+                                          "at one step per epoch), range", lambda: span(ones_distinct(), 0)),
+        "conflict_gate_a_epochs": ("epochs over each rollout batch in the gate A runs (the steps a response is read at)",
+                                   lambda: "/".join(sorted({str(epochs_of(r)) for r in gate_a_records()}))),
+        "conflict_gate_a_sum_lower": ("gate A cells where the sum positives' mean log w (per sequence) is below the "
+                                      "ones positives'", sum_lower_per_sequence),
         "conflict_gate_a_sum_high": ("gate A cells: share of the sum positives above w = 1.2 (the clip gives them 0)",
                                      lambda: percent(sum_high_shares())),
         "conflict_retained_seq_clip": ("share of the positives' signal the sequence clip keeps, per length bin with "
                                        "50+ positives of every gate A cell, range",
                                        lambda: span(gate_a_retained("seq_clip"), 2)),
+        "conflict_retained_least_bin": ("the length bin (50+ positives) where the sequence clip keeps the least, "
+                                        "and in how many gate A cells", least_kept_bin),
         "conflict_retained_lowpos1": ("the same for seq_clip_lowpos1",
                                       lambda: span(gate_a_retained("seq_clip_lowpos1"), 2)),
         "conflict_retained_respo": ("the same for respo", lambda: span(gate_a_retained("respo"), 2)),

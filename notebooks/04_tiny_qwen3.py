@@ -9,14 +9,18 @@
 # %% [markdown]
 # # 04 · The LLM as data: starved responses on a tiny Qwen3
 #
-# The toy (notebook 03) showed the mechanism; here it is on a language model. A 0.3M-parameter
+# The toy (notebook 03) showed the mechanism; this notebook looks for it on a language model, and the
+# committed studies' answer comes first: on this model it could not be produced (Study 3's manipulation
+# check failed, §4), so what follows shows the coefficients at work on batches whose positives drifted,
+# not the paper's mechanism at work. A 0.3M-parameter
 # Qwen3 (`tiny-qwen3`, offline, character tokenizer) after its warm start answers the
 # long-answer `reverse` task ("reverse 48213" → "31284") most of the time. (1) We train it with
 # RL for a few rollout batches as the committed `reverse` study did, at the two learning rates
 # that study used; (2) we *read* one batch after its reuse steps: which correct answers
 # fell to a low weight $w$, what each method would give them, whether a prefix shared with
 # the wrong answers is why, and which lengths lose the most signal. Then (3) the committed records of the full runs, (4) what they
-# found, (5) two exercises on the batch and (6) quick questions.
+# found, with the two pre-registered tests (`digit_sum`, `digit_conflict`) and their verdicts, (5) two exercises
+# on the batch and (6) quick questions.
 
 # %%
 import contextlib
@@ -40,6 +44,7 @@ from course import confirm
 import toy
 from nano_respo.kernel import METHOD_TABLE, LossConfig, coefficients, sequence_log_weight
 from nano_respo.lab.report import diagnostics_table, mean_ci, outcome_table, paired_across
+from nano_respo.tasks import answers_match, extract_answer
 
 torch.set_num_threads(1)
 transformers.utils.logging.disable_progress_bar()   # its weight-loading bar would be saved as a stuck 0% widget
@@ -196,17 +201,18 @@ for ax, (lr, view) in zip(axes, views.items()):
     ax.axhline(math.log(0.8), color="k", ls=":", lw=1.2, label="w = 0.8")
     ax.axhline(math.log(1.2), color="0.4", ls="--", lw=1.2, label="w = 1.2")
     ax.set_yscale("symlog", linthresh=0.5)
-    ax.set(xlabel="response length (tokens, EOS included)", title=f"lr {lr:g}: batch {BATCHES} after its 8 updates")
+    ax.set(xlabel="response length (tokens, EOS included)", title=f"lr {lr:g}: batch {view['read'] + 1} after its 8 updates")
 axes[0].set_ylabel("log w (symlog)")
 axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
 fig.tight_layout()
 show_figure(fig)
 
 # %% [markdown]
-# The lowest-$w$ correct answers, as text, and the coefficient each method would give them on
-# this drifted batch (token-level methods: the mean over the response's tokens; every method
-# gives 1 on-policy). All correct answers to one prompt are the same string (the reversal is
-# unique), so copies in a group are counted, not repeated.
+# The lowest-$w$ positives (responses the reward scored 1), as text, and the coefficient each method
+# would give them on this drifted batch (token-level methods: the mean over the response's tokens;
+# every method gives 1 on-policy). Copies of one answer in a group are counted, not repeated. The
+# correct reversal is unique, but a positive is whatever the reward accepts, and the reward reads the
+# last number in the text: the cell after the tables lists the positives that are not pure digit strings.
 
 # %%
 methods = ("seq_clip", "grpo", "gspo", "cispo", "vespo", "respo")
@@ -242,7 +248,44 @@ for lr, view in views.items():
     rows = rows[view["log_w"][rows].sort(stable=True).indices]
     distinct = list(dict.fromkeys(view["completions"][i] for i in rows.tolist()))[:5]
     show(view, rows[[view["completions"][i] in distinct for i in rows.tolist()]],
-         f"lr {lr:g}: the five lowest-w correct answers")
+         f"lr {lr:g}: the five lowest-w positives")
+
+# %%
+def lowest_positive(v):
+    """The row of the positive with the smallest w (its copies tie; the first is taken)."""
+    return int(torch.where(v["adv"] > 0, v["log_w"], torch.full_like(v["log_w"], math.inf)).argmin())
+
+
+def reference(prompt: str) -> str:
+    """The correct answer to a `reverse` prompt: its digits reversed."""
+    return re.search(r"reverse (\d+)", prompt).group(1)[::-1]
+
+
+malformed_at = {}
+for lr, view in views.items():
+    low_rows = [i for i in range(len(view["adv"])) if view["adv"][i] > 0 and view["log_w"][i] < math.log(0.8)]
+    answers = {}
+    for i in low_rows:
+        answers.setdefault(view["completions"][i].strip(), i)                       # one row per distinct answer
+    malformed = {text: i for text, i in answers.items() if text != reference(view["prompts"][i])}
+    malformed_at[lr] = (len(answers), malformed)
+    print(f"lr {lr:g}: {len(answers)} distinct positives below w = 0.8, {len(malformed)} of them not the reversal itself")
+    for text, i in malformed.items():
+        print(f"  row {i}: `{text}` ({int(view['mask'][i].sum())} tokens, w {view['log_w'][i].exp():.3g}): the reward reads "
+              f"its last number, `{extract_answer(text)}`, which is the reversal, so it scores 1")
+    lowest_text = view["completions"][lowest_positive(view)].strip()
+    print(f"  the lowest positive at this rate is {'this malformed answer' if lowest_text in malformed else 'the clean reversal'}"
+          + ("; every positive below 0.8 here is malformed, so this rate starves no clean correct answer in this batch"
+             if answers and len(malformed) == len(answers) else ""))
+confirm("every positive listed as malformed is rewarded through its last number, not its whole text",
+        sum(abs(views[lr]["rewards"][i].item() - float(answers_match(extract_answer(text), reference(views[lr]["prompts"][i]))))
+            for lr, (_, malformed) in malformed_at.items() for text, i in malformed.items()), 1e-12)
+
+# %% [markdown]
+# Read the list before the story below: a low-$w$ positive here may be a malformed answer (the digits
+# plus a stray character) that the reward accepts, and its fall is then not a correct answer's
+# starvation; where the lowest positive is one (printed), the sections below read it as a rewarded
+# response of that group, which is what the loss sees, with that qualification.
 
 # %% [markdown]
 # ### Why did the lowest one fall? A test of the shared-prefix story
@@ -253,19 +296,15 @@ for lr, view in views.items():
 # wrong one, so $\sum_gA=0$. On-policy ($\phi=1$) a token of a prefix shared by a set $S$ of
 # the group's responses (same tokens, same context, so the same $\nabla\log\pi$) gets the net
 # push $\sum_{i\in S}A_i$, because the default aggregation (`seq-mean-token-sum-norm`, a token
-# sum over a fixed length) weighs every token alike; every right answer shares all its
-# prefixes (they are one string), so $S$ is the $k$ right answers plus the $m$ wrong ones that
-# share that prefix, and the net push is $k(1-k/8)-mk/8=\tfrac k8(8-k-m)\ge0$: zero where every
-# wrong answer shares the prefix, positive elsewhere. Computed for the lowest positive's group
-# at the stress rate:
+# sum over a fixed length) weighs every token alike. Where the right answers are one string they
+# share all its prefixes, so $S$ is the $k$ right answers plus the $m$ wrong ones that share that
+# prefix, and the net push is $k(1-k/8)-mk/8=\tfrac k8(8-k-m)\ge0$: zero where every wrong answer
+# shares the prefix, positive elsewhere. A malformed right answer shares the others' prefixes up to
+# its stray character, so the cell sums $A$ over whichever responses share each prefix. Computed
+# for the lowest positive's group at the stress rate:
 
 # %%
 group_size = views[stress_lr]["cfg"].group_size
-
-
-def lowest_positive(v):
-    """The row of the positive with the smallest w (its copies tie; the first is taken)."""
-    return int(torch.where(v["adv"] > 0, v["log_w"], torch.full_like(v["log_w"], math.inf)).argmin())
 
 
 def group_of(i):
@@ -295,13 +334,10 @@ wrong = [i for i in group if adv[i] < 0]
 k = len(right)
 print(f"k = {k} right of {group_size}: {k} x {adv[right[0]]:+.3f} + {len(wrong)} x {adv[wrong[0]]:+.3f} = "
       f"{adv[list(group)].sum():+.1e}")
-pushes = []
-for t in range(1, length + 1):
-    m = sum(shared_prefix(view, lowest, j) >= t for j in wrong)
-    pushes.append(adv[right].sum().item() + m * adv[wrong[0]].item())
+pushes = [sum(adv[j].item() for j in group if shared_prefix(view, lowest, j) >= t) for t in range(1, length + 1)]
 print("net on-policy push on each prefix of it (sum of A over the responses sharing it), tokens 1.." + str(length) + ":")
 print("  " + " ".join(f"{p:+.2f}" for p in pushes))
-print(f"smallest: {min(pushes):+.3f}; the formula k/8 (8 - k - m) never goes below 0")
+print(f"smallest: {min(pushes):+.3f}; where every right answer shares the prefix it is k/8 (8 - k - m), never below 0")
 clip_phi = view["per_response"]["seq_clip"]                                   # [N] the clip's coefficient after the steps
 late = [sum(clip_phi[i].item() * adv[i].item() for i in group if shared_prefix(view, lowest, i) >= t) for t in range(1, length + 1)]
 print(f"the same sum with the sequence clip's coefficients after the 8 steps (phi A): smallest {min(late):+.3f}")
@@ -432,10 +468,11 @@ for lr, v in views.items():
 # $e^{\lambda_+}$ reached as $w\to0$.
 #
 # **Retained positive signal by length, on every batch.** A mean over the low-$w$ positives, or
-# "are the starved positives long?", can be faked by a drift that sends long responses into
-# both tails. The statistic that cannot: per length tercile of the positives, pooled over the
-# three batches of each rate, the share of their on-policy push each method keeps,
-# $R_m=\sum_{A>0}\phi_mA\,/\sum_{A>0}A$, both tails in the sum (1 for every method on-policy):
+# "are the starved positives long?", counts one tail only, and a drift that sends long responses
+# into both tails makes it come out "long". Counting both tails: per length tercile of the
+# positives, pooled over the three batches of each rate, the share of their on-policy push each
+# method keeps, $R_m=\sum_{A>0}\phi_mA\,/\sum_{A>0}A$ (1 for every method on-policy). It measures
+# the signal lost by length, not what made it lost (the reference after the table):
 
 # %%
 retained_methods = ("seq_clip", "grpo", "gspo", "cispo", "vespo", "respo", "respo_pos_clip_neg", "topr", "is")
@@ -478,12 +515,68 @@ confirm("ReSPO keeps at least 0.9 of the positives' push in every tercile at bot
 # Read the rows at the stress rate. The last line says, from these batches, whether the
 # sequence clip's loss falls more on the longest third than on the shortest, and which third
 # loses most, with the positives it zeroes above $w=1.2$ counted along with those it scales down
-# below 0.8; that is the form of "the starved are the long ones" that a symmetric drift cannot
-# fake. (Values above 1 are positives inside the band with $w$ slightly above 1: the clip, like
+# below 0.8. (Values above 1 are positives inside the band with $w$ slightly above 1: the clip, like
 # `is`, gives them their $w$.) GSPO's row is what its
 # tiny upper band does to positives whose tokens rose. ReSPO keeps at least 0.9 of the push in
 # every third (the check). Three batches of one seed: the table shows what these batches did,
 # not a rate.
+#
+# **Why $R_m$ alone cannot say why.** Take a drift with no pressure behind it: each token's
+# log-ratio an independent draw of mean 0 and standard deviation $\sigma$, the same for every
+# response. Then $\log w\sim\mathcal N(0,\sigma^2|y|)$, and the sequence clip keeps of a positive
+# $E[w\,1(w\le1+\epsilon)]=e^{s^2/2}\,\Phi\big((\log(1+\epsilon)-s^2)/s\big)$ with $s=\sigma\sqrt{|y|}$:
+# less the longer the response. The cell computes it in closed form, checks it by sampling, and,
+# with lengths drawn from the stress batches' positives, how long that drift's low-$w$ and high-$w$
+# positives are:
+
+# %%
+sigma, eps_band = 0.05, METHOD_TABLE["seq_clip"][2][1]
+band_top = math.log(1 + eps_band)
+draws = torch.Generator().manual_seed(0)
+print(f"symmetric drift, sigma = {sigma} per token, no pressure: R_m of the sequence clip (closed form | sampled) "
+      f"and of ReSPO (sampled)")
+reference_rm = []
+for n in (5, 15, 30, 60):
+    s_n = sigma * math.sqrt(n)
+    closed = math.exp(s_n ** 2 / 2) * torch.special.ndtr(torch.tensor((band_top - s_n ** 2) / s_n, dtype=torch.float64)).item()
+    log_w_drawn = s_n * torch.randn(200_000, generator=draws, dtype=torch.float64)
+    every = torch.ones_like(log_w_drawn, dtype=torch.bool)                              # all positives
+    sampled = {m: METHOD_TABLE[m][1](log_w_drawn, every, LossConfig(method=m), METHOD_TABLE[m][2]).mean().item()
+               for m in ("seq_clip", "respo")}
+    reference_rm.append((closed, sampled["seq_clip"]))
+    print(f"  |y| = {n:>2}: seq_clip {closed:.3f} | {sampled['seq_clip']:.3f}   respo {sampled['respo']:.3f}")
+stress_lengths = torch.cat([b["mask"].sum(-1)[b["adv"] > 0] for b in views[stress_lr]["batches"]]).double()
+picked = stress_lengths[torch.randint(len(stress_lengths), (2000, 75), generator=draws)]         # [batches, positives]
+drawn = picked.sqrt() * sigma * torch.randn(picked.shape, generator=draws, dtype=torch.float64)  # log w, same drift
+low_tail, high_tail = drawn < math.log(0.8), drawn > band_top
+
+
+def mean_len(rows):
+    return (picked * rows).sum() / rows.sum()
+
+
+per_batch = ((picked * low_tail).sum(1) / low_tail.sum(1)) > ((picked * high_tail).sum(1) / high_tail.sum(1))
+print(f"the same drift on 2000 batches of 75 positives with the stress batches' lengths: mean length below 0.8 "
+      f"{mean_len(low_tail):.1f}, above 1.2 {mean_len(high_tail):.1f}, all {picked.mean():.1f} tokens; the low tail is "
+      f"the longer in {per_batch.double().mean():.0%} of the batches")
+confirm("with no pressure, the sequence clip keeps less of a longer positive (closed form, falling with |y|), and "
+        "sampling agrees with the closed form to 0.01",
+        max(0.0, *(b[0] - a[0] for a, b in zip(reference_rm, reference_rm[1:])),
+            max(abs(c - m) for c, m in reference_rm) - 0.01), 1e-12)
+confirm("with no pressure, both tails hold positives longer than average, the low one longer pooled (log 0.8 lies "
+        "further out than log 1.2), and it is the longer in some batches and the shorter in others (a quarter to "
+        "three quarters of them)",
+        max(0.0, picked.mean() - mean_len(high_tail), mean_len(high_tail) - mean_len(low_tail),
+            abs(per_batch.double().mean() - 0.5) - 0.25), 1e-12)
+
+# %% [markdown]
+# So a drift with no pressure at all makes the sequence clip keep less of the longer positives, and
+# fills both tails with positives longer than average: the low tail a little longer, since $\log0.8$
+# lies further from 0 than $\log1.2$, and the longer of the two in some batches only (the share
+# printed), so "low longer than high" is a coin with a slight bias. A table of $R_m$ by length, like
+# the one above, measures what each length loses; to attribute a loss to a pressure on long answers
+# it needs a matched-drift comparison, positives of the same lengths under a drift of the same
+# spread with no pressure, which these three batches do not give.
 #
 # *Takeaway:* at the rate the study selected, one batch's reuse leaves the correct answers near
 # $w=1$ and every kernel gives them about 1, except GSPO, whose tiny upper clip zeroes the
@@ -666,12 +759,13 @@ for name in ("llm_low_w_share_selected", "llm_selected_gains", "llm_selected_gai
 # ReSPO's rate, so those against it (early and full AUC in §3's tables) are kernel differences,
 # small and surviving no multiplicity correction (RESULTS.md). With every method at the
 # stress rate the tail fills; the positives in it are longer than the average positive (the
-# two length lines). A symmetric random drift would predict that too, since $\log w$ sums one
-# log-ratio per token and long responses then fill *both* tails; not every drift does so (in most
-# of the `digit_sum` records below the fallen positives are at or below the average length,
-# counted there, and shorter than the risen ones in every one). This study did not record the high-$w$ lengths, so it cannot say the
-# starved are the long ones (§2's retained-signal table is the form of that question a drift
-# cannot fake, on three batches). The sequence clip gives them its own small $w$ and ReSPO
+# two length lines). A symmetric random drift would produce that too (§2's reference computes it):
+# $\log w$ sums one log-ratio per token, so long responses fill *both* tails. Not every drift does
+# so: in the `digit_sum` records below, the fallen positives are shorter than the risen ones in every
+# one, and longer than the average positive only in the count printed there. This study did not
+# record the high-$w$ lengths, so it cannot say the starved are the long ones; §2's retained-signal
+# table measures what each length loses on three batches, and its reference shows that a drift with
+# no pressure already makes the longest lose more. The sequence clip gives them its own small $w$ and ReSPO
 # slightly above 1, and ReSPO's whole-curve reward is above the baselines printed but not above
 # GSPO's.
 #
@@ -701,7 +795,9 @@ for name in ("llm_low_w_share_selected", "llm_selected_gains", "llm_selected_gai
 # %%
 for name in ("digit_sum_gate1_shares", "digit_sum_gate1_success", "digit_sum_gate1_pass8", "digit_sum_lr_star",
              "digit_sum_gate2_share_r8", "digit_sum_gate2_share_fallbacks", "digit_sum_gate2_len_low",
-             "digit_sum_gate2_len_high", "digit_sum_gate2_longer_low", "digit_sum_gate2_outcome"):
+             "digit_sum_gate2_len_high", "digit_sum_gate2_longer_low", "digit_sum_gate2_longer_than_all",
+             "digit_sum_gate2_outcome", "reread_share_fallbacks", "reread_long_low", "reread_corr_log_w",
+             "reread_excess_low", "reread_low_longer_pooled"):
     print(f"{figures.value(name):>24}  {figures.FIGURES[name].what}")
 gate2 = [json.loads(p.read_text()) for p in sorted((ROOT / "experiments/results/gate2-amended").glob("*.json"))]
 print("gate 2, record by record (experiments/results/gate2-amended/): CPU setting, R, lag | share of positives below "
@@ -709,15 +805,15 @@ print("gate 2, record by record (experiments/results/gate2-amended/): CPU settin
 for r in gate2:
     p = r["pooled"]
     print(f"  {r['cpu_setting']:<12} R = {r['config']['reuse']:>2}, lag {r['config']['lag']} | {p['low_w_pos_frac']:.1%} | "
-          f"{p['len_low_w_pos']:.1f} / {p['len_high_w_pos']:.1f} / {p['len_pos']:.1f}")
-not_longer = sum(round(r["pooled"]["len_low_w_pos"], 1) <= round(r["pooled"]["len_pos"], 1) for r in gate2)
-print(f"records whose fallen positives are at or below the average positive's length (to the printed tenth of a "
-      f"token): {not_longer} of {len(gate2)}")
-enough = [r["pooled"] for r in gate2 if r["pooled"]["low_w_pos_frac"] >= 0.1]
+          f"{p['len_low_w_pos']:.1f} / {p['len_high_w_pos']:.1f} / {p['len_pos']:.1f} | fallen minus all "
+          f"{p['len_low_w_pos'] - p['len_pos']:+.3f}")
+longer = [r for r in gate2 if r["pooled"]["len_low_w_pos"] > r["pooled"]["len_pos"]]     # full precision, no rounding
+print(f"records whose fallen positives are longer than the average positive: {len(longer)} of {len(gate2)}, "
+      f"{sum(r['pooled']['low_w_pos_frac'] >= 0.1 for r in longer)} of them with at least 10% below 0.8")
 confirm("in every record the fallen positives are shorter than the risen ones",
         sum(r["pooled"]["len_low_w_pos"] >= r["pooled"]["len_high_w_pos"] for r in gate2), 1e-12)
-confirm("where at least 10% fell, the fallen positives are within 1.5 tokens of the average positive's length",
-        max(0.0, max(abs(p["len_low_w_pos"] - p["len_pos"]) for p in enough) - 1.5), 1e-12)
+confirm("the count of records with longer fallen positives is the one figures.py gives RESULTS.md",
+        f"{len(longer)} of {len(gate2)}" != figures.value("digit_sum_gate2_longer_than_all"), 1e-12)
 
 # %% [markdown]
 # Read them as the gates do, and no further. The start has something to find: long correct
@@ -725,22 +821,60 @@ confirm("where at least 10% fell, the fallen positives are within 1.5 tokens of 
 # reuse and staleness. The share of positives below $w=0.8$: too small at $R=8$, enough only at
 # some fallbacks (the records with at least 10%). And the length rule: whether the fallen
 # positives are longer than those whose weight rose. In every record they are shorter than the
-# risen ones (the first check), and where enough of them fell they are about as long as the
-# average positive (the second check): shorter only than the risen ones. That is all the records
-# say about length. They do not show that the drift sends long correct answers up, nor that
-# there are no long positives to rescue; they show that the positives this drift lowered were
-# not longer than average (RESULTS.md's Study 2 re-reads the same records response by response
-# and target by target). By the pre-registered rule the evaluation did not run, and the claims
-# stay not resolved, neither supported nor refuted.
+# risen ones (the first check); against the average positive they are longer in the records
+# counted above at full precision, one of them a fallback with enough below 0.8, and not in the
+# others. The records show neither that the drift spares long correct answers nor that it starves
+# them. RESULTS.md's Study 2 reruns the same cells and reads them response by response (the
+# `reread_` lines): positives do fall below 0.8 at the fallbacks, the long targets' too; how long
+# the fallen ones are depends on the pooling (within a target, pooled per positive, pooled over seed
+# means); and within a target a positive's length and its $\log w$ are uncorrelated, so this task
+# shows no pressure specific to long answers. By the pre-registered rule the evaluation did not
+# run, and the claims stay not resolved, neither supported nor refuted.
 #
 # The lesson for reading any such gate: **a gate falsifies only the mechanism it encodes.**
-# This one encoded "the low-$w$ positives are longer than the high-$w$ ones", a comparison of
-# the two tails that learning itself moves: a positive's own update raises its $\log\pi$ by
-# about $\eta A\|\nabla\log\pi\|^2$ at first order, which tends to be larger for a longer response.
-# It rules out that pattern on this task; it cannot rule out starvation where some update
-# pushes long correct answers down, which is the pressure notebook 02 §6 builds exactly.
-# What this notebook's §2 showed (the clip scales a fallen positive's gradient by its $w$, and
-# zeroes a risen one's) holds on every batch; whether it matters depends on which responses fall.
+# This one encoded "the low-$w$ positives are longer than the high-$w$ ones", a comparison of the
+# two tails' pooled lengths, which mostly says which targets' positives drift. One more reason it
+# could fail is a conjecture here: that a positive's own update raises its $\log\pi$ more the longer
+# it is (for plain gradient descent, by about $\eta A\|\nabla\log\pi\|^2$ at first order). Under Adam
+# the step is not $\eta$ times the gradient, and within a target the reruns show no rise of
+# $\log w$ with length (the correlation printed above), so nothing here checks it. The gate rules out
+# its pattern on this task; it cannot rule out starvation where some update pushes long correct
+# answers down, which notebook 02 §6 builds exactly and Study 3 tried to build on this model.
+#
+# ### Study 3: `digit_conflict`, and its verdict
+#
+# `digit_conflict` trains short rewarded answers (`sum t`, in at most $\lceil t/3\rceil+1$ digits) beside
+# long ones (`ones t`, 1s and 2s only) over the same digits, so that the short family's updates might
+# push the long family's answers down. Its manipulation check, gate A, was fixed before its first
+# record (experiments/MECHANISM.md): under the sequence clip with a lag, the `ones` positives must
+# drift at least 0.01 per token below the `sum` positives and fall below $w=0.8$ at least 15% of the
+# time and 3x as often as the `sum` ones; if it fails at lag 4 and at lag 8, the study reports that
+# the mechanism cannot be produced on this model and compares no method. Its records, read by the
+# code that writes RESULTS.md's Study 3:
+
+# %%
+from experiments import conflict_report, mechanism_figures as mechanism  # noqa: E402  (what figures.py reads)
+
+for name in ("conflict_gate1_share", "conflict_lr_star", "conflict_gate_a_ones_low", "conflict_gate_a_sum_low",
+             "conflict_gate_a_ratio", "conflict_gate_a_drift_ones", "conflict_gate_a_drift_sum",
+             "conflict_gate_a_control_gap", "conflict_gate_a_ones_distinct", "conflict_gate_a_sum_lower",
+             "conflict_retained_seq_clip", "conflict_retained_least_bin", "conflict_retained_respo",
+             "conflict_gate_a_outcome"):
+    print(f"{figures.value(name):>28}  {figures.FIGURES[name].what}")
+display(Markdown(conflict_report.gate_a_table(mechanism.conflict_records())))
+confirm("no gate A cell passed, at either lag on either setting (so no method was compared)",
+        sum(g["passed"] for g in mechanism.gate_a_cells()), 1e-12)
+
+# %% [markdown]
+# By the rule written in advance, the mechanism cannot be produced on this model. The `ones`
+# positives do fall below 0.8, but less than 3x as often as the `sum` positives (the ratio printed),
+# which drift further per token and have the lower mean $\log w$ in most cells (printed): the drift
+# is not specific to the long family. The sequence clip still discards much of both families' signal
+# (its $R_m$ range above, least kept in the bin printed), but, as §2's reference shows, a loss by
+# length is not by itself a pressure on length, and whether this loss costs learning was not tested.
+# What this notebook shows on its batches, the coefficient each method gives a positive that fell,
+# holds on any batch; that on this model the fallen ones are the long ones, or that losing them
+# costs learning, the committed studies do not show.
 #
 # ## 5. Exercises
 #
@@ -782,8 +916,9 @@ checks.check_coefficient_by_hand(my_coefficient, v["logp"], v["old_logp"], v["ma
 #    grows with the step; $\log w=\sum_td_t$ adds those moves over the response, so the spread of
 #    $\log w$ grows with the step and, a sum of more terms, with the length: long responses are
 #    likelier to reach either tail. A likelihood, not a rule: which lengths lose signal is what
-#    §2's retained-signal table reads on its batches, both tails counted, and the committed study
-#    did not record the high-$w$ lengths, so it cannot say the starved are the long ones (§4).</details>
+#    §2's retained-signal table reads on its batches, both tails counted; its symmetric-drift
+#    reference shows that spread alone makes the longest lose more, so a loss by length does not
+#    say the starved are the long ones because something pushed them (§4).</details>
 # 2. A group has $k$ right answers of 8 and the wrong ones share the right answer's first
 #    digits. On-policy, does pushing the wrong ones down push that prefix down?
 #    <details><summary>Answer</summary>No: the net push on a shared prefix is the sum of $A$ over
