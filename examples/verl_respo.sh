@@ -12,9 +12,11 @@
 # before the update (verl's old_log_probs), pi the actor now. ReSPO's weight must be
 # w = pi / mu, with each correction applied once:
 # - algorithm.rollout_correction.rollout_is=sequence: verl computes rho = pi_old / mu per
-#   response (truncated at rollout_is_threshold, verl's default 2); the adapter folds log rho
-#   into log w once, so w = (pi / pi_old) * rho. policy_loss.rollout_is_level must equal
-#   rollout_is (the adapter refuses token weights under "sequence").
+#   response and hands over min(rho, rollout_is_threshold), its log clamped to +-20 first
+#   (rollout_corr_helper.compute_rollout_correction_weights); the adapter folds that weight into
+#   log w once, so w = (pi / pi_old) * min(rho, 2): w = pi / mu while rho <= 2.
+#   policy_loss.rollout_is_level must equal rollout_is (the adapter refuses token weights under
+#   "sequence").
 # - rollout_is=null instead would leave w = pi / pi_old: the mismatch and staleness unseen.
 # - bypass_mode=false: verl's bypass mode replaces loss_mode by its own loss, so ReSPO's
 #   kernel would not run.

@@ -37,33 +37,40 @@
 #   epoch"); its bypass mode sets $\pi_{old}=\mu$ and skips that forward.
 #
 # So where a recomputed $\pi_{old}$ exists, it is *not* "the learner's weights when the batch was
-# sampled": in an asynchronous system those are $\mu$'s own weights, $k$ updates back. On a timeline
-# of learner updates, with $\pi_{old}$ recomputed:
+# sampled": in an asynchronous system those are $\mu$'s own weights. `--lag k` counts *iterations*
+# (`TrainConfig.lag`, `offpolicy.LaggedPolicy`), and each iteration takes $R$ optimizer updates on its
+# batch, so $\mu$'s weights are $kR$ updates older than $\pi_{old}$'s (once $k$ iterations have passed: the
+# lag grows $0, 1, \dots, k$ before). On a timeline of optimizer updates, with $\pi_{old}$ recomputed:
 
 # %%
 import matplotlib.pyplot as plt
 
-fig, ax = plt.subplots(figsize=(9, 1.9))
-k, t, R = 3, 6, 4
-ax.plot([0, t + R + 0.5], [0, 0], color="0.6", lw=1)
-for step in range(t + R + 1):
-    ax.plot([step], [0], "|", color="0.4", ms=8)
-ax.annotate("μ: the learner's weights at update t − k,\nrun by the sampler in its own precision,\ndraw the batch",
-            xy=(t - k, 0), xytext=(t - k - 1.2, 0.55), fontsize=8, arrowprops=dict(arrowstyle="->"))
-ax.annotate("π_old: the learner at update t\nrecomputes log-probs of that batch\n(one no-grad forward)",
-            xy=(t, 0), xytext=(t - 0.4, 0.55), fontsize=8, arrowprops=dict(arrowstyle="->"))
-ax.axvspan(t, t + R, ymin=0.38, ymax=0.62, color="tab:red", alpha=0.2)
-ax.text(t + R / 2, -0.45, f"π: the R = {R} optimizer steps on the batch", ha="center", fontsize=8, color="tab:red")
-ax.text(t - k / 2, -0.45, "staleness: k updates\n(--lag k)", ha="center", fontsize=8)
-ax.set(xlim=(-0.5, t + R + 1), ylim=(-0.9, 1.3), yticks=[], xlabel="learner update")
-ax.set_xticks([t - k, t, t + R], ["t − k", "t", "t + R"])
+fig, ax = plt.subplots(figsize=(9, 2.1))
+k, R, i = 2, 3, 3                       # lag in iterations, updates per iteration, the iteration drawn
+start = {j: j * R for j in range(i + 2)}  # the optimizer update at which iteration j begins
+ax.plot([0, start[i + 1] + 0.5], [0, 0], color="0.6", lw=1)
+for u in range(start[i + 1] + 1):
+    ax.plot([u], [0], "|", color="0.3" if u % R == 0 else "0.7", ms=12 if u % R == 0 else 6)
+ax.annotate("μ: the learner's weights at the start of\niteration i − k, run by the sampler in its\nown precision, draw the batch",
+            xy=(start[i - k], 0), xytext=(start[i - k] - 2.5, 0.55), fontsize=8, arrowprops=dict(arrowstyle="->"))
+ax.annotate("π_old: the learner at the start of iteration i\nrecomputes log-probs of that batch\n(one no-grad forward)",
+            xy=(start[i], 0), xytext=(start[i] - 1.5, 0.55), fontsize=8, arrowprops=dict(arrowstyle="->"))
+ax.axvspan(start[i], start[i + 1], ymin=0.38, ymax=0.62, color="tab:red", alpha=0.2)
+ax.text((start[i] + start[i + 1]) / 2, -0.65, "π: the R optimizer\nupdates on the batch", ha="center", fontsize=8,
+        color="tab:red")
+ax.annotate("", xy=(start[i - k], -0.2), xytext=(start[i], -0.2), arrowprops=dict(arrowstyle="<->", color="0.3"))
+ax.text((start[i - k] + start[i]) / 2, -0.65, "staleness: --lag k iterations\n= k·R optimizer updates", ha="center",
+        fontsize=8)
+ax.set(xlim=(-0.5, start[i + 1] + 1), ylim=(-1.0, 1.3), yticks=[],
+       xlabel=f"optimizer update (drawn with k = {k}, R = {R}; long ticks: an iteration begins)")
+ax.set_xticks([start[i - k], start[i], start[i + 1]], ["(i − k)·R", "i·R", "(i + 1)·R"])
 ax.grid(False)
 fig.tight_layout()
 plt.show()
 
 # %% [markdown]
 # So $\rho=\pi_{old}/\mu$ carries the mismatch (different precision, the same weights at lag 0)
-# *and* the staleness (the $k$ updates between the sampler's weights and the learner's), and
+# *and* the staleness (the $kR$ updates between the sampler's weights and the learner's), and
 # $\pi/\pi_{old}$ carries the reuse. For every response,
 #
 # $$w = \frac{\pi}{\mu} = \underbrace{\frac{\pi}{\pi_{old}}}_{\text{reuse}} \cdot
@@ -120,7 +127,8 @@ def load(cfg):
 # `dtype=bfloat16` is what `train.py --sampler-dtype bfloat16` builds: a copy of the learner
 # cast to bfloat16 samples the batch and records $\log\mu$; the learner's own float32
 # forward on the same tokens gives $\log\pi_{old}$. No optimizer step has happened, so
-# $\pi = \pi_{old}$ and every $w$ would be exactly 1 with an fp32 sampler.
+# $\pi = \pi_{old}$, and with an fp32 sampler every $w$ would be 1 up to float noise (`nano_respo/rollout.py`).
+# The cell's last lines are the control: the same rollout drawn by an fp32 copy.
 
 # %%
 cfg = TrainConfig(model="tiny-qwen3", loss=LossConfig(), prompts_per_iteration=16, reuse=4, epochs=2,
@@ -145,15 +153,51 @@ print(f"KL(mu || pi_old) per token (k3, as `sampler_kl` logs it): {(torch.expm1(
 short, long_ = lengths <= lengths.median(), lengths > lengths.median()
 print(f"mean |log w|: {log_rho[short].abs().mean():.4f} on the shorter half, {log_rho[long_].abs().mean():.4f} "
       f"on the longer half (log w sums one rounding difference per token)")
-halves = {name: rows for name, rows in (("shorter", short), ("longer", long_))}
+halves = {"shorter": short, "longer": long_}
 per_token = {name: d.abs()[mask & rows[:, None]].mean().item() for name, rows in halves.items()}
 sqrt_rule = (lengths[long_].float().mean() / lengths[short].float().mean()).sqrt().item()
-print(f"mean length {lengths[short].float().mean():.1f} and {lengths[long_].float().mean():.1f} tokens; "
-      f"mean |d_t| per token {per_token['shorter']:.2e} and {per_token['longer']:.2e}; the longer half's mean |log w| is "
-      f"{log_rho[long_].abs().mean() / log_rho[short].abs().mean():.1f}x the shorter's, where independent zero-mean "
-      f"rounding errors would give sqrt of the length ratio, {sqrt_rule:.1f}x")
+ratio = (log_rho[long_].abs().mean() / log_rho[short].abs().mean()).item()
+print(f"mean length {lengths[short].float().mean():.1f} and {lengths[long_].float().mean():.1f} tokens; the longer half's "
+      f"mean |log w| is {ratio:.1f}x the shorter's; sqrt of the length ratio is {sqrt_rule:.1f}x")
+print(f"per token: mean |d_t| {per_token['shorter']:.2e} and {per_token['longer']:.2e}, the largest |d_t| "
+      + " and ".join(f"{d.abs()[mask & rows[:, None]].max():.3f}" for rows in halves.values()) + " (shorter, longer)")
+top = log_rho.abs().argmax()
+in_half = "longer" if long_[top] else "shorter"
+rest = torch.ones_like(long_)
+rest[top] = False
+print(f"the largest |log w| ({log_rho[top].abs():.3f}, {int(lengths[top])} tokens) is in the {in_half} half, "
+      f"{log_rho[top].abs() / log_rho[halves[in_half]].abs().sum():.0%} of that half's sum of |log w|; without it the "
+      f"ratio is {(log_rho[long_ & rest].abs().mean() / log_rho[short & rest].abs().mean()).item():.1f}x")
+# Control: independent, zero-mean errors of each half's own per-token sizes. Each half's d_t are shuffled
+# across its responses and given random signs; the responses keep their lengths.
+gen = torch.Generator().manual_seed(0)
+shuffled = []
+for _ in range(200):
+    mean_abs = {}
+    for name, rows in halves.items():
+        values = d[mask & rows[:, None]]
+        values = values[torch.randperm(len(values), generator=gen)] * (torch.randint(0, 2, values.shape, generator=gen) * 2 - 1)
+        mean_abs[name] = torch.stack([c.sum() for c in values.split(lengths[rows].tolist())]).abs().mean()
+    shuffled.append((mean_abs["longer"] / mean_abs["shorter"]).item())
+q10, q50, q90 = torch.quantile(torch.tensor(shuffled), torch.tensor([0.1, 0.5, 0.9])).tolist()
+print(f"control, each half's d_t shuffled with random signs (200 draws): ratio 10/50/90% {q10:.1f} / {q50:.1f} / {q90:.1f}x")
 confirm("the longer half's mean |log w| exceeds the shorter half's", max(0.0, (log_rho[short].abs().mean()
         - log_rho[long_].abs().mean()).item()), 1e-12)
+confirm("the longer half's mean per-token |d_t| exceeds the shorter half's",
+        max(0.0, per_token["shorter"] - per_token["longer"]), 1e-12)
+confirm("independent zero-mean errors of each half's own sizes reach the observed ratio (control's 90% >= it)",
+        max(0.0, ratio - q90), 1e-12)
+fp32_sampler = LaggedPolicy(model, lag=0).sampler_for(model)
+with torch.random.fork_rng():  # the cells below sample as they would without this control
+    fp32_samples, fp32_rewards, _ = collect_rollouts(fp32_sampler, tokenizer, task, cfg, iteration=0)
+fp32_batch = RolloutBatch(fp32_samples.input_ids, fp32_samples.attention_mask, fp32_samples.completion_mask,
+                          fp32_samples.old_logp, fp32_rewards, torch.zeros_like(fp32_rewards))
+fp32_log_rho = sequence_log_weight(learner_logprobs(model, fp32_batch, cfg), fp32_batch.old_logp,
+                                   fp32_batch.completion_mask)
+print(f"control, an fp32 copy samples instead: the largest |log w| at step 0 is {fp32_log_rho.abs().max():.1e} "
+      f"(the bf16 copy's: {log_rho.abs().max():.3f})")
+confirm("the fp32 sampler's |log w| at step 0 is float noise, far below the bf16 sampler's (under 1%)",
+        max(0.0, fp32_log_rho.abs().max().item() - 0.01 * log_rho.abs().max().item()), 1e-12)
 
 # %% [markdown]
 # Now the product identity on real numbers: four reuse steps on a bf16-sampled batch (what
@@ -224,6 +268,10 @@ MODELS = [m for m in figures.OFFPOLICY_MODELS if any(figures.offpolicy_runs(m, s
 print(f"{figures.value('offpolicy_records')} records; models read: {', '.join(figures.OFFPOLICY_MODELS[m] for m in MODELS)}")
 for m in MODELS:
     print(f"  {m}: respo runs per source " + ", ".join(f"{s} {len(figures.offpolicy_runs(m, s))}" for s in SOURCES))
+for s in SOURCES:  # --lag counts iterations of R updates each: mu's weights are lag x R updates old once the lag is full
+    (sampler, reuse, lag), = {(r["sampler_dtype"], r["reuse"], r["lag"]) for r in figures.offpolicy_runs(MODELS[0], s)}
+    print(f"  {s:9}  sampler {sampler}, R = {reuse} updates per batch, --lag {lag} iterations: mu is "
+          f"{lag * reuse} optimizer updates behind pi_old")
 
 # %%
 edges = np.linspace(-1, 1, 41)  # experiments/offpolicy.py's HIST_EDGES: bins of 0.05, the tails in the end bins
@@ -241,13 +289,35 @@ for ax, m in zip(axes[0], MODELS):
 fig.tight_layout()
 plt.show()
 
+# %%
+CENTRE = np.abs((edges[:-1] + edges[1:]) / 2) < 0.05   # the two bins around 0: |log w| < 0.05
+for m in MODELS:
+    print(f"{figures.OFFPOLICY_MODELS[m]}: share of responses in the two bins around 0 | in the left end bin (log w < -0.95)")
+    shares, left = {}, {}
+    for s in SOURCES:
+        hists = [np.array(r["reading"]["log_w_hist"], dtype=float) for r in figures.offpolicy_runs(m, s)]
+        shares[s] = [h[CENTRE].sum() / h.sum() for h in hists]
+        pooled = np.sum(hists, axis=0) / np.sum(hists)
+        left[s] = pooled[0]
+        print(f"  {s:9}  {pooled[CENTRE].sum():.2f} (runs {min(shares[s]):.2f}-{max(shares[s]):.2f})"
+              f" | {pooled[0]:.3f}")
+    confirm(f"{figures.OFFPOLICY_MODELS[m]}: every mismatch run keeps more of its responses in the two central bins "
+            "than any run of reuse, staleness or all", max(0.0, max(max(shares[s]) for s in SOURCES[1:])
+                                                           - min(shares["mismatch"])), 1e-12)
+    q = max(max(abs(r["reading"]["log_w_quantiles"][i]) for i in (1, 3)) for r in figures.offpolicy_runs(m, "mismatch"))
+    confirm(f"{figures.OFFPOLICY_MODELS[m]}: every mismatch run's 10-90% range of log w lies inside the two bins "
+            f"(largest |quantile| {q:.3f} < 0.05)", max(0.0, q - 0.05), 1e-12)
+    confirm(f"{figures.OFFPOLICY_MODELS[m]}: reuse, staleness and all each put a larger share at the left end than "
+            "mismatch", max(0.0, left["mismatch"] - min(left[s] for s in SOURCES[1:])), 1e-12)
+
 # %% [markdown]
-# The dotted line is $w = 0.8$, where a sequence clip starts to starve a positive. Near 0 the
-# four curves look alike at this bin width (the mismatch's whole 10-90% range fits inside the
-# two bins around 0); the tails differ: reuse and staleness put far more responses at the left
-# end (beyond $\log w=-1$) than the bf16 sampler alone, since the sampled responses lose
-# probability as the learner moves away from the weights that drew them. The pre-registered
-# readings, computed from the records:
+# The dotted line is $w = 0.8$, where a sequence clip starts to starve a positive. The curves
+# differ already near 0: the two bins around 0 hold most of the mismatch's responses (every
+# run's whole 10-90% range of $\log w$ fits inside them, the second check) but a much smaller
+# share under reuse, staleness and all (printed above, the first check). They differ again in the
+# left end bin ($\log w<-0.95$, everything beyond $-1$ included), the responses the learner now gives
+# far less probability than their sampler did: few for the bf16 sampler alone, a larger share for
+# each drifted source (the third check). The pre-registered readings, computed from the records:
 
 # %%
 for m in MODELS:
@@ -305,8 +375,11 @@ for m in MODELS:
 # ## 4. What each correction gives the drifted responses
 #
 # On the very responses ReSPO's runs trained on, every arm's coefficient (the mean per-token
-# weight of a response, at our aggregation). The arms: ReSPO; the sequence clip; GRPO's token
-# clip; GSPO; GRPO with a **sequence-level** masked correction ($c=\rho$ where $\rho\le3$, else 0:
+# weight of a response, at our aggregation). The arms: ReSPO, the sequence clip, GRPO's token
+# clip and GSPO, all four *coupled* (on $\pi/\mu$ itself: GRPO's token ratio is $\pi_t/\mu_t$, which on a
+# drifted response moves off 1 token by token, and the clip drops a positive's tokens above $1+\epsilon$,
+# so GRPO gives the starved positives a little under 1, not 1: printed below, and the third check);
+# GRPO with a **sequence-level** masked correction ($c=\rho$ where $\rho\le3$, else 0:
 # TRL's `vllm_importance_sampling_mode="sequence_mask"`, its default, with
 # `vllm_importance_sampling_clip_max=3`); GRPO with a **token-level** truncated correction
 # ($c_t=\min(\rho_t,2)$: verl's `rollout_is: token` with `rollout_is_threshold: 2`, and TRL's
@@ -315,21 +388,26 @@ for m in MODELS:
 #
 # **Granularity is the variable, not the vendor.** Both libraries offer both levels. TRL's
 # `vllm_importance_sampling_mode` takes `token_truncate`, `token_mask`, `sequence_truncate` or
-# `sequence_mask` (`trl/trainer/grpo_config.py`; the field's default is `sequence_mask`), applied in
-# `GRPOTrainer._generate_and_score_completions`. verl's `algorithm.rollout_correction.rollout_is`
+# `sequence_mask` (`trl/trainer/grpo_config.py`; the field's default is `sequence_mask`); the weight is
+# computed in `GRPOTrainer._generate_and_score_completions` and multiplied into the per-token loss in
+# `GRPOTrainer._compute_loss`. verl's `algorithm.rollout_correction.rollout_is`
 # takes `token` or `sequence` (`verl/trainer/ppo/rollout_corr_helper.py`,
 # `compute_rollout_correction_weights`); its `RolloutCorrectionConfig` dataclass defaults to
 # `sequence` with `rollout_is_threshold=2.0`, while the shipped
 # `verl/trainer/config/algorithm/rollout_correction.yaml` sets `rollout_is: null` (off), and this
 # repository's `examples/verl_respo.sh` sets `sequence`. The two levels do different things:
 #
-# - **sequence-level** multiplies by $\rho=\prod_t\pi_{old,t}/\mu_t$. Decoupled PPO corrects behaviour to
-#   proximal with a per-action ratio $\pi_{prox}(a_t|s_t)/\pi_{behav}(a_t|s_t)$ (verl's
-#   `rollout_corr_math.md` §2.3 writes it per token, $\rho_t$); that for a reward given once, at the
-#   end of the response, the exact weight of the whole response is the product $\rho$ is this
-#   course's point (notebook 01 §1), not theirs. Truncating $\rho$ is the kind of variance cut ACER
-#   and V-trace make on per-step ratios, here on the product; masking it (dropping the response
-#   outside the bounds) is MIS's rejection, which ACER and V-trace never do;
+# - **sequence-level** multiplies by $\rho=\prod_t\pi_{old,t}/\mu_t$. For a reward given once, at the end
+#   of the response, that product is the exact, unbiased behaviour-to-proximal weight of the whole
+#   response: trajectory-level importance sampling (with only a terminal reward, Precup et al.'s
+#   per-decision weight is the whole product too). verl 0.9.1 says so of this mode ("Per-sequence IS weights
+#   (unbiased, high variance)", `verl/trainer/config/algorithm.py`; "product of tokens; unbiased, high
+#   variance", `rollout_corr_helper.compute_rollout_correction_weights`), and VESPO's recipe of its
+#   product weight ("TRUE sequence IS ratio … UNBIASED"). Decoupled PPO itself (Hilton et al.) writes the
+#   correction per action, $\pi_{prox}(a_t|s_t)/\pi_{behav}(a_t|s_t)$ (verl's `rollout_corr_math.md` §2.3:
+#   per token, $\rho_t$). Truncating $\rho$ is the kind of variance cut ACER and V-trace make on per-step
+#   ratios, here on the product; masking it (dropping the response outside the bounds) is MIS's
+#   rejection, which ACER and V-trace never do;
 # - **token-level** multiplies each token by its own $\rho_t$, which stays near 1 even where the
 #   product has fallen far: no trust region on the product, and a bias wherever the tokens'
 #   ratios compound.
@@ -382,15 +460,20 @@ for m in MODELS:
     confirm(f"{figures.OFFPOLICY_MODELS[m]}, reuse: rho = 1, so both corrections are GRPO itself",
             max(abs(arm_mean(m, "reuse", a) - arm_mean(m, "reuse", "grpo")) for a in ("grpo_trl_seq_mask",
                                                                                      "grpo_verl_token_trunc")), 0.005)
+    confirm(f"{figures.OFFPOLICY_MODELS[m]}: the coupled GRPO gives the starved positives less than 1 in every source",
+            max(0.0, max(max(figures.offpolicy_values(m, s, figures.arm_reading("grpo"))) for s in drifted) - 1), 1e-12)
 
 # %% [markdown]
 # Solid line: 1, what every method gives on-policy; dotted: 0.8. Read it by the factor that
-# moved. Under **reuse** only $\pi/\pi_{old}$ moved, $\rho=1$, and both corrections are GRPO itself
-# (the second check); the sequence clip gives the starved positive its own small $w$, ReSPO
-# slightly above 1. Under **staleness** the low weight sits in $\rho$ (§3's factor table): the
-# sequence-level masked correction multiplies by that small $\rho$ and so gives what the sequence
-# clip gives, and the token-level truncation multiplies each token by its own $\rho_t$, which stays
-# near 1 even where their product is small, and so gives what GRPO gives (the first check).
+# moved. Under **reuse** only $\pi/\pi_{old}$ moved and $\rho=1$ (exactly, in these records: with no
+# separate sampler the reader takes $\pi_{old}=\mu$; a recomputed $\pi_{old}$ would differ from $\mu$ by
+# float noise, §1's control), so both corrections are GRPO itself (the second check); the sequence
+# clip gives the starved positive its own small $w$, ReSPO slightly above 1. Under **staleness** the
+# low weight sits in $\rho$ (§3's factor table): the sequence-level masked correction multiplies by
+# that small $\rho$ and so gives what the sequence clip gives, and the token-level truncation
+# multiplies each token by its own $\rho_t$, which stays near 1 even where their product is small, and
+# so gives what the coupled GRPO gives, whose token ratios at $R=1$ are those same $\rho_t$ (the first
+# check).
 #
 # Read what that small value is. At $R=1$ under staleness, $\pi=\pi_{old}$ and the sequence-level
 # coefficient is $\rho=\pi_{old}/\mu=w$: the *exact* importance weight of the whole response, the
@@ -427,15 +510,15 @@ for m in MODELS:
 #
 # ## Quick questions
 #
-# 1. With an fp32 sampler and no lag, which factor of $w$ is exactly 1 at every step, and why
+# 1. With an fp32 sampler and no lag, which factor of $w$ is 1 at every step, and why
 #    is the first step on a batch then on-policy?
-#    <details><summary>answer</summary>$\rho=\pi_{old}/\mu=1$: the sampler is the learner at rollout time. At the first step $\pi=\pi_{old}$ too, so $w=1$; only later steps move $\pi/\pi_{old}$.</details>
+#    <details><summary>answer</summary>$\rho=\pi_{old}/\mu=1$ up to float noise (§1's fp32 control prints its size): the sampler is the learner at rollout time. At the first step $\pi=\pi_{old}$ too, so $w=1$ to the same noise; only later steps move $\pi/\pi_{old}$. In §3's records $\rho$ is exactly 1 there only because the reader sets $\pi_{old}=\mu$ when no separate sampler exists.</details>
 # 2. Why is the mismatch's $|\log w|$ larger on long responses (§1)?
-#    <details><summary>answer</summary>$\log w=\sum_t(\log\pi_{old}-\log\mu)$ adds one rounding difference per token, so a longer response sums more of them (the check). How much larger is what §1's last line prints, beside what independent zero-mean errors would give ($\sqrt{}$ of the length ratio); where the two differ, the errors are not independent and zero-mean (their per-token size is printed too), and the $\sqrt{|y|}$ rule is not what the printout shows.</details>
+#    <details><summary>answer</summary>$\log w=\sum_t(\log\pi_{old}-\log\mu)$ adds one rounding difference per token, so a longer response sums more of them (the first check). How much larger is far beyond $\sqrt{}$ of the length ratio, and §1 prints why: the per-token differences are larger on the longer half (the second check) and heavy-tailed (the largest $|d_t|$ of each half, and the share of its half's sum that the single largest $|\log w|$ carries; without that one response the ratio is much smaller). The control shuffles each half's own $d_t$ across its responses with random signs, which makes them independent and zero-mean, and still reaches the observed ratio (the third check): nothing printed needs the errors to be dependent or biased. The $\sqrt{|y|}$ rule fails because it assumes one light-tailed error size on both halves; why the longer responses' tokens round worse is not shown here.</details>
 # 3. Under staleness alone, the sequence-level masked correction and the sequence clip give a starved positive about the same coefficient. Why, and is it starvation?
 #    <details><summary>answer</summary>At $R=1$, $\pi=\pi_{old}$, so GRPO's trust region gives 1 and the correction gives $\rho=\pi_{old}/\mu=w$ (kept while $\rho\le3$); the sequence clip gives $w$ too. That value is the exact importance weight, the unbiased correction, not an artefact; ReSPO's positive branch gives about $e^{\lambda_+(1-w)}\ge1$, a change of target (notebook 01 §1).</details>
 # 4. ReSPO in verl: which flag would apply the mismatch correction twice, and which would hide it?
-#    <details><summary>answer</summary>Twice: the kernel's own `policy_loss.correction` on top of verl's `rollout_correction` (the adapter refuses it). Hidden: `rollout_correction.rollout_is=null`, which leaves $w=\pi/\pi_{old}$. `examples/verl_respo.sh` sets `rollout_is=sequence` with a matching `policy_loss.rollout_is_level`, and keeps `bypass_mode=false`, because bypass mode replaces the loss with verl's own.</details>
+#    <details><summary>answer</summary>Twice: the kernel's own `policy_loss.correction` on top of verl's `rollout_correction` (the adapter refuses it). Hidden: `rollout_correction.rollout_is=null`, which leaves $w=\pi/\pi_{old}$. `examples/verl_respo.sh` sets `rollout_is=sequence` with a matching `policy_loss.rollout_is_level`, and keeps `bypass_mode=false`, because bypass mode replaces the loss with verl's own. verl hands over $\min(\rho, C)$ with $C$ its `rollout_is_threshold` (and $\log\rho$ clamped to $\pm20$), so the folded $w$ is $\pi/\mu$ only while $\rho\le C$.</details>
 # 5. Why does the off-policy sequence mask never change what a positive receives?
 #    <details><summary>answer</summary>It drops only responses with $A<0$ whose mean per-token $\log(\mu/\pi)$ exceeds $\delta$: over-generated *negatives*. Positives keep GRPO's coefficient whatever their weight.</details>
 #
@@ -444,8 +527,10 @@ for m in MODELS:
 # - Three policies, a clip on $\pi/\pi_{old}$ and a per-action correction on $\pi_{old}/\mu$: decoupled PPO
 #   (Hilton, Cobbe and Schulman, arXiv:2110.00641), as verl's rollout correction implements it
 #   (`verl/trainer/ppo/rollout_corr_helper.py`, `docs/algo/rollout_corr_math.md`) and TRL's GRPO does
-#   with vLLM (`GRPOTrainer._generate_and_score_completions`); the sequence product as the exact
-#   weight for a terminal reward is this course's reading.
+#   with vLLM (the weight computed in `GRPOTrainer._generate_and_score_completions`, applied in
+#   `_compute_loss`). The sequence product as the exact, unbiased weight for a terminal reward is
+#   trajectory-level importance sampling (Precup, Sutton and Singh, ICML 2000), as verl's
+#   `rollout_is: sequence` docstrings and VESPO's recipe say; decoupled PPO corrects per action.
 # - Truncated token-level correction (TIS: Yao et al., fengyao.notion.site/off-policy-rl), the
 #   per-step truncation of ACER (Wang et al., ICLR 2017) and V-trace (Espeholt et al., ICML 2018);
 #   sequence-level masked correction (MIS: Liu, Li et al., richardli.xyz/rl-collapse), a rejection
