@@ -133,11 +133,23 @@ def control_gap() -> str:
     return f"{max(abs(g['control_ones']['drift'] - g['control_sum']['drift']) for g in gate_a_cells()):.4f}"
 
 
-def sum_high_shares() -> list[float]:
+def gate_a_run_cells() -> list[list[dict]]:
+    """The runs behind each gate A cell, one list per (lag, setting), the control runs left out."""
     from experiments import conflict_report as report
     records = conflict_records()
-    return [report.high_share(report.gate_a_runs(records, s, lag, False), "sum")
-            for lag in report.gate_a_lags(records) for s in report.SETTINGS]
+    return [report.gate_a_runs(records, s, lag, False) for lag in report.gate_a_lags(records) for s in report.SETTINGS]
+
+
+def populated_bins(cell: list[dict]) -> list[tuple]:
+    """The length bins holding 50+ positives (both families) in a gate A cell: the ones its retained shares read."""
+    from experiments import conflict_report as report
+    return [b for b in report.LENGTH_BINS
+            if sum(report.family_sums(r, f, b).get("n", 0) for r in cell for f in ("sum", "ones")) >= 50]
+
+
+def sum_high_shares() -> list[float]:
+    from experiments import conflict_report as report
+    return [report.high_share(cell, "sum") for cell in gate_a_run_cells()]
 
 
 def ones_falls() -> str:
@@ -151,24 +163,15 @@ def conflict_minutes() -> str:
 
 
 def gate_a_retained(method: str) -> list[float]:
-    """method's retained share of the positives' signal in each length bin of every gate A cell holding 50+ positives."""
+    """method's retained share of the positives' signal in each populated length bin of every gate A cell."""
     from experiments import conflict_report as report
-    records, values = conflict_records(), []
-    for lag in report.gate_a_lags(records):
-        for s in report.SETTINGS:
-            cell = report.gate_a_runs(records, s, lag, False)
-            for b in report.LENGTH_BINS:
-                if sum(report.family_sums(r, f, b).get("n", 0) for r in cell for f in ("sum", "ones")) >= 50:
-                    values.append(report.retained(cell, method, b))
-    return values
+    return [report.retained(cell, method, b) for cell in gate_a_run_cells() for b in populated_bins(cell)]
 
 
 def sum_lower_per_sequence() -> str:
     """Gate A cells where the sum positives' mean sequence log w is below the ones positives' (summary.md's table)."""
     from experiments import conflict_report as report
-    records = conflict_records()
-    cells = [report.gate_a_runs(records, s, lag, False) for lag in report.gate_a_lags(records) for s in report.SETTINGS]
-    return count([report.mean_log_w(c, "sum") < report.mean_log_w(c, "ones") for c in cells])
+    return count([report.mean_log_w(c, "sum") < report.mean_log_w(c, "ones") for c in gate_a_run_cells()])
 
 
 def epochs_of(record: dict) -> int:
@@ -179,23 +182,10 @@ def epochs_of(record: dict) -> int:
                                  record["lr"]).epochs
 
 
-def gate_a_records() -> list[dict]:
-    """Every run behind a gate A cell (the control runs left out)."""
-    from experiments import conflict_report as report
-    records = conflict_records()
-    return [r for lag in report.gate_a_lags(records) for s in report.SETTINGS
-            for r in report.gate_a_runs(records, s, lag, False)]
-
-
 def ones_distinct() -> list[float]:
     """Distinct ones positives behind each gate A cell: positives x steps over the steps each response is read at."""
     from experiments import conflict_report as report
-    records, values = conflict_records(), []
-    for lag in report.gate_a_lags(records):
-        for s in report.SETTINGS:
-            cell = report.gate_a_runs(records, s, lag, False)
-            values.append(sum(report.family_sums(r, "ones").get("n", 0) / epochs_of(r) for r in cell))
-    return values
+    return [sum(report.family_sums(r, "ones").get("n", 0) / epochs_of(r) for r in cell) for cell in gate_a_run_cells()]
 
 
 def least_kept_bin() -> str:
@@ -203,13 +193,8 @@ def least_kept_bin() -> str:
     from collections import Counter
 
     from experiments import conflict_report as report
-    records, least = conflict_records(), []
-    for lag in report.gate_a_lags(records):
-        for s in report.SETTINGS:
-            cell = report.gate_a_runs(records, s, lag, False)
-            bins = [b for b in report.LENGTH_BINS
-                    if sum(report.family_sums(r, f, b).get("n", 0) for r in cell for f in ("sum", "ones")) >= 50]
-            least.append(min(bins, key=lambda b: report.retained(cell, "seq_clip", b)))
+    least = [min(populated_bins(cell), key=lambda b: report.retained(cell, "seq_clip", b))
+             for cell in gate_a_run_cells()]
     (low, high), k = Counter(least).most_common(1)[0]
     return f"{low}-{high} tokens in {k} of {len(least)} cells"
 
@@ -246,8 +231,10 @@ def conflict_figures() -> dict:
                                            lambda: span([g["ones"]["n"] for g in gate_a_cells()], 0)),
         "conflict_gate_a_ones_distinct": ("distinct ones positives behind each gate A cell (each response is read "
                                           "at one step per epoch), range", lambda: span(ones_distinct(), 0)),
-        "conflict_gate_a_epochs": ("epochs over each rollout batch in the gate A runs (the steps a response is read at)",
-                                   lambda: "/".join(sorted({str(epochs_of(r)) for r in gate_a_records()}))),
+        "conflict_gate_a_epochs": ("epochs over each rollout batch in the gate A runs (the steps a response is "
+                                   "read at)",
+                                   lambda: "/".join(sorted({str(epochs_of(r)) for cell in gate_a_run_cells()
+                                                            for r in cell}))),
         "conflict_gate_a_sum_lower": ("gate A cells where the sum positives' mean log w (per sequence) is below the "
                                       "ones positives'", sum_lower_per_sequence),
         "conflict_gate_a_sum_high": ("gate A cells: share of the sum positives above w = 1.2 (the clip gives them 0)",

@@ -1,6 +1,6 @@
 """Break the kernel on purpose and check that the derivation tests notice.
 
-    python tools/mutation_check.py              # every mutant, a test run of ~30 s each on one core
+    python tools/mutation_check.py              # every mutant, one kernel test run each
     python tools/mutation_check.py tilt SAPO    # only the mutants whose names contain these
     python tools/mutation_check.py --fail-fast --workers 2  # each test run stops at its first failure,
                                                             # two at a time (what CI runs)
