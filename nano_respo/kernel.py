@@ -371,8 +371,9 @@ def coefficients(logp, old_logp, advantages, mask, cfg):
     return phi, log_w
 
 
-def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
-                mask: torch.Tensor, cfg: LossConfig, with_stats: bool = True, pi_old_logp: torch.Tensor | None = None):
+def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+                cfg: LossConfig, with_stats: bool = True, pi_old_logp: torch.Tensor | None = None,
+                group_size: int | None = None):
     """loss = -agg(stopgrad(phi) * A * log pi_theta); returns (loss, stats).
 
     logp:       [B, T] per-token log-probs under the current policy (requires grad)
@@ -382,6 +383,8 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     cfg:        the method and its knobs, LossConfig() for ReSPO's defaults
     pi_old_logp: [B, T] the learner's log-probs recomputed at the start of the updates on this batch; only the
                 decoupled form (cfg.correction, docs/math.md §7) reads it
+    group_size: the rows come in contiguous groups of this size (the samples of one prompt); only the
+                within-group length statistics read it (GROUP_KEYS, docs/math.md §6)
     stats:      dict of python floats, docs/math.md §6 (nan where a set is empty); {} without with_stats,
                 which also skips their host sync (a caller that accumulates micro-batches logs once per step)
     """
@@ -395,7 +398,7 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     dtype = compute_dtype(logp)
     terms = -(phi * advantages.to(dtype)[:, None]).detach() * logp.to(dtype)  # [B, T]
     loss = aggregate(terms, mask, cfg.agg, cfg.norm_len)
-    return loss, diagnostics(phi, logp, old_logp, advantages, mask, cfg) if with_stats else {}
+    return loss, diagnostics(phi, logp, old_logp, advantages, mask, cfg, group_size) if with_stats else {}
 
 
 # --- docs/math.md §1: groups, advantages and reuse -------------------------------------
@@ -445,12 +448,15 @@ DIAGNOSTIC_KEYS = (
     "lost_low_w_pos", "lost_high_w_pos",
 )
 WEIGHT_SPREAD_KEYS = ("ess", "ess_pos", "ess_neg", "vespo_outliers")
+GROUP_KEYS = ("len_excess_low_w_pos", "len_excess_high_w_pos")  # with group_size only
 
 
 @torch.no_grad()
-def diagnostics(phi, logp, old_logp, advantages, mask, cfg) -> dict[str, float]:
+def diagnostics(phi, logp, old_logp, advantages, mask, cfg, group_size=None) -> dict[str, float]:
     """docs/math.md §6 statistics of one batch, as python floats (one host sync)."""
     lengths = mask.sum(-1)  # [B]
+    if group_size and len(lengths) % group_size:
+        raise ValueError(f"group_size: {group_size} does not divide the batch's {len(lengths)} rows")
     pos, neg = (advantages > 0) & (lengths > 0), (advantages < 0) & (lengths > 0)  # [B]
     phi_seq = masked_sum(phi, mask) / lengths.clamp(min=1)  # [B] mean coefficient of a response
     d = torch.where(mask, logp.detach().to(phi.dtype) - old_logp.to(phi.dtype), torch.zeros_like(phi))  # [B, T]
@@ -488,6 +494,10 @@ def diagnostics(phi, logp, old_logp, advantages, mask, cfg) -> dict[str, float]:
     stats.update({  # the spread of the weights (docs/math.md §7): effective sample share, VESPO's outlier count
         "ess": effective_sample_share(true_log_w[lengths > 0]), "ess_pos": effective_sample_share(true_log_w[pos]),
         "ess_neg": effective_sample_share(true_log_w[neg]), "vespo_outliers": (neg & (true_log_w > math.log(100.0))).sum()})
+    if group_size:  # one prompt per group, so one target: a tail's length with which target it answers taken out
+        excess = length_excess_in_group(lengths, pos, group_size)  # [B]
+        stats.update({"len_excess_low_w_pos": excess[low_w].mean() if low_w.any() else nan,
+                      "len_excess_high_w_pos": excess[high_w].mean() if high_w.any() else nan})
     values = torch.stack([v.float().reshape(()) for v in stats.values()]).tolist()
     return dict(zip(stats, values))
 
@@ -498,3 +508,9 @@ def effective_sample_share(log_w: torch.Tensor) -> torch.Tensor:
         return log_w.new_tensor(float("nan"))
     return torch.exp(2 * torch.logsumexp(log_w, 0) - math.log(len(log_w)) - torch.logsumexp(2 * log_w, 0))
 
+
+def length_excess_in_group(lengths: torch.Tensor, positive: torch.Tensor, group_size: int) -> torch.Tensor:
+    """[B] each response's length minus the mean length of the positives of its group (read on positives only)."""
+    grouped, pos = lengths.float().view(-1, group_size), positive.view(-1, group_size)  # [G, group_size]
+    mean_pos = (grouped * pos).sum(-1, keepdim=True) / pos.sum(-1, keepdim=True).clamp(min=1)  # [G, 1]
+    return (grouped - mean_pos).view(-1)  # [B]

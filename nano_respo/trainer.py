@@ -94,7 +94,7 @@ def rl_step(model, optimizer, batch: RolloutBatch, cfg: StepConfig, logprobs=pol
         loss_total += loss.item()
     # The kernel's diagnostics of the whole mini-batch (docs/math.md §6); the loss value is not used.
     _, stats = policy_loss(logp_all, batch.old_logp, batch.advantages, full_mask, loss_cfg,
-                           pi_old_logp=batch.pi_old_logp)
+                           pi_old_logp=batch.pi_old_logp, group_size=cfg.group_size)  # whole groups, in order
     if off_policy is not None:
         stats.update(off_policy.step_stats(logp_all, batch, loss_cfg))
     stats.update(loss=loss_total, entropy=entropy_all[full_mask].mean().item() if full_mask.any() else float("nan"))

@@ -166,3 +166,24 @@ def test_diagnostics_on_a_hand_sized_batch():
     # What the sequence clip takes, per positive: 1 - w from the low one, the whole 1 from the high one.
     assert stats["lost_low_w_pos"] == pytest.approx((1 - w) / 2) and stats["lost_high_w_pos"] == pytest.approx(0.5)
 
+
+
+def test_within_group_lengths_take_out_which_prompt_a_positive_answers():
+    """Two groups of 3 (one prompt, one target each). In group 1 the long positive (6 tokens, against a
+    positive of 2) fell to w = e^-0.8; in group 2 the short positive (3 tokens, against one of 7) rose to e^0.4.
+    Pooled over the batch the low-w one is 6 - 4.5 = 1.5 tokens above the mean positive; within its group it is
+    6 - 4 = 2, and the high-w one 3 - 5 = -2."""
+    lengths = [6, 2, 1, 3, 7, 5]
+    mask = torch.arange(8)[None, :] < torch.tensor(lengths)[:, None]  # [6, 8]
+    adv = torch.tensor([1.0, 1.0, -2.0, 1.0, 1.0, -2.0])
+    old = torch.zeros(6, 8)
+    old[0], old[3] = 0.8 / 6, -0.4 / 3
+    logp = torch.zeros(6, 8, requires_grad=True)
+    _, stats = policy_loss(logp, old, adv, mask, LossConfig(method="seq_clip"), group_size=3)
+    assert stats["len_low_w_pos"] - stats["len_pos"] == pytest.approx(1.5)
+    assert stats["len_excess_low_w_pos"] == pytest.approx(2.0)
+    assert stats["len_excess_high_w_pos"] == pytest.approx(-2.0)
+    _, without = policy_loss(logp, old, adv, mask, LossConfig(method="seq_clip"))
+    assert "len_excess_low_w_pos" not in without  # rows of unknown grouping: not computed
+    with pytest.raises(ValueError, match="group_size"):
+        policy_loss(logp, old, adv, mask, LossConfig(method="seq_clip"), group_size=4)
