@@ -89,10 +89,9 @@ class LossConfig:
     """DeepSeek-V3.2's off-policy sequence mask: drop negatives whose mean log(mu/pi) per token exceeds this."""
 
     def __post_init__(self):
-        if self.method not in METHODS:
-            raise ValueError(f"method: unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
-        if self.agg not in AGG_MODES:
-            raise ValueError(f"agg: unknown aggregation {self.agg!r}; choose one of {', '.join(AGG_MODES)}")
+        for name, choices in (("method", METHODS), ("agg", AGG_MODES), ("correction", CORRECTIONS)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name}: unknown {name} {getattr(self, name)!r}; choose one of {', '.join(choices)}")
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, float) and not math.isfinite(value):
@@ -110,9 +109,6 @@ class LossConfig:
             raise ValueError(f"norm_len: must be >= 1, got {self.norm_len}")
         if self.log_w_max <= 0:
             raise ValueError(f"log_w_max: must be > 0, got {self.log_w_max}")
-        if self.correction not in CORRECTIONS:
-            raise ValueError(f"correction: unknown correction {self.correction!r}; "
-                             f"choose one of {', '.join(CORRECTIONS)}")
         low, high = correction_bounds(self)
         if not 0 <= low < high:
             raise ValueError(f"correction_min, correction_max: need 0 <= C_min < C_max, got {low} and {high}")

@@ -19,8 +19,12 @@ sys.path.insert(0, str(ROOT / "tools"))
 from step_lines import Walker, executed_functions, span  # noqa: E402
 
 # Line budgets (lines as tools/step_lines.py counts them; a file's lines as `wc -l` does).
-DEFAULT_STEP = 560  # what `python tools/step_lines.py --default` reaches
-KERNEL, ROLLOUT, ANY_SOURCE = 500, 220, 600  # kernel: 490, then seq_clip_lowpos1 and the lost masses
+# The move's design asked about 480 for the default step and 440 for kernel.py; both stand above it, by what the
+# kernel holds as the one file a user copies (the decoupled correction's visible branches, the effective sample
+# share that a default run logs) and what the mechanism study added to its table and §6 diagnostics
+# (seq_clip_lowpos1, the lost masses, the within-group lengths). Growing either says why here.
+DEFAULT_STEP = 575  # what `python tools/step_lines.py --default` reaches
+KERNEL, ROLLOUT, ANY_SOURCE = 515, 220, 600
 
 
 def reached(method: str, roots=("trainer.rl_iteration",), executed=None) -> set[str]:
