@@ -36,6 +36,7 @@ from toy.across import record_set
 
 from experiments.warm_start_stop import WarmStopConfig, band, verdict
 from experiments.mechanism_figures import FIGURES as MECHANISM_FIGURES
+from experiments.rerun_figures import FIGURES as RERUN_FIGURES
 
 SETTINGS = ("default", "avx2")
 # The default run was recorded on an AVX2-only machine (AMD EPYC), where the AVX2 variables change
@@ -773,6 +774,7 @@ FIGURES = {
     **bench_figures(),
     **newcomer_figures(),
     **{name: Figure(what, compute) for name, (what, compute) in MECHANISM_FIGURES.items()},
+    **{name: Figure(what, compute) for name, (what, compute) in RERUN_FIGURES.items()},
 }
 
 

@@ -113,8 +113,10 @@ def run_all(cfg: RereadConfig) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(record, separators=(",", ":")) + "\n")
         shares = [record[k]["low_w_pos_frac"] for k in ("committed_pooled", "rerun_pooled")]
-        print(f"[{index}/{len(sources)}] {path.name}: low-w share committed {shares[0]:.3f}, rerun {shares[1]:.3f}; "
-              f"{record['seconds']} s -> {target.relative_to(ROOT)}", flush=True)
+        same = "every pooled figure equal" if record["committed_pooled"] == record["rerun_pooled"] else "they differ"
+        print(f"[{index}/{len(sources)}] {path.name}: low-w share committed {shares[0]:.3f}, rerun {shares[1]:.3f} "
+              f"({same}); {record['seconds']} s -> {target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}",
+              flush=True)
 
 
 # --- the reading -------------------------------------------------------------------------------
