@@ -4,6 +4,7 @@ import copy
 import dataclasses
 import functools
 import json
+import math
 import os
 import shutil
 import signal
@@ -222,7 +223,7 @@ def test_a_nan_loss_skips_the_step_and_leaves_weights_and_optimizer_untouched():
     optimizer = torch.optim.AdamW(net.parameters(), lr=1e-2)
     batch = batch_of(sample(net, tokenizer, ["1+1=", "2+2="] * 2, 5), torch.tensor([1.0, 0, 0, 1]),
                      torch.tensor([0.5, -0.5, -0.5, 0.5]))
-    cfg = TrainConfig(sft_steps=0)
+    cfg = TrainConfig(sft_steps=0, group_size=2)  # rl_step's mini-batches are whole groups
     before = [p.detach().clone() for p in net.parameters()]
     hook = net.model.norm.register_forward_hook(lambda module, inputs, out: out * float("nan"))  # NaN hidden states
     stats = step(net, optimizer, batch, cfg)
@@ -321,7 +322,7 @@ def test_micro_batches_accumulate_to_the_same_update_and_statistics():
     for micro_batch in (None, 4, 1):
         model = copy.deepcopy(net)
         optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
-        cfg = TrainConfig(sft_steps=0, micro_batch=micro_batch, max_grad_norm=1e9)
+        cfg = TrainConfig(sft_steps=0, group_size=2, micro_batch=micro_batch, max_grad_norm=1e9)
         stats = step(model, optimizer, batch, cfg)
         results.append((stats, torch.cat([p.detach().flatten() for p in model.parameters()])))
     (full_stats, full_params), *others = results
@@ -331,6 +332,8 @@ def test_micro_batches_accumulate_to_the_same_update_and_statistics():
         assert stats["loss"] == pytest.approx(full_stats["loss"], abs=1e-6)
         assert stats["grad_norm"] == pytest.approx(full_stats["grad_norm"], rel=1e-4)
         assert stats["log_w_q50_neg"] == pytest.approx(full_stats["log_w_q50_neg"], abs=1e-5)
+        assert stats["len_excess_low_w_pos"] == full_stats["len_excess_low_w_pos"] or all(  # nan when none fell
+            math.isnan(s["len_excess_low_w_pos"]) for s in (stats, full_stats))
 
 
 def test_ctrl_c_finishes_the_iteration_saves_and_stops(tmp_path, varied_reward, monkeypatch):
