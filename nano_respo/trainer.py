@@ -55,8 +55,7 @@ ONE_PROCESS = OneProcess()
 
 def rl_step(model, optimizer, batch: RolloutBatch, cfg: StepConfig, logprobs=policy_logprobs,
             ranks=ONE_PROCESS, off_policy: OffPolicy | None = None) -> dict:
-    """One optimizer step on one mini-batch (whole groups of cfg.group_size, in order), gradients accumulated over
-    micro-batches.
+    """One optimizer step on one mini-batch of whole groups, gradients accumulated over micro-batches.
 
     A NaN/inf log-prob, loss or gradient skips the step: weights and optimizer state stay untouched (under FSDP on
     every rank together). Each micro-batch's loss is scaled by its share of the mini-batch's kernel.loss_denominator,
