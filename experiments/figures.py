@@ -434,8 +434,7 @@ def offpolicy_figures() -> dict:
                                                    run_mean("router_mismatch_frac"), "mismatch")))
     figures["offpolicy_records"] = Figure("records of the study committed (both settings)",
                                           lambda: len(offpolicy_records()))
-    figures["offpolicy_minutes"] = Figure("minutes the study's runs took, both settings together, one process on the "
-                                          "shared 2-core machine", lambda: f"{sum(r['seconds'] for r in offpolicy_records()) / 60:.0f}")
+    figures["offpolicy_minutes"] = Figure("minutes the study's runs took, both settings summed", lambda: f"{sum(r['seconds'] for r in offpolicy_records()) / 60:.0f}")
     figures["offpolicy_p2"] = Figure("P2: each source moves only its own factor of w (every respo run)", offpolicy_p2)
     figures["offpolicy_identical_across_settings"] = Figure(
         "runs (model, source, arm, seed) whose 8 rollout rewards are identical on the two CPU settings, of those run on both",

@@ -42,18 +42,6 @@ def drift_right_way(records) -> str:
     return f"{sum(g['checks']['drift gap >= 0.01'] for g in cells)} of {len(cells)}"
 
 
-def offpolicy_same_start() -> str:
-    """Committed off-policy runs with an fp32 sampler (reuse, staleness) whose first rollout batch has the same reward
-    on both settings, of those run on both."""
-    first = {}
-    for path in (ROOT / "experiments/results/offpolicy").glob("*/*/*/*.json"):
-        setting, model, source, name = path.parts[-4:]
-        if source in ("reuse", "staleness"):
-            first.setdefault((model, source, name), {})[setting] = json.loads(path.read_text())["reward_curve"][0]
-    both = [v for v in first.values() if len(v) == 2]
-    return f"{sum(len(set(v.values())) == 1 for v in both)} of {len(both)}"
-
-
 def machine() -> str:
     """The CPU each setting's warm start was trained on, as the gate A records name it."""
     cpus = sorted({r["warm_start"][0]["cpu"] for runs in conflict().values() for r in runs if "warm_start" in r
@@ -94,14 +82,6 @@ def offpolicy_exact() -> str:
         same = same_record(json.loads(path.read_text()), committed)
         parts.append(f"{setting}: {'identical to the committed record but for its timing' if same else 'different'}")
     return "; ".join(parts)
-
-
-def offpolicy_scalar(read, digits: int, as_percent: bool = False) -> str:
-    """The scalar rerun against the committed scalar record of the same cell."""
-    rerun, committed = (json.loads((folder / "scalar" / OFFPOLICY_CELL).read_text())
-                        for folder in (RERUNS / "offpolicy", ROOT / "experiments/results/offpolicy"))
-    show = (lambda v: percent([v], digits)) if as_percent else (lambda v: span([v], digits))
-    return f"{show(read(rerun))} against {show(read(committed))}"
 
 
 def lost_checks() -> str:
@@ -145,17 +125,6 @@ def figures() -> dict:
         "rerun_conflict_failed_checks": ("the checks each rerun gate A cell failed", lost_checks),
         "rerun_offpolicy_exact": ("off-policy study, reuse, ReSPO, seed 0, rerun from its recorded command per setting",
                                   offpolicy_exact),
-        "offpolicy_same_start": ("committed off-policy runs with an fp32 sampler whose first rollout batch has the same "
-                                 "reward on both settings", offpolicy_same_start),
-        "rerun_offpolicy_low_share": ("the scalar rerun: share of positives below w = 0.8, against the committed scalar "
-                                      "record",
-                                      lambda: offpolicy_scalar(lambda r: r["reading"]["low_w_pos_frac"], 1, True)),
-        "rerun_offpolicy_ess": ("the same: effective sample share",
-                                lambda: offpolicy_scalar(lambda r: r["reading"]["ess"], 2)),
-        "rerun_offpolicy_phi_low": ("the same: mean coefficient ReSPO / the sequence clip give a positive below w = 0.8",
-                                    lambda: " and ".join(offpolicy_scalar(
-                                        lambda r, a=a: r["reading"]["arms"][a]["phi_low_w_pos"], 2)
-                                        for a in ("respo", "seq_clip"))),
     }
 
 
