@@ -435,7 +435,7 @@ def minibatch_order(n_groups: int, group_size: int, minibatches: int, generator:
 
 # --- docs/math.md §6: what to watch ---------------------------------------------------
 
-# The statistics `diagnostics` returns, in its order (then the weights' spread, WEIGHT_SPREAD_KEYS).
+# The statistics `diagnostics` returns, in its order (then WEIGHT_SPREAD_KEYS, and GROUP_KEYS given a group size).
 DIAGNOSTIC_KEYS = (
     "frac_pos", "frac_neg", "low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "len_low_w_pos",
     "len_high_w_pos", "len_pos", "phi_mean_pos", "phi_mean_neg", "phi_max_neg", "clip_frac_token", "clip_frac_seq",
