@@ -25,9 +25,9 @@ class StepConfig:
     group_size: int = 8
     """Completions sampled per prompt (G); advantages are centred within each group."""
     reuse: int = 4
-    """Optimizer steps per rollout batch (epochs x mini-batches); 1 = on-policy."""
-    epochs: int = 2
-    """Passes over each rollout batch (at most reuse); mini-batches (of whole groups) per pass = reuse / epochs."""
+    """Optimizer steps per rollout batch (epochs x mini-batches); 1 = on-policy. The paper's reuse N: --reuse N --epochs 1."""
+    epochs: int = 1
+    """Passes over each rollout batch (at most reuse); mini-batches (of whole groups) per pass = reuse / epochs. 1, as the paper: each response used once, the k-th mini-batch k - 1 updates stale."""
     max_new_tokens: int = 48
     """Generation budget; a completion without EOS within it is truncated (and usually wrong)."""
     temperature: float = 1.0

@@ -8,19 +8,17 @@ file is a *coefficient* phi on the plain policy gradient:
 
 implemented as   loss = -mean_i stopgrad(phi_i) * A_i * agg_i(log pi_theta(y_i,t | ...)).
 
-ReSPO (docs/math.md §3) replaces the clip with a smooth two-branch kernel on the sequence
-weight w = pi_theta(y|x) / mu(y|x), chosen by the sign of the advantage:
+ReSPO (docs/math.md §3; Chen, Ban and Hsieh, arXiv:2609.35433) replaces the clip with a smooth
+two-branch kernel on the sequence weight W = pi_theta(y|x) / mu(y|x), one branch per sign of the
+advantage, each a power mean of 1 and W followed by an exponential tilt:
 
-    phi_s(w) = w**alpha_s * exp(-lambda_s * (w - 1)),   s in {+, -}
+    phi_0(W) = [(1 - beta) + beta * W**(alpha - 1)]**(1 / (alpha - 1))      (W**beta at alpha = 1)
+    phi(W)   = phi_0(W) * exp(lambda * (1 - phi_0(W)))
 
-The positive branch (0 <= alpha_+ < 1) keeps a nonzero weight for under-generated
-positives (w -> 0); the negative branch (lambda_- > 0) sends the weight of over-generated
-negatives (w -> infinity) to zero.
+The published constants, (alpha, beta, lambda) = (2, 1/2, 2) for A >= 0 and (1, 1/2, 2) for A < 0, give
 
-Reconstructed from the paper's abstract (Chen, Ban, Hsieh, "ReSPO: Reshaped Sequence
-Policy Optimization for Gradient Starvation in Off-Policy Learning"): the kernel family
-and its properties follow docs/math.md; the paper's own constants are unknown, so every
-parameter is a LossConfig field.
+    phi_+(W) = (1 + W) / 2 * exp(1 - W)          largest at W = 0 (e/2): an under-generated positive keeps its push
+    phi_-(W) = sqrt(W) * exp(2 * (1 - sqrt(W)))  peak e/2 at W = 1/4, 0 at both ends: over-generated negatives fade
 
 Deliberately left out: KL-to-reference penalties, entropy bonuses, value functions and
 any distributed reduction (a caller that shards a batch must reduce the loss itself).
@@ -43,14 +41,26 @@ class LossConfig:
     """Every knob of every method; None takes the method's published default. Frozen, checked when built."""
     method: str = "respo"
     """Policy-loss coefficient: respo, or a baseline to compare with (docs/math.md §5)."""
-    alpha_pos: float = 0.0
-    """ReSPO positive branch power alpha_+ in [0, 1] (1 only as the plain-IS corner)."""
-    lambda_pos: float = 0.1
-    """ReSPO positive branch tilt lambda_+ >= 0; at alpha_+ = 0, phi_+ -> exp(lambda_+) as w -> 0 (its max on w < 1)."""
-    alpha_neg: float = 3.0
-    """ReSPO negative branch power alpha_- >= 0; alpha_- > lambda_- keeps a trust region below w = 1."""
+    alpha_pos: float = 2.0
+    """ReSPO positive branch: order alpha_+ of the power mean phi_0 (2: the arithmetic mean (1 - beta) + beta W)."""
+    beta_pos: float = 0.5
+    """ReSPO positive branch: weight beta_+ in [0, 1] of W in the power mean (1 - beta_+ on 1)."""
+    lambda_pos: float = 2.0
+    """ReSPO positive branch: tilt lambda_+ >= 0; 1 / (1 - beta_+) makes W = 0 its stationary maximum."""
+    alpha_neg: float = 1.0
+    """ReSPO negative branch: order alpha_- of the power mean phi_0 (1: the geometric mean W**beta)."""
+    beta_neg: float = 0.5
+    """ReSPO negative branch: weight beta_- in [0, 1] of W in the power mean."""
     lambda_neg: float = 2.0
-    """ReSPO negative branch tilt lambda_- >= 0; > 0 sends the weight of high-w negatives to 0."""
+    """ReSPO negative branch: tilt lambda_- >= 0; > 0 sends the weight of high-W negatives to 0."""
+    wtilt_alpha_pos: float = 0.0
+    """respo_wtilt (this project's reconstruction, w**alpha exp(-lambda (w - 1))): positive power in [0, 1]."""
+    wtilt_lambda_pos: float = 0.1
+    """respo_wtilt: positive tilt."""
+    wtilt_alpha_neg: float = 3.0
+    """respo_wtilt: negative power."""
+    wtilt_lambda_neg: float = 2.0
+    """respo_wtilt: negative tilt."""
     eps_low: float | None = None
     """Lower clip range (ratio >= 1 - eps_low) of the clipped methods; None = the method's own: 0.2, gspo 3e-4."""
     eps_high: float | None = None
@@ -69,8 +79,8 @@ class LossConfig:
     """vespo: power k for A < 0."""
     vespo_lambda_neg: float = 2.0
     """vespo: tilt lambda for A < 0."""
-    agg: str = "seq-mean-token-sum-norm"
-    """How per-token terms become one loss (verl's names); seq-mean-token-sum is the exact sequence gradient."""
+    agg: str = "token-mean"
+    """How per-token terms become one loss (verl's names): token-mean as the paper; seq-mean-token-sum is the exact sequence gradient."""
     norm_len: int | None = None
     """Constant divisor of seq-mean-token-sum-norm; None = the padded length T of the batch."""
     length_norm: bool | None = None
@@ -78,7 +88,7 @@ class LossConfig:
     diag_eps: float = 0.2
     """Clip range the diagnostics measure against (low-w threshold 1 - diag_eps, clip shares)."""
     log_w_max: float = 20.0
-    """Numerical guard: exp() never sees a log-weight or log-coefficient above this."""
+    """Numerical guard: exp() never sees a log-weight or log-coefficient above this; respo clamps log W to +-this."""
     correction: str = "none"
     """Decoupled form (docs/math.md §7): weight pi_old/mu by token-/sequence- truncate or mask, trust region on pi/pi_old."""
     correction_min: float | None = None
@@ -96,9 +106,10 @@ class LossConfig:
             value = getattr(self, f.name)
             if isinstance(value, float) and not math.isfinite(value):
                 raise ValueError(f"{f.name}: must be finite, got {value}")
-        if not 0.0 <= self.alpha_pos <= 1.0:
-            raise ValueError(f"alpha_pos: must lie in [0, 1], got {self.alpha_pos}")
-        for name in ("alpha_neg", "lambda_pos", "lambda_neg", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg",
+        for name in ("beta_pos", "beta_neg", "wtilt_alpha_pos"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name}: must lie in [0, 1], got {getattr(self, name)}")
+        for name in ("lambda_pos", "lambda_neg", "wtilt_lambda_pos", "wtilt_alpha_neg", "wtilt_lambda_neg", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg",
                      "vespo_lambda_neg", "sapo_tau_pos", "sapo_tau_neg", "eps_low", "eps_high", "diag_eps", "opsm_delta"):
             value = getattr(self, name)
             if value is not None and value < 0:
@@ -139,19 +150,49 @@ def sequence_log_weight(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.
 
 # --- docs/math.md §3: the ReSPO kernel -------------------------------------------------
 
+def power_mean_log(log_w: torch.Tensor, alpha: float, beta: float) -> torch.Tensor:
+    """log phi_0(W): the power mean of order alpha - 1 of 1 and W, weights (1 - beta, beta). docs/math.md §3, §4.2.
+
+    [(1 - beta) + beta W**(alpha - 1)]**(1 / (alpha - 1)), the geometric mean W**beta at alpha = 1; in log space
+    (logaddexp), so it stays finite for every finite log W and every order.
+    """
+    if alpha == 1.0:
+        return beta * log_w  # [B]
+    order = alpha - 1.0
+    on_one = torch.full_like(log_w, math.log(1.0 - beta) if beta < 1 else -math.inf)  # log (1 - beta)
+    on_w = (math.log(beta) if beta > 0 else -math.inf) + order * log_w  # log (beta W**order)
+    return torch.logaddexp(on_one, on_w) / order  # [B]
+
+
+def respo_branch(log_w: torch.Tensor, alpha: float, beta: float, lam: float, log_w_max: float = 20.0) -> torch.Tensor:
+    """phi(W) = phi_0(W) exp(lam (1 - phi_0(W))), log W clamped to [-log_w_max, log_w_max]. docs/math.md §3, §4.3."""
+    log_phi0 = power_mean_log(log_w.clamp(-log_w_max, log_w_max), alpha, beta)  # [B]
+    return torch.exp(log_phi0 - lam * torch.expm1(log_phi0))  # [B]; log phi0 <= log_w_max, so no overflow
+
+
+def respo_coefficient(log_w: torch.Tensor, positive: torch.Tensor, alpha_pos: float = 2.0, beta_pos: float = 0.5,
+                      lambda_pos: float = 2.0, alpha_neg: float = 1.0, beta_neg: float = 0.5, lambda_neg: float = 2.0,
+                      log_w_max: float = 20.0) -> torch.Tensor:
+    """phi_+(W) where the advantage is positive, phi_-(W) elsewhere; the defaults are the published constants. §3."""
+    return torch.where(positive,
+                       respo_branch(log_w, alpha_pos, beta_pos, lambda_pos, log_w_max),
+                       respo_branch(log_w, alpha_neg, beta_neg, lambda_neg, log_w_max))
+
+
+# --- docs/math.md §8: VESPO's family w**alpha exp(-lambda (w - 1)), and the reconstruction on it ---
+
 def power_tilt(log_w: torch.Tensor, alpha: float, lam: float, log_w_max: float = 20.0) -> torch.Tensor:
     """w**alpha * exp(-lam (w - 1)), in log space and capped at log_w_max: finite for every finite log w."""
     log_phi = alpha * log_w - lam * torch.expm1(log_w.clamp(max=log_w_max))
     return torch.exp(log_phi.clamp(max=log_w_max))
 
 
-def respo_coefficient(log_w: torch.Tensor, positive: torch.Tensor, alpha_pos: float = 0.0,
-                      lambda_pos: float = 0.1, alpha_neg: float = 3.0, lambda_neg: float = 2.0,
-                      log_w_max: float = 20.0) -> torch.Tensor:
-    """phi_+(w) where the advantage is positive, phi_-(w) elsewhere. docs/math.md §3."""
+def power_tilt_branches(log_w: torch.Tensor, positive: torch.Tensor, pos: tuple[float, float],
+                        neg: tuple[float, float], log_w_max: float = 20.0) -> torch.Tensor:
+    """w**alpha exp(-lambda (w - 1)) with (alpha, lambda) = pos where the advantage is positive, neg elsewhere."""
     return torch.where(positive,
-                       power_tilt(log_w, alpha_pos, lambda_pos, log_w_max),
-                       power_tilt(log_w, alpha_neg, lambda_neg, log_w_max))
+                       power_tilt(log_w, *pos, log_w_max),
+                       power_tilt(log_w, *neg, log_w_max))
 
 
 # --- docs/math.md §5: the baselines, as coefficients of the same shape ------------------
@@ -184,14 +225,20 @@ def sapo_coefficient(log_r, positive, cfg, eps):
 
 
 def respo_method_coefficient(log_w, positive, cfg, eps):
-    return respo_coefficient(log_w, positive, cfg.alpha_pos, cfg.lambda_pos,
-                             cfg.alpha_neg, cfg.lambda_neg, cfg.log_w_max)
+    return respo_coefficient(log_w, positive, cfg.alpha_pos, cfg.beta_pos, cfg.lambda_pos,
+                             cfg.alpha_neg, cfg.beta_neg, cfg.lambda_neg, cfg.log_w_max)
+
+
+def respo_wtilt_coefficient(log_w, positive, cfg, eps):
+    """This project's reconstruction from the abstract, kept for its records: VESPO's family, a flat positive branch."""
+    return power_tilt_branches(log_w, positive, (cfg.wtilt_alpha_pos, cfg.wtilt_lambda_pos),
+                               (cfg.wtilt_alpha_neg, cfg.wtilt_lambda_neg), cfg.log_w_max)
 
 
 def vespo_coefficient(log_w, positive, cfg, eps):
-    """VESPO: the same family with powers >= 2 on both branches."""
-    return respo_coefficient(log_w, positive, cfg.vespo_k_pos, cfg.vespo_lambda_pos,
-                             cfg.vespo_k_neg, cfg.vespo_lambda_neg, cfg.log_w_max)
+    """VESPO: w**k exp(-lambda (w - 1)) on each sign, powers >= 2. docs/math.md §8."""
+    return power_tilt_branches(log_w, positive, (cfg.vespo_k_pos, cfg.vespo_lambda_pos),
+                               (cfg.vespo_k_neg, cfg.vespo_lambda_neg), cfg.log_w_max)
 
 
 def topr_coefficient(log_w, positive, cfg, eps):
@@ -201,7 +248,7 @@ def topr_coefficient(log_w, positive, cfg, eps):
 
 def respo_pos_clip_neg_coefficient(log_w, positive, cfg, eps):
     """The branch ablation: ReSPO's phi_+ on positives, the sequence clip's w (0 below 1 - eps_low) on negatives."""
-    return torch.where(positive, power_tilt(log_w, cfg.alpha_pos, cfg.lambda_pos, cfg.log_w_max),
+    return torch.where(positive, respo_branch(log_w, cfg.alpha_pos, cfg.beta_pos, cfg.lambda_pos, cfg.log_w_max),
                        clip_coefficient(log_w, positive, cfg, eps))
 
 
@@ -231,6 +278,7 @@ METHOD_TABLE = {
     "cispo":               (TOKEN,    cispo_coefficient,               (0.2, 0.28),  False),
     "sapo":                (TOKEN,    sapo_coefficient,                (0.2, 0.2),   False),
     "vespo":               (SEQUENCE, vespo_coefficient,               (0.2, 0.2),   False),
+    "respo_wtilt":         (SEQUENCE, respo_wtilt_coefficient,         (0.2, 0.2),   False),
     "topr":                (SEQUENCE, topr_coefficient,                (0.2, 0.2),   False),
     "respo_pos_clip_neg":  (SEQUENCE, respo_pos_clip_neg_coefficient,  (0.2, 0.2),   False),
     "seq_clip_lowpos1":    (SEQUENCE, seq_clip_lowpos1_coefficient,    (0.2, 0.2),   False),
@@ -441,7 +489,7 @@ DIAGNOSTIC_KEYS = (
     "len_high_w_pos", "len_pos", "phi_mean_pos", "phi_mean_neg", "phi_max_neg", "clip_frac_token", "clip_frac_seq",
     "approx_kl",
     *(f"log_w_q{q}_{sign}" for sign in ("pos", "neg") for q in (10, 50, 90)),
-    "lost_low_w_pos", "lost_high_w_pos",
+    "lost_low_w_pos", "lost_high_w_pos", "deep_low_w_pos_frac", "deep_low_w_pos_phi_mass",
 )
 WEIGHT_SPREAD_KEYS = ("ess", "ess_pos", "ess_neg", "vespo_outliers")
 GROUP_KEYS = ("len_excess_low_w_pos", "len_excess_high_w_pos")  # with group_size only
@@ -486,6 +534,9 @@ def diagnostics(phi, logp, old_logp, advantages, mask, cfg, group_size=None) -> 
     # What a sequence clip takes per positive (each gets 1 on-policy): 1 - w below the band, all of it above.
     stats["lost_low_w_pos"] = (1 - w_true[low_w]).sum() / pos.sum() if pos.any() else nan
     stats["lost_high_w_pos"] = high_w.sum() / pos.sum() if pos.any() else nan
+    deep = pos & (true_log_w < -1.0)  # [B] the paper's low tail, log W < -1 (W < 0.37)
+    stats["deep_low_w_pos_frac"] = deep.sum() / pos.sum() if pos.any() else nan
+    stats["deep_low_w_pos_phi_mass"] = phi_seq[deep].sum() / phi_seq[pos].sum().clamp(min=1e-30) if pos.any() else nan
     assert tuple(stats) == DIAGNOSTIC_KEYS
     stats.update({  # the spread of the weights (docs/math.md §7): effective sample share, VESPO's outlier count
         "ess": effective_sample_share(true_log_w[lengths > 0]), "ess_pos": effective_sample_share(true_log_w[pos]),

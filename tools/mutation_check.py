@@ -26,18 +26,40 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ["tests/derivations/test_kernel_derivations.py", "tests/derivations/test_kernel_numerics.py",
-         "tests/derivations/test_kernel_decoupled.py"]
+         "tests/derivations/test_kernel_decoupled.py", "tests/derivations/test_published_kernel.py"]
 FAMILIES = {  # test-name prefix -> its family number in tests/derivations/test_kernel_derivations.py's docstring
     "test_on_policy": "1", "test_baseline": "2", "test_clip_table": "2", "test_surrogate": "3",
     "test_corners": "4", "test_alpha_divergence": "5", "test_variational": "6",
     "test_positive_branch": "7", "test_negative_branch": "7", "test_aggregation": "agg",
+    # tests/derivations/test_published_kernel.py, ReSPO's published kernel
+    "test_the_default_coefficient": "9", "test_log_w_is_clamped": "9", "test_policy_loss_with_the_default": "9",
+    "test_both_branches": "10", "test_the_positive_branch_is": "10", "test_the_negative_branch_peaks": "10",
+    "test_phi_0": "11", "test_the_order_one": "11", "test_the_corners_of": "11",
+    "test_mu_times": "12", "test_the_tilt": "12", "test_lambda_plus": "12", "test_the_slope": "12",
+    "test_the_closed_form": "13", "test_the_loss_gradient": "13",
 }  # tests/derivations/test_kernel_decoupled.py's families print as §7
 KERNEL, SURROGATE = "nano_respo/kernel.py", "nano_respo/lab/surrogate.py"
 MUTANTS = [
     ("flip the sign of the loss", KERNEL, "terms = -(phi * advantages", "terms = (phi * advantages"),
     ("drop the tilt", KERNEL, "log_phi = alpha * log_w - lam * torch.expm1", "log_phi = alpha * log_w - 0 * torch.expm1"),
-    ("swap the branches", KERNEL, "power_tilt(log_w, alpha_pos, lambda_pos, log_w_max),\n                       power_tilt(log_w, alpha_neg, lambda_neg, log_w_max))",
-     "power_tilt(log_w, alpha_neg, lambda_neg, log_w_max),\n                       power_tilt(log_w, alpha_pos, lambda_pos, log_w_max))"),
+    ("swap VESPO's branches", KERNEL, "power_tilt(log_w, *pos, log_w_max),\n                       power_tilt(log_w, *neg, log_w_max))",
+     "power_tilt(log_w, *neg, log_w_max),\n                       power_tilt(log_w, *pos, log_w_max))"),
+    # docs/math.md §3-§4, ReSPO's published kernel
+    ("swap ReSPO's branches", KERNEL,
+     "respo_branch(log_w, alpha_pos, beta_pos, lambda_pos, log_w_max),\n                       respo_branch(log_w, alpha_neg, beta_neg, lambda_neg, log_w_max))",
+     "respo_branch(log_w, alpha_neg, beta_neg, lambda_neg, log_w_max),\n                       respo_branch(log_w, alpha_pos, beta_pos, lambda_pos, log_w_max))"),
+    ("power mean's weights swapped", KERNEL, "math.log(1.0 - beta) if beta < 1 else -math.inf)",
+     "math.log(beta) if beta > 0 else -math.inf)"),
+    ("power mean without its root", KERNEL, "return torch.logaddexp(on_one, on_w) / order", "return torch.logaddexp(on_one, on_w)"),
+    ("geometric mean without its weight", KERNEL, "return beta * log_w  # [B]", "return log_w  # [B]"),
+    ("tilt on W instead of phi_0", KERNEL, "torch.exp(log_phi0 - lam * torch.expm1(log_phi0))",
+     "torch.exp(log_phi0 - lam * torch.expm1(log_w.clamp(-log_w_max, log_w_max)))"),
+    ("tilt with its sign flipped", KERNEL, "torch.exp(log_phi0 - lam * torch.expm1(log_phi0))",
+     "torch.exp(log_phi0 + lam * torch.expm1(log_phi0))"),
+    ("log W not clamped below", KERNEL, "power_mean_log(log_w.clamp(-log_w_max, log_w_max), alpha, beta)",
+     "power_mean_log(log_w.clamp(max=log_w_max), alpha, beta)"),
+    ("the paper's tail at log W < 0", KERNEL, "deep = pos & (true_log_w < -1.0)", "deep = pos & (true_log_w < 0.0)"),
+    ("surrogate Phi without 1 / lambda", SURROGATE, "- torch.expm1(k * (1 - w)) / lam)", "- torch.expm1(k * (1 - w)))"),
     ("token mean where the sum belongs", KERNEL, "    if length_norm:\n        s = s / mask", "    if True:\n        s = s / mask"),
     ("tilt on w instead of w - 1", KERNEL, "lam * torch.expm1(log_w", "lam * torch.exp(log_w"),
     ("clip both sides with eps_low", KERNEL, "r > 1 + eps[1]", "r > 1 + eps[0]"),

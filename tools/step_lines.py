@@ -246,7 +246,7 @@ from nano_respo.trainer import rl_iteration
 torch.manual_seed(0)
 model, tokenizer = load_model("tiny-qwen3", "float32", "cpu")
 task = make_task("reverse", None, 8, None, seed=0)
-cfg = StepConfig(prompts_per_iteration=2, group_size=4, max_new_tokens=8)
+cfg = StepConfig(prompts_per_iteration=4, group_size=4, max_new_tokens=8)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 package = os.path.join(sys.argv[1], "nano_respo")
 called = set()

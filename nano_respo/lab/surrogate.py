@@ -1,5 +1,8 @@
-"""The closed form of ReSPO's surrogate, docs/math.md §4.3: what the tests and notebook 01 check the
-kernel's coefficient against (autograd through Phi reproduces phi). Not needed to train."""
+"""The closed forms of the surrogates whose gradients are the kernel's coefficients: what the tests and the
+notebooks check the kernel against (autograd through Phi reproduces phi). Not needed to train.
+
+respo_surrogate: ReSPO's published family, docs/math.md §4.5. power_tilt_surrogate: VESPO's family
+w**alpha exp(-lambda (w - 1)), which the reconstruction respo_wtilt also uses, docs/math.md §8.3."""
 
 from __future__ import annotations
 
@@ -34,12 +37,31 @@ def exp1(x: torch.Tensor) -> torch.Tensor:
     return torch.where(small, series, h * torch.exp(-xl))
 
 
-def respo_surrogate(log_w: torch.Tensor, alpha: float, lam: float) -> torch.Tensor:
-    """Phi(w) = int_1^w u**(alpha-1) exp(-lam (u-1)) du, in closed form; Phi(1) = 0.
+def respo_surrogate(log_w: torch.Tensor, alpha: float, beta: float, lam: float) -> torch.Tensor:
+    """Phi(W) = int_1^W phi(u) / u du for ReSPO's phi = phi_0 exp(lam (1 - phi_0)), in closed form at the two
+    published orders (alpha = 1, the geometric mean; alpha = 2, the arithmetic mean); Phi(1) = 0.
 
-    d Phi(w) / d theta = phi(w) * grad log pi(y|x): A * Phi is the objective whose gradient
-    the detached ReSPO coefficient reproduces (with sequence-sum aggregation).
+    d Phi(W) / d theta = phi(W) * grad log pi(y|x): A * Phi is the objective whose gradient the detached
+    coefficient reproduces (with sequence-sum aggregation). docs/math.md §4.5.
     """
+    w = torch.exp(log_w)
+    if beta == 0.0:  # phi_0 = 1, phi = 1: the plain log-likelihood
+        return log_w
+    if alpha == 1.0:  # phi_0 = W**beta; substitute v = u**beta
+        if lam == 0.0:
+            return torch.expm1(beta * log_w) / beta
+        return -torch.expm1(lam * (1 - torch.exp(beta * log_w))) / (beta * lam)
+    if alpha == 2.0:  # phi_0 = (1 - beta) + beta u; the tilt is exp(k (1 - u)) with k = lam beta
+        if lam == 0.0:
+            return (1 - beta) * log_w + beta * (w - 1)
+        k = lam * beta
+        return ((1 - beta) * math.exp(k) * (exp1(torch.full_like(w, k)) - exp1(k * w))
+                - torch.expm1(k * (1 - w)) / lam)
+    raise ValueError(f"alpha: the closed forms cover the published orders 1 and 2, got {alpha}")
+
+
+def power_tilt_surrogate(log_w: torch.Tensor, alpha: float, lam: float) -> torch.Tensor:
+    """Phi(w) = int_1^w u**(alpha-1) exp(-lam (u-1)) du, in closed form; Phi(1) = 0. docs/math.md §8.3."""
     w = torch.exp(log_w)
     if lam == 0.0:
         return log_w if alpha == 0.0 else torch.expm1(alpha * log_w) / alpha

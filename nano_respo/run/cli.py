@@ -61,9 +61,10 @@ TRAIN_GROUPS = {
     "the kernel": (
         "The policy loss (docs/math.md): every method is a coefficient phi(w) on A * grad log pi, "
         "w = pi(y|x) / mu(y|x) the sequence weight against the policy that sampled y.",
-        ["method", "alpha_pos", "lambda_pos", "alpha_neg", "lambda_neg", "agg", "eps_low",
+        ["method", "alpha_pos", "beta_pos", "lambda_pos", "alpha_neg", "beta_neg", "lambda_neg", "agg", "eps_low",
          "eps_high", "length_norm", "norm_len", "diag_eps", "dual_clip_c", "sapo_tau_pos",
          "sapo_tau_neg", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
+         "wtilt_alpha_pos", "wtilt_lambda_pos", "wtilt_alpha_neg", "wtilt_lambda_neg",
          "log_w_max", "correction", "correction_min", "correction_max", "opsm_delta"]),
     "systems": (
         "Devices, precision, memory and parallelism; none of these changes the math.",
@@ -75,9 +76,9 @@ TRAIN_GROUPS = {
 TRAIN_EXAMPLES = """\
 examples:
   python train.py                                   # ReSPO at reuse 4 on the offline tiny Qwen3 (a few minutes on a CPU)
-  python train.py --method grpo --reuse 8 --epochs 2  # a clipped baseline, more reuse
+  python train.py --method grpo --reuse 8            # a clipped baseline at the paper's reuse N = 8 (8 one-epoch mini-batches)
   python train.py --model tiny-qwen3-moe            # 8 experts, top-2
-  python train.py --alpha-pos 0.5 --lambda-neg 1 --name respo-a0.5-l1  # other branches: a run of their own
+  python train.py --beta-pos 0.3 --lambda-pos 1.43 --name respo-b0.3  # other branches: a run of their own
   python train.py --resume                          # continue runs/<name> with the same flags
   python train.py --model Qwen/Qwen3-0.6B --task data.jsonl --sft-steps 0 --device cuda --autocast
   torchrun --nproc_per_node 4 train.py --fsdp --model Qwen/Qwen3-0.6B --dtype bfloat16

@@ -78,7 +78,7 @@ def method_terms(method, logp, pi_old, adv, mask):
     """The method's own objective on pi / pi_old (respo and vespo by their surrogate Phi)."""
     if method == "respo":
         log_w = torch.where(mask, logp - pi_old, 0.0).sum(-1)
-        return torch.where(adv > 0, respo_surrogate(log_w, 0.0, 0.1), respo_surrogate(log_w, 3.0, 2.0)) * adv
+        return torch.where(adv > 0, respo_surrogate(log_w, 2.0, 0.5, 2.0), respo_surrogate(log_w, 1.0, 0.5, 2.0)) * adv
     return surrogate_terms(method, logp, pi_old, adv, mask, {"eps": BASELINE_EPS[method], "c": 3.0})
 
 

@@ -1,9 +1,10 @@
 """Derivation checks: each test is one claim of docs/math.md, checked numerically.
 
 Families, with the section each checks: 1 on-policy equality (§3), 2 each baseline against
-the autograd gradient of its own surrogate (§5), 3 the ReSPO surrogate Phi (§4.3), 4 the
-corners (§3), 5 the alpha-divergence identity (§4.1), 6 the variational proposal (§4.2),
-7 the branch properties (§3).
+the autograd gradient of its own surrogate (§5), 3 the surrogate Phi of VESPO's family (§8.3), 4 the
+corners of that family (§8), 5 the alpha-divergence identity (§8.1), 6 VESPO's variational proposal
+(§8.2), 7 the branch properties of the reconstruction respo_wtilt (§8). ReSPO's published kernel has
+families 8-12 of its own in test_published_kernel.py.
 """
 
 import itertools
@@ -13,8 +14,8 @@ import pytest
 import torch
 
 from nano_respo.kernel import (AGG_MODES, METHODS, LossConfig, aggregate, policy_loss, power_tilt,
-                               respo_coefficient, sequence_log_weight)
-from nano_respo.lab.surrogate import respo_surrogate
+                               power_tilt_branches, sequence_log_weight)
+from nano_respo.lab.surrogate import power_tilt_surrogate, respo_surrogate
 
 
 pytestmark = pytest.mark.usefixtures("float64")  # tests/conftest.py
@@ -111,11 +112,14 @@ def surrogate_terms(method, logp, old_logp, adv, mask, cfg):
         return torch.minimum(s * adv, s.clamp(1 - el, 1 + eh) * adv)
     if method == "vespo":
         log_w = d.sum(-1)
-        return torch.where(adv > 0, respo_surrogate(log_w, 2.0, 3.0), respo_surrogate(log_w, 3.0, 2.0)) * adv
+        return torch.where(adv > 0, power_tilt_surrogate(log_w, 2.0, 3.0), power_tilt_surrogate(log_w, 3.0, 2.0)) * adv
+    if method == "respo_wtilt":
+        log_w = d.sum(-1)
+        return torch.where(adv > 0, power_tilt_surrogate(log_w, 0.0, 0.1), power_tilt_surrogate(log_w, 3.0, 2.0)) * adv
     if method == "topr":
         return torch.where(adv > 0, adv * log_pi_y, w.clamp(max=1).detach() * adv * log_pi_y)
     if method == "respo_pos_clip_neg":  # ReSPO's positive surrogate, the sequence clip's negative objective
-        return torch.where(adv > 0, respo_surrogate(d.sum(-1), 0.0, 0.1) * adv,
+        return torch.where(adv > 0, respo_surrogate(d.sum(-1), 2.0, 0.5, 2.0) * adv,
                            torch.minimum(w * adv, w.clamp(1 - el, 1 + eh) * adv))
     if method == "seq_clip_lowpos1":  # the sequence clip's objective, but the plain log-likelihood for starved positives
         return torch.where((adv > 0) & (w < 1 - el), adv * log_pi_y, torch.minimum(w * adv, w.clamp(1 - el, 1 + eh) * adv))
@@ -127,7 +131,7 @@ def surrogate_terms(method, logp, old_logp, adv, mask, cfg):
 
 
 BASELINE_EPS = {"grpo": (0.2, 0.2), "dapo": (0.2, 0.28), "dual_clip": (0.2, 0.2), "seq_clip": (0.2, 0.2),
-                "gspo": (3e-4, 4e-4), "cispo": (0.2, 0.28), "sapo": (0.2, 0.2), "vespo": (0.2, 0.2),
+                "gspo": (3e-4, 4e-4), "cispo": (0.2, 0.28), "sapo": (0.2, 0.2), "vespo": (0.2, 0.2), "respo_wtilt": (0.2, 0.2),
                 "topr": (0.2, 0.2), "respo_pos_clip_neg": (0.2, 0.2), "seq_clip_lowpos1": (0.2, 0.2),
                 "is": (0.2, 0.2), "no_is": (0.2, 0.2)}
 
@@ -189,7 +193,7 @@ def test_the_starved_positives_are_all_that_seq_clip_lowpos1_changes():
         torch.testing.assert_close(coefficient["seq_clip_lowpos1"][~starved], coefficient["seq_clip"][~starved])
 
 
-# --- 3. The surrogate Phi has the ReSPO coefficient as its gradient --------------------
+# --- 3. The surrogate Phi of VESPO's family has its coefficient as its gradient ----------
 
 BRANCHES = [(0.0, 0.0), (0.0, 0.1), (0.0, 2.0), (0.5, 0.0), (0.5, 0.7), (1.0, 0.0), (3.0, 2.0), (2.0, 3.0)]
 
@@ -201,26 +205,26 @@ def test_surrogate_phi_gives_the_detached_loss_gradient(pos, neg):
     params, logp_fn, old_logp, adv, mask = batch = random_batch(4, drift=0.4)
     logp = logp_fn()
     log_w = (torch.where(mask, logp - old_logp, torch.zeros_like(logp))).sum(-1)
-    phi_obj = torch.where(adv > 0, respo_surrogate(log_w, *pos), respo_surrogate(log_w, *neg)) * adv
+    phi_obj = torch.where(adv > 0, power_tilt_surrogate(log_w, *pos), power_tilt_surrogate(log_w, *neg)) * adv
     nonempty = mask.any(-1)
     reference = -phi_obj[nonempty].sum() / nonempty.sum()
-    got = kernel_grad(batch, method="respo", agg="seq-mean-token-sum", alpha_pos=pos[0], lambda_pos=pos[1],
-                      alpha_neg=neg[0], lambda_neg=neg[1])
+    got = kernel_grad(batch, method="vespo", agg="seq-mean-token-sum", vespo_k_pos=pos[0], vespo_lambda_pos=pos[1],
+                      vespo_k_neg=neg[0], vespo_lambda_neg=neg[1])
     torch.testing.assert_close(got, grad_of(reference, params))
 
 
 @pytest.mark.parametrize("alpha,lam", BRANCHES)
 def test_surrogate_phi_is_zero_at_one_and_its_derivative_is_phi(alpha, lam):
     log_w = torch.linspace(-4, 3, 57, requires_grad=True)
-    Phi = respo_surrogate(log_w, alpha, lam)
+    Phi = power_tilt_surrogate(log_w, alpha, lam)
     (dPhi_dlogw,) = torch.autograd.grad(Phi.sum(), log_w)
     torch.testing.assert_close(dPhi_dlogw, power_tilt(log_w.detach(), alpha, lam))
-    assert abs(respo_surrogate(torch.zeros(1), alpha, lam).item()) < 1e-12
+    assert abs(power_tilt_surrogate(torch.zeros(1), alpha, lam).item()) < 1e-12
     # and the closed form's values, against quadrature of Phi(w) = int_0^{log w} phi(e^v) dv
     for end in (3.0, -3.0):
         grid = torch.linspace(0, end, 30001)
         quadrature = torch.trapezoid(power_tilt(grid, alpha, lam), grid)
-        torch.testing.assert_close(respo_surrogate(torch.tensor([end]), alpha, lam)[0], quadrature,
+        torch.testing.assert_close(power_tilt_surrogate(torch.tensor([end]), alpha, lam)[0], quadrature,
                                    rtol=1e-7, atol=1e-9)
 
 
@@ -232,9 +236,9 @@ def test_corners(corner, method):
     params, logp_fn, old_logp, adv, mask = batch
     alpha, lam = corner
     for agg in AGG_MODES:
-        respo = kernel_grad(batch, method="respo", agg=agg, alpha_pos=alpha, lambda_pos=lam,
-                            alpha_neg=alpha, lambda_neg=lam)
-        torch.testing.assert_close(respo, kernel_grad(batch, method=method, agg=agg))
+        wtilt = kernel_grad(batch, method="respo_wtilt", agg=agg, wtilt_alpha_pos=alpha, wtilt_lambda_pos=lam,
+                            wtilt_alpha_neg=alpha, wtilt_lambda_neg=lam)
+        torch.testing.assert_close(wtilt, kernel_grad(batch, method=method, agg=agg))
 
 
 # --- 5. The alpha-divergence identity, exactly on a discrete space --------------------
@@ -306,29 +310,29 @@ def test_variational_proposal_matches_phi(alpha, lam):
     assert phi.std() / phi.mean() > 0.05
 
 
-# --- 7. The two branches ---------------------------------------------------------------
+# --- 7. The two branches of the reconstruction respo_wtilt (§8) ---------------------------
 
 @pytest.mark.parametrize("alpha,lam", [(0.0, 0.1), (0.0, 0.0), (0.5, 0.0), (0.3, 0.5), (0.9, 0.05)])
 def test_positive_branch_keeps_low_w_positives(alpha, lam):
     log_w = torch.linspace(-300, -1e-3, 400)
-    phi = respo_coefficient(log_w, torch.ones_like(log_w, dtype=torch.bool), alpha, lam, 3.0, 2.0)
+    phi = power_tilt_branches(log_w, torch.ones_like(log_w, dtype=torch.bool), (alpha, lam), (3.0, 2.0))
     w = log_w.exp()
     assert (phi > w).all()
     ratio = phi / w
     assert ratio[0] > 1e10 and (ratio.diff() < 0).all()  # phi_+/w -> infinity as w -> 0
     if alpha == 0:
-        floor = respo_coefficient(torch.tensor([-60.0]), torch.tensor([True]), alpha, lam, 3.0, 2.0)
+        floor = power_tilt_branches(torch.tensor([-60.0]), torch.tensor([True]), (alpha, lam), (3.0, 2.0))
         torch.testing.assert_close(floor, torch.tensor([math.exp(lam)]))
 
 
 @pytest.mark.parametrize("alpha,lam", [(3.0, 2.0), (2.0, 3.0), (1.0, 0.5), (0.5, 1.0)])
 def test_negative_branch_vanishes_and_peaks_where_the_closed_form_says(alpha, lam):
     negative = torch.zeros(1, dtype=torch.bool)
-    big = respo_coefficient(torch.tensor([8.0]), negative, 0.0, 0.1, alpha, lam)
+    big = power_tilt_branches(torch.tensor([8.0]), negative, (0.0, 0.1), (alpha, lam))
     assert big.item() < 1e-100
     log_w = torch.linspace(-6, 4, 200001)
-    phi = respo_coefficient(log_w, negative.expand_as(log_w), 0.0, 0.1, alpha, lam)
+    phi = power_tilt_branches(log_w, negative.expand_as(log_w), (0.0, 0.1), (alpha, lam))
     peak = (alpha / lam) ** alpha * math.exp(lam - alpha)
     assert abs(phi.max().item() - peak) < 1e-8
     assert abs(log_w[phi.argmax()].exp().item() - alpha / lam) < 1e-3
-    torch.testing.assert_close(respo_coefficient(torch.zeros(1), negative, 0.0, 0.1, alpha, lam), torch.ones(1))
+    torch.testing.assert_close(power_tilt_branches(torch.zeros(1), negative, (0.0, 0.1), (alpha, lam)), torch.ones(1))

@@ -25,23 +25,28 @@ def extreme_batches(draw):
     return log_ratio, lengths, adv
 
 
-respo_branches = st.tuples(st.sampled_from([0.0, 0.3, 1.0]), st.sampled_from([0.0, 0.1, 2.0]),
+published_branch = st.tuples(st.sampled_from([-1.0, 0.5, 1.0, 2.0, 3.0]), st.sampled_from([0.0, 0.5, 1.0]),
+                              st.sampled_from([0.0, 2.0]))  # (alpha, beta, lambda): orders below, at and above 1
+wtilt_branches = st.tuples(st.sampled_from([0.0, 0.3, 1.0]), st.sampled_from([0.0, 0.1, 2.0]),
                            st.sampled_from([0.0, 1.0, 3.0]), st.sampled_from([0.0, 2.0]))
 
 
-@given(extreme_batches(), respo_branches)
+@given(extreme_batches(), published_branch, published_branch, wtilt_branches)
 # The largest weights on the untilted corners, every profile: e^(alpha log w) overflows without the log-space guard.
-@example((torch.full((2, 2), 1e4), torch.tensor([2, 2]), torch.tensor([1.0, -1.0])), (1.0, 0.0, 3.0, 0.0))
-def test_loss_and_gradient_are_finite_for_every_finite_input(batch, branches):
+@example((torch.full((2, 2), 1e4), torch.tensor([2, 2]), torch.tensor([1.0, -1.0])), (3.0, 1.0, 0.0), (1.0, 1.0, 0.0),
+         (1.0, 0.0, 3.0, 0.0))
+def test_loss_and_gradient_are_finite_for_every_finite_input(batch, pos, neg, wtilt):
     log_ratio, lengths, adv = batch
     B, T = log_ratio.shape
     mask = torch.arange(T)[None] < lengths[:, None]
     old_logp = torch.full((B, T), -1.0)
-    respo = dict(zip(("alpha_pos", "lambda_pos", "alpha_neg", "lambda_neg"), branches))
+    branches = {**dict(zip(("alpha_pos", "beta_pos", "lambda_pos"), pos)),
+                **dict(zip(("alpha_neg", "beta_neg", "lambda_neg"), neg)),
+                **dict(zip(("wtilt_alpha_pos", "wtilt_lambda_pos", "wtilt_alpha_neg", "wtilt_lambda_neg"), wtilt))}
     for method in METHODS:
         for agg in AGG_MODES:
             logp = (old_logp + log_ratio).requires_grad_(True)
-            cfg = LossConfig(method=method, agg=agg, **respo)  # the corners (1, 0) and (0, 0) included
+            cfg = LossConfig(method=method, agg=agg, **branches)  # the corners (beta, lambda) = (1, 0), (0, 0) too
             loss, stats = policy_loss(logp, old_logp, adv, mask, cfg)
             loss.backward()
             assert torch.isfinite(loss), (method, agg)
@@ -76,9 +81,11 @@ def test_padding_may_hold_anything():
     ({"agg": "mean"}, "agg"),
     ({"lambda_pos": -0.1}, "lambda_pos"),
     ({"lambda_neg": -1.0}, "lambda_neg"),
-    ({"alpha_pos": 1.5}, "alpha_pos"),
-    ({"alpha_pos": -0.5}, "alpha_pos"),
-    ({"alpha_neg": -1.0}, "alpha_neg"),
+    ({"beta_pos": 1.5}, "beta_pos"),
+    ({"beta_neg": -0.5}, "beta_neg"),
+    ({"alpha_neg": float("inf")}, "alpha_neg"),
+    ({"wtilt_alpha_pos": 1.5}, "wtilt_alpha_pos"),
+    ({"wtilt_alpha_neg": -1.0}, "wtilt_alpha_neg"),
     ({"eps_low": -0.2}, "eps_low"),
     ({"dual_clip_c": 0.5}, "dual_clip_c"),
     ({"lambda_neg": float("nan")}, "lambda_neg"),
@@ -165,7 +172,12 @@ def test_diagnostics_on_a_hand_sized_batch():
     assert (stats["len_low_w_pos"], stats["len_high_w_pos"], stats["len_pos"]) == (4.0, 2.0, 3.0)
     # What the sequence clip takes, per positive: 1 - w from the low one, the whole 1 from the high one.
     assert stats["lost_low_w_pos"] == pytest.approx((1 - w) / 2) and stats["lost_high_w_pos"] == pytest.approx(0.5)
-
+    assert stats["deep_low_w_pos_frac"] == 0 and stats["deep_low_w_pos_phi_mass"] == 0  # log w = -0.8 is above -1
+    old[0] = 0.3  # the long positive now at log w = -1.2, in the paper's tail log W < -1
+    _, stats = policy_loss(torch.zeros(3, 4, requires_grad=True), old, adv, mask, LossConfig())
+    phi_deep, phi_high = ((1 + w_) / 2 * math.exp(1 - w_) for w_ in (math.exp(-1.2), math.exp(0.4)))
+    assert stats["deep_low_w_pos_frac"] == pytest.approx(0.5)
+    assert stats["deep_low_w_pos_phi_mass"] == pytest.approx(phi_deep / (phi_deep + phi_high))
 
 
 def test_within_group_lengths_take_out_which_prompt_a_positive_answers():

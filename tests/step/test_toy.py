@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from nano_respo.run.cli import parse_config
-from nano_respo.kernel import power_tilt, reuse_split
+from nano_respo.kernel import power_tilt, respo_branch, reuse_split
 from toy.envs import DigitSum, Episodes, FactorisedBandit, make_env
 from nano_respo.lab.report import mean_ci, paired_table, phi_curve
 from toy.run import RunConfig, run_jobs
@@ -134,8 +134,10 @@ def test_record_follows_the_run_batch_by_batch():
 
 def test_phi_curve_reads_the_kernel_coefficient_back_from_the_gradient():
     log_w = torch.linspace(-5, 3, 50)
-    assert torch.allclose(phi_curve("respo", log_w, True), power_tilt(log_w.double(), 0.0, 0.1), rtol=1e-6)
-    assert torch.allclose(phi_curve("respo", log_w, False, alpha_neg=2.0, lambda_neg=1.0),
+    assert torch.allclose(phi_curve("respo", log_w, True), respo_branch(log_w.double(), 2.0, 0.5, 2.0), rtol=1e-6)
+    assert torch.allclose(phi_curve("respo", log_w, False, beta_neg=0.3, lambda_neg=1.0),
+                          respo_branch(log_w.double(), 1.0, 0.3, 1.0), rtol=1e-6)
+    assert torch.allclose(phi_curve("respo_wtilt", log_w, False, wtilt_alpha_neg=2.0, wtilt_lambda_neg=1.0),
                           power_tilt(log_w.double(), 2.0, 1.0), rtol=1e-6)
     w = log_w.exp().double()
     clip_pos = phi_curve("seq_clip", log_w, True)
