@@ -3,8 +3,9 @@
 # Needs a GPU machine with verl's full install (pip install "verl[vllm]==0.9.1"), GSM8K as
 # parquet (verl's examples/data_preprocess/gsm8k.py writes it) and nano_respo importable in
 # every Ray worker: this script puts the repository on PYTHONPATH; on several nodes install
-# the repository on each. Rollout reuse: 256 prompts x 8 responses per rollout, 4
-# mini-batches of 64 prompts, 2 epochs = 8 optimizer steps on each rollout.
+# the repository on each. Rollout reuse as the paper's (arXiv:2609.35433): N = 8 mini-batches
+# of 32 prompts x 8 responses, one epoch (each response used once, the k-th mini-batch k - 1
+# updates stale), token-mean, lr 1e-6, no KL; ReSPO's constants are LossConfig's defaults.
 # Extra Hydra overrides pass through: bash examples/verl_respo.sh trainer.total_epochs=1
 #
 # The three policies (docs/math.md §7): mu is vLLM's (its log-prob of each sampled token,
@@ -48,18 +49,14 @@ python3 -m verl.trainer.main_ppo \
   algorithm.rollout_correction.rollout_is_threshold=2.0 \
   algorithm.rollout_correction.bypass_mode=false \
   actor_rollout_ref.actor.optim.lr=1e-6 \
-  actor_rollout_ref.actor.ppo_mini_batch_size=64 \
+  actor_rollout_ref.actor.ppo_mini_batch_size=32 \
   actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16 \
-  actor_rollout_ref.actor.ppo_epochs=2 \
+  actor_rollout_ref.actor.ppo_epochs=1 \
   actor_rollout_ref.actor.use_kl_loss=false \
   actor_rollout_ref.actor.entropy_coeff=0 \
-  actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm \
+  actor_rollout_ref.actor.loss_agg_mode=token-mean \
   actor_rollout_ref.actor.policy_loss._target_=nano_respo.integrations.verl.ReSPOPolicyLossConfig \
   actor_rollout_ref.actor.policy_loss.loss_mode=respo \
-  +actor_rollout_ref.actor.policy_loss.alpha_pos=0.0 \
-  +actor_rollout_ref.actor.policy_loss.lambda_pos=0.1 \
-  +actor_rollout_ref.actor.policy_loss.alpha_neg=3.0 \
-  +actor_rollout_ref.actor.policy_loss.lambda_neg=2.0 \
   +actor_rollout_ref.actor.policy_loss.rollout_is_level=sequence \
   trainer.n_gpus_per_node="$GPUS" \
   trainer.nnodes=1 \

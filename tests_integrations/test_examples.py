@@ -52,7 +52,8 @@ def test_verl_example_command_builds_the_respo_actor(tmp_path):
     cfg = verl_example_config(tmp_path)
     assert cfg.trainer.n_gpus_per_node == 4 and cfg.trainer.total_epochs == 1
     actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)  # what each verl worker does
-    assert actor.policy_loss.loss_mode == "respo" and actor.loss_agg_mode == "seq-mean-token-sum-norm"
+    assert actor.policy_loss.loss_mode == "respo" and actor.loss_agg_mode == "token-mean"
+    assert (actor.ppo_mini_batch_size, actor.ppo_epochs, cfg.data.train_batch_size) == (32, 1, 256)  # N = 8, one epoch
 
     gen = torch.Generator().manual_seed(0)
     logp = (-torch.rand(4, 6, generator=gen)).requires_grad_()
@@ -61,7 +62,7 @@ def test_verl_example_command_builds_the_respo_actor(tmp_path):
     mask = torch.ones(4, 6, dtype=torch.bool)
     loss, _ = get_policy_loss_fn(actor.policy_loss.loss_mode)(old, logp, adv[:, None].expand(4, 6), mask,
                                                               actor.loss_agg_mode, actor, None)
-    ref, _ = policy_loss(logp, old, adv, mask, LossConfig(agg="seq-mean-token-sum-norm"))
+    ref, _ = policy_loss(logp, old, adv, mask, LossConfig())
     assert torch.allclose(loss, ref)
 
 

@@ -28,7 +28,7 @@ def actor_config(*overrides):
 @pytest.fixture(scope="module")
 def respo_actor():
     return actor_config("policy_loss._target_=nano_respo.integrations.verl.ReSPOPolicyLossConfig",
-                        "policy_loss.loss_mode=respo", "+policy_loss.alpha_pos=0.2", "+policy_loss.lambda_neg=1.5",
+                        "policy_loss.loss_mode=respo", "+policy_loss.beta_pos=0.3", "+policy_loss.lambda_neg=1.5",
                         "ppo_micro_batch_size_per_gpu=2")
 
 
@@ -71,12 +71,26 @@ def test_verl_loss_equals_kernel(method, agg):
         assert metrics[f"actor/nano_respo/{key}"] == pytest.approx(value, nan_ok=True)
 
 
+def test_loss_mode_respo_is_the_published_loss():
+    """loss_mode=respo computes the authors' recipe (yhangchen/ReSPO-code, recipe/respo/core_algos.py, which registers
+    the same name): phi of the clamped log W in closed form, detached, -phi A log pi per token, verl's token-mean."""
+    logp, old, adv, mask = batch(seed=6, scale=1.5)
+    log_w = torch.where(mask, logp.detach() - old, torch.zeros(())).sum(-1).clamp(-20, 20)
+    w = log_w.exp()
+    phi = torch.where(adv >= 0, (1 + w) / 2 * torch.exp(1 - w), w.sqrt() * torch.exp(2 * (1 - w.sqrt())))
+    token_adv = adv[:, None].expand(B, T)
+    published = agg_loss(loss_mat=-phi[:, None] * token_adv * logp, loss_mask=mask.float(), loss_agg_mode="token-mean")
+    loss, _ = get_policy_loss_fn("respo")(old, logp, token_adv, mask.float(), "token-mean", None, None)
+    assert torch.allclose(loss, published, rtol=1e-6, atol=1e-8)
+    assert torch.allclose(grads(loss, logp), grads(published, logp), rtol=1e-6, atol=1e-8)
+
+
 def test_hydra_keys_reach_the_kernel(respo_actor):
     assert isinstance(respo_actor.policy_loss, respo_verl.ReSPOPolicyLossConfig)
     logp, old, adv, mask = batch(seed=1)
     token_adv = adv[:, None].expand(B, T)
     loss, _ = get_policy_loss_fn("respo")(old, logp, token_adv, mask, "seq-mean-token-sum", respo_actor, None)
-    ref, _ = policy_loss(logp, old, adv, mask, LossConfig(alpha_pos=0.2, lambda_neg=1.5, agg="seq-mean-token-sum"))
+    ref, _ = policy_loss(logp, old, adv, mask, LossConfig(beta_pos=0.3, lambda_neg=1.5, agg="seq-mean-token-sum"))
     default, _ = policy_loss(logp, old, adv, mask, LossConfig(agg="seq-mean-token-sum"))
     assert torch.allclose(grads(loss, logp), grads(ref, logp), rtol=1e-6, atol=1e-8)
     assert not torch.allclose(grads(ref, logp), grads(default, logp))  # the keys changed something

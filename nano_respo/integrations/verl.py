@@ -2,7 +2,8 @@
 
 Importing this module registers, in verl's own POLICY_LOSS_REGISTRY:
 
-    respo                   ReSPO (nano_respo.kernel.policy_loss with method="respo")
+    respo                   ReSPO (nano_respo.kernel.policy_loss with method="respo"): the coefficient of the
+                            authors' verl recipe (yhangchen/ReSPO-code), which registers the same name
     nano_respo_<method>     every other kernel method: nano_respo_grpo, nano_respo_vespo, ...
 
 verl imports it in each worker when the actor's policy-loss config names the class below
@@ -10,7 +11,7 @@ as its `_target_` (nano_respo/integrations/README.md, "verl (0.9.1)"):
 
     actor_rollout_ref.actor.policy_loss._target_=nano_respo.integrations.verl.ReSPOPolicyLossConfig
     actor_rollout_ref.actor.policy_loss.loss_mode=respo
-    +actor_rollout_ref.actor.policy_loss.alpha_neg=3.0      # any LossConfig field
+    +actor_rollout_ref.actor.policy_loss.beta_pos=0.3       # any LossConfig field
 
 What maps onto what:
 - loss_agg_mode -> LossConfig.agg (the kernel uses verl's names; verl's "token-sum" has no

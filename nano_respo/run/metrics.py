@@ -195,7 +195,7 @@ def plot_run(run_dir: Path):
     weight.plot(x2, phi, color="tab:orange", marker="x", markersize=4, linestyle="--",
                 label="right: the weight phi one of them gets")
     weight.axhline(1 - eps, color="grey", linewidth=0.8, linestyle=":",
-                   label=f"right: {1 - eps:g}; a sequence clip gives each less (its w), ReSPO about 1.1")
+                   label=f"right: {1 - eps:g}; a sequence clip gives each less (its w), ReSPO more than 1")
     weight.set(ylabel="phi of one such answer (1 = on-policy)", ylim=(0, max(1.3, 1.1 * max(phi, default=0.0))))
     ax.legend(handles=ax.get_lines() + weight.get_lines(), loc="upper left", fontsize=8)
     seen = sum(value > 0 for value in share)
@@ -204,7 +204,7 @@ def plot_run(run_dir: Path):
                 f"{len(share)} steps\n(at most {max(share, default=0.0):.1%} of them), so there was little "
                 "for a clip to starve.\nMore reuse (--reuse 8) or a larger --lr moves more answers here.\n"
                 "When they appear, a clip gives each the weight w (towards 0);\n"
-                "ReSPO's positive branch about 1.1 (docs/math.md §2-§3).",
+                "ReSPO's positive branch more than 1, up to e/2 (docs/math.md §2-§3).",
                 transform=ax.transAxes, ha="center", va="center", fontsize=9,
                 bbox=dict(boxstyle="round", facecolor="white", edgecolor="grey"))
 
