@@ -12,7 +12,9 @@ and the directory loads with from_pretrained like any model (eval.py, or --model
 A checkpoint can still be damaged afterwards (a file deleted, a copy cut short). Loading
 one without its tokenizer files or chat template silently changes the prompt format, so
 verify_checkpoint checks every file against checkpoint.json before anything loads, and
-newest_intact_checkpoint falls back past a damaged one to the newest retained intact one.
+newest_intact_checkpoint falls back past a damaged one to the newest retained intact one
+(--resume does); eval.py refuses a run whose newest checkpoint is damaged unless asked for the
+newest readable one, so its figures are never silently an older checkpoint's.
 """
 
 from __future__ import annotations
@@ -249,19 +251,25 @@ def verify_checkpoint(path: Path) -> None:
         raise ValueError(f"checkpoint: {path} cannot be loaded: {problem}")
 
 
-def newest_intact_checkpoint(run_dir: Path) -> tuple[Path | None, list[str]]:
-    """(the checkpoint to resume from, one note per damaged checkpoint passed over to reach it).
-
-    `latest` first; if it is damaged or missing, the retained checkpoints from newest to oldest.
-    """
+def checkpoints_newest_first(run_dir: Path) -> list[Path]:
+    """A run's checkpoints, newest first: the one `latest` names (whether or not it is still there), then the
+    retained ones from newest to oldest."""
     run_dir = Path(run_dir)
     candidates = sorted((run_dir / "checkpoints").glob("iter-*"), reverse=True)
     pointer = run_dir / "latest"
     if pointer.is_file():
         named = run_dir / pointer.read_text().strip()
         candidates = [named] + [p for p in candidates if p != named]
+    return candidates
+
+
+def newest_intact_checkpoint(run_dir: Path) -> tuple[Path | None, list[str]]:
+    """(the checkpoint to resume from, one note per damaged checkpoint passed over to reach it).
+
+    `latest` first; if it is damaged or missing, the retained checkpoints from newest to oldest.
+    """
     skipped = []
-    for candidate in candidates:
+    for candidate in checkpoints_newest_first(run_dir):
         problem = checkpoint_problem(candidate)
         if problem is None:
             return candidate, skipped

@@ -59,7 +59,7 @@ class StepConfig:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
         if self.prompts_per_iteration % self.minibatches:
             raise ValueError(f"reuse: {self.prompts_per_iteration} prompts do not split into {self.minibatches} "
-                             f"mini-batches of whole groups (reuse / epochs)")
+                             f"mini-batches of whole groups (reuse / epochs); {self.reuse_ways_out()}")
         if not self.temperature > 0:
             raise ValueError(f"temperature: must be > 0, got {self.temperature}")
         if self.adv_scale not in SCALES:
@@ -70,6 +70,19 @@ class StepConfig:
     @property
     def minibatches(self) -> int:
         return reuse_split(self.reuse, self.epochs)[1]
+
+    def reuse_ways_out(self) -> str:
+        """The nearest settings that split: a --reuse on each side whose mini-batches divide the prompts, and the
+        fewest --epochs (a divisor of reuse) that make the mini-batches divide them."""
+        prompts, epochs = self.prompts_per_iteration, reuse_split(self.reuse, self.epochs)[0]
+        splits = [m for m in range(1, prompts + 1) if prompts % m == 0]
+        below = max(m for m in splits if m < self.minibatches)
+        above = [m for m in splits if m > self.minibatches][:1]
+        reuses = " or ".join(f"--reuse {epochs * m}" for m in [below, *above])
+        fewest = min(e for e in range(1, self.reuse + 1) if self.reuse % e == 0 and prompts % (self.reuse // e) == 0)
+        cut = self.reuse // fewest
+        return (f"give {reuses} (mini-batches that divide {prompts}), or --epochs {fewest} "
+                f"({fewest} passes over {cut} mini-batch{'es' if cut > 1 else ''})")
 
     @property
     def step_loss(self) -> LossConfig:

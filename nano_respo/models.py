@@ -151,7 +151,9 @@ def resolve_model_path(name: str) -> str:
         return str(path)
     local = Path(name).expanduser()
     if looks_local(name) and not local.exists():  # asking the hub would retry for a minute, then blame the network
-        raise ValueError(f"model: {name!r} does not exist ({missing_part(local)} is missing)")
+        missing = missing_part(local)
+        where = f" ({missing} is missing)" if missing != str(local) else ""
+        raise ValueError(f"model: {name!r} does not exist{where}")
     if is_run_directory(local):
         return str(run_directory_checkpoint(local))
     if (local / STATE_FILE).is_file() or (local / MANIFEST_FILE).is_file():  # a run's checkpoint: check it first

@@ -32,6 +32,7 @@ library versions and CPU setting. The default run's warm starts also ship with t
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import inspect
 import json
@@ -172,7 +173,7 @@ def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, se
     return {"exact": exact, "converged_at": converged_at, "steps": step}
 
 
-# The code a warm start runs, by module and name: its source is part of the cache key, so an edit of the
+# The code a warm start runs, by module and name: what it computes is part of the cache key, so an edit of the
 # recipe, the training forward or the tiny models' creation names a new entry instead of reusing a stale one.
 WARM_START_CODE = {"sft": ("teacher_forced_batch", "cosine_lr", "curriculum_size", "smoothed_answer_loss", "sft"),
                    "rollout": ("encode_prompts", "real_positions", "training_forward", "router_outputs",
@@ -182,10 +183,35 @@ WARM_START_CONSTANTS = {"sft": ("CURRICULUM", "LR_SCHEDULE", "CONVERGED_EXACT", 
                         "models": ("TINY_SHAPE", "TINY_MODELS", "CHAT_TEMPLATE", "SPECIAL_TOKENS", "CHARACTERS")}
 
 
+def computed_code(source: str) -> str:
+    """What a function's source computes: its parse tree without docstrings (parsing already drops the comments and
+    the layout), so that rewording an explanation keeps the warm start's key and a changed expression moves it."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                and ast.get_docstring(node, clean=False) is not None:
+            node.body = node.body[1:] or [ast.Pass()]
+    return tree_text(tree)
+
+
+def tree_text(node) -> str:
+    """A parse tree as text, every empty field left out: ast.dump's text differs between Pythons that parse alike
+    (3.12 adds type_params=[], 3.13 leaves empty fields out), and the Python version is not part of the key."""
+    if isinstance(node, ast.AST):
+        fields = [f"{name}={tree_text(value)}" for name, value in ast.iter_fields(node)
+                  if value is not None and value != []]
+        return f"{type(node).__name__}({', '.join(fields)})"
+    if isinstance(node, list):
+        return f"[{', '.join(map(tree_text, node))}]"
+    return repr(node)
+
+
 def warm_start_code() -> str:
-    """A hash of the warm start's code (WARM_START_CODE's sources) and constants, as they are now."""
+    """A hash of the warm start's code (WARM_START_CODE's functions as parsed, see computed_code) and constants, as
+    they are now."""
     modules = {"sft": sys.modules[__name__], "rollout": rollout, "models": models}
-    parts = [inspect.getsource(getattr(modules[m], name)) for m, names in WARM_START_CODE.items() for name in names]
+    parts = [computed_code(inspect.getsource(getattr(modules[m], name)))
+             for m, names in WARM_START_CODE.items() for name in names]
     parts += [f"{name} = {getattr(modules[m], name)!r}" for m, names in WARM_START_CONSTANTS.items() for name in names]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 

@@ -7,12 +7,13 @@ the fields that have a fixed set (a typo then lists them), the order in which th
 are shown (everyday ones first, in groups), and a few example command lines. A field that
 is itself a config (TrainConfig.loss: LossConfig) contributes its fields as flags of their
 own, so the command line stays flat. Flags are never abbreviated (`--iteration 2` is an
-error, not --iterations).
+error, not --iterations); an unknown flag's error names the nearest flags, and answers the
+names other trainers use (KNOWN_AS: --learning-rate) with this one's (--lr).
 
 Why not tyro (what CleanRL uses): it groups flags only by nested dataclass (a flat config
 gets one group, LossConfig's fields become --loss.method), lists choices only for Literal
 annotations, and reports a bad value as a multi-line box; this file keeps the groups,
-the choices and the one-line errors in about 200 lines without a dependency.
+the choices and the one-line errors in about 250 lines without a dependency.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import difflib
 import inspect
 import textwrap
 import types
@@ -39,6 +41,16 @@ CHOICES = {
     "sft_anneal": ANNEALS,
 }
 DEVICES = "{auto,cpu,cuda,cuda:N}"
+# What users of other RL trainers (TRL's GRPOConfig, CleanRL's PPO) call a flag of train.py: an unknown flag of
+# one of these names, or a near spelling of one, is answered with this project's flag. Suggested, never accepted.
+KNOWN_AS = {
+    "learning_rate": "lr",
+    "num_generations": "group_size",
+    "max_completion_length": "max_new_tokens",
+    "update_epochs": "epochs",
+    "epsilon": "eps_low",
+    "epsilon_high": "eps_high",
+}
 
 # Flag groups of train.py, in the order --help shows them; a field listed in no group is
 # shown last under "other" (tests/step/test_cli.py checks that none is).
@@ -197,11 +209,38 @@ def parse_config(cls, argv=None, description: str | None = None, prog: str | Non
                  epilog: str | None = None):
     """Parse argv into cls; a config that rejects a value exits with its one-line message."""
     parser = build_parser(cls, description, prog, epilog)
-    values = vars(parser.parse_args(argv))
+    namespace, unknown = parser.parse_known_args(argv)
+    if unknown:
+        parser.error(unrecognized(cls, unknown))
+    values = vars(namespace)
     try:
         return from_flat(cls, values)
     except ValueError as error:
         parser.error(str(error))
+
+
+def unrecognized(cls, words: list[str]) -> str:
+    """argparse's message for arguments no flag takes, with the flag each unknown one most likely meant: the
+    nearest spellings (all that come equally near), a name of another trainer (KNOWN_AS) answered with ours."""
+    flags = {}  # a name as typed, underscores for dashes -> the flag it names
+    for name, (_, hint, _) in flat_fields(cls).items():
+        flags[name] = "--" + name.replace("_", "-")
+        if _flag_type(hint)[0] is bool:
+            flags[f"no_{name}"] = "--no-" + name.replace("_", "-")
+    flags |= {alias: flags[name] for alias, name in KNOWN_AS.items() if name in flags}
+    meant = {}
+    for word in (w.split("=", 1)[0] for w in words if w.startswith("--")):
+        typed = word.removeprefix("--").replace("-", "_")
+        nearness = {name: difflib.SequenceMatcher(None, typed, name).ratio() for name in flags}
+        best = max(nearness.values())
+        if best >= 0.6:  # difflib.get_close_matches' cutoff
+            meant[word] = " or ".join(sorted({flags[name] for name, near in nearness.items() if near == best}))
+    message = f"unrecognized arguments: {' '.join(words)}"
+    if len(meant) == 1:
+        return f"{message}; did you mean {next(iter(meant.values()))}?"
+    if meant:
+        return f"{message}; did you mean {', '.join(f'{flag} for {word}' for word, flag in meant.items())}?"
+    return message
 
 
 def from_flat(cls, values: dict):

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import torch
 
-from ..checkpoint import STATE_FILE, checkpoint_dtype, load_trainer_state
+from ..checkpoint import STATE_FILE, checkpoint_dtype, checkpoint_problem, checkpoints_newest_first, load_trainer_state
 from ..config import TrainConfig
 from ..evaluation import evaluate
-from ..models import load_model, resolve_device, resolve_model_path
+from ..models import is_run_directory, load_model, resolve_device, resolve_model_path
 from ..tasks import make_task
 
 
@@ -51,6 +51,9 @@ class EvalConfig:
     """torch CPU threads."""
     json_out: str | None = None
     """Also write the figures to this JSON file."""
+    newest_readable: bool = False
+    """A run directory whose newest checkpoint cannot be read: evaluate its newest readable one instead of
+    refusing."""
 
 
 # EvalConfig field -> the TrainConfig field it falls back to: the run's value, else train.py's default.
@@ -76,10 +79,25 @@ def no_model_message(runs_dir: str = "runs") -> str:
             f"directory, a hub id, or tiny-qwen3 for the untrained floor); {listed}")
 
 
+def refuse_a_damaged_newest_checkpoint(model: str) -> None:
+    """One line when `model` is a run directory whose newest checkpoint cannot be read: evaluating an older one
+    instead would report figures of weights the run did not end with."""
+    run_dir = Path(model).expanduser()
+    if not is_run_directory(run_dir):
+        return
+    newest = checkpoints_newest_first(run_dir)
+    problem = checkpoint_problem(newest[0]) if newest else None  # none at all: resolve_model_path says so
+    if problem:
+        raise ValueError(f"model: the newest checkpoint of {model!r}, {newest[0].name}, cannot be read "
+                         f"({problem}); --newest-readable evaluates the newest readable one instead")
+
+
 def run_eval(cfg: EvalConfig) -> dict:
     if cfg.model is None:
         raise ValueError(no_model_message())
     torch.set_num_threads(cfg.threads)
+    if not cfg.newest_readable:
+        refuse_a_damaged_newest_checkpoint(cfg.model)
     path = resolve_model_path(cfg.model)
     trained = training_config(path)
     if cfg.task is not None and cfg.task != trained.get("task"):
@@ -93,7 +111,7 @@ def run_eval(cfg: EvalConfig) -> dict:
     model, tokenizer = load_model(path, dtype, resolve_device(cfg.device))
     figures = evaluate(model, tokenizer, task, settings["max_new_tokens"], settings["temperature"],
                        settings["samples"], cfg.k, batch_size=cfg.batch_size or trained.get("rollout_batch") or 256)
-    result = {"model": cfg.model, "path": path, "task": task.name, "problems": len(task.heldout_problems),
+    result = {"model": cfg.model, "checkpoint": path, "task": task.name, "problems": len(task.heldout_problems),
               **{k: settings[k] for k in ("samples", "temperature", "max_new_tokens")}, "dtype": dtype, **figures}
     return result
 

@@ -178,6 +178,24 @@ def test_a_truncated_latest_checkpoint_falls_back_to_the_previous_one_naming_it(
     assert len(skipped) == 1 and "iter-000002: model.safetensors is" in skipped[0]
 
 
+def test_eval_py_refuses_a_run_whose_newest_checkpoint_is_damaged_unless_asked_for_the_newest_readable(tmp_path,
+                                                                                                       tiny):
+    from nano_respo.run.evaluate_cli import EvalConfig, run_eval
+
+    save(tmp_path, tiny, 1)
+    weights = save(tmp_path, tiny, 2) / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-112])
+    done = subprocess.run([sys.executable, str(REPO / "eval.py"), "--model", str(tmp_path)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == (f"error: model: the newest checkpoint of {str(tmp_path)!r}, iter-000002, cannot be read "
+                           f"(model.safetensors is {weights.stat().st_size} bytes, {weights.stat().st_size + 112} "
+                           f"were written); --newest-readable evaluates the newest readable one instead\n")
+    result = run_eval(EvalConfig(model=str(tmp_path), newest_readable=True, eval_problems=2, samples=1,
+                                 max_new_tokens=2))
+    assert result["checkpoint"] == str(tmp_path / "checkpoints" / "iter-000001")
+
+
 def test_a_damaged_weights_file_is_named_even_without_a_manifest(tmp_path, tiny):
     checkpoint = save(tmp_path, tiny, 1)
     (checkpoint / checkpoint_module.MANIFEST_FILE).unlink()  # as written before manifests existed

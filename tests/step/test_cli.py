@@ -122,6 +122,52 @@ def test_an_abbreviated_flag_is_refused_not_guessed(cls, flag, value, capsys):
     assert f"unrecognized arguments: {flag} {value}" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("cls, argv, said", [
+    (TrainConfig, ["--learning-rate", "1e-3"], "unrecognized arguments: --learning-rate 1e-3; did you mean --lr?"),
+    (TrainConfig, ["--lerning-rate", "1e-3"], "unrecognized arguments: --lerning-rate 1e-3; did you mean --lr?"),
+    (TrainConfig, ["--learning_rate=1e-3"], "unrecognized arguments: --learning_rate=1e-3; did you mean --lr?"),
+    (TrainConfig, ["--num-generations", "4"],
+     "unrecognized arguments: --num-generations 4; did you mean --group-size?"),
+    (TrainConfig, ["--iteration", "2"], "unrecognized arguments: --iteration 2; did you mean --iterations?"),
+    (TrainConfig, ["--lambda", "1"], "unrecognized arguments: --lambda 1; did you mean --lambda-neg or --lambda-pos?"),
+    (TrainConfig, ["--no-plot"], "unrecognized arguments: --no-plot; did you mean --no-plots?"),
+    (TrainConfig, ["--lerning-rate", "1", "--iteration", "2"],
+     "unrecognized arguments: --lerning-rate 1 --iteration 2; did you mean --lr for --lerning-rate, --iterations for "
+     "--iteration?"),
+    (TrainConfig, ["--zzz", "3"], "unrecognized arguments: --zzz 3\n"),
+    (EvalConfig, ["--sample", "8"], "unrecognized arguments: --sample 8; did you mean --samples?"),
+])
+def test_an_unknown_flag_names_the_flag_it_most_likely_meant(cls, argv, said, capsys):
+    with pytest.raises(SystemExit) as stop:
+        parse_config(cls, argv)
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.endswith(f"error: {said}" + ("" if said.endswith("\n") else "\n"))
+
+
+def test_every_other_trainers_name_answers_with_a_flag_of_train_py():
+    assert set(cli.KNOWN_AS.values()) <= set(cli.flat_fields(TrainConfig))
+    assert not set(cli.KNOWN_AS) & set(cli.flat_fields(TrainConfig))
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--reuse", "3"], "reuse: 32 prompts do not split into 3 mini-batches of whole groups (reuse / epochs); give "
+                       "--reuse 2 or --reuse 4 (mini-batches that divide 32), or --epochs 3 (3 passes over 1 "
+                       "mini-batch)"),
+    (["--reuse", "12", "--epochs", "2"], "reuse: 32 prompts do not split into 6 mini-batches of whole groups (reuse "
+                                         "/ epochs); give --reuse 8 or --reuse 16 (mini-batches that divide 32), or "
+                                         "--epochs 3 (3 passes over 4 mini-batches)"),
+    (["--reuse", "64"], "reuse: 32 prompts do not split into 64 mini-batches of whole groups (reuse / epochs); give "
+                        "--reuse 32 (mini-batches that divide 32), or --epochs 2 (2 passes over 32 mini-batches)"),
+])
+def test_a_reuse_that_does_not_split_the_prompts_names_the_settings_that_do(argv, said, capsys):
+    with pytest.raises(SystemExit):
+        parse_config(TrainConfig, argv)
+    assert capsys.readouterr().err.endswith(f"error: {said}\n")
+    for way_out in re.findall(r"--reuse \d+|--epochs \d+", said.split("; ")[1]):
+        flag, value = way_out.split()
+        assert isinstance(parse_config(TrainConfig, [*argv, flag, value]), TrainConfig), way_out
+
+
 def test_eval_falls_back_to_the_training_defaults_it_names():
     from nano_respo.run import evaluate_cli
 

@@ -6,6 +6,7 @@ refuses to load, in one line that names the flag to train one. tests/run/test_sh
 retrains them from their manifests.
 """
 
+import inspect
 import json
 import os
 
@@ -16,7 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 
-from nano_respo import sft, shipped  # noqa: E402
+from nano_respo import rollout, sft, shipped  # noqa: E402
 from nano_respo.config import TrainConfig  # noqa: E402
 from nano_respo.models import cache_dir  # noqa: E402
 from nano_respo.run.session import build_task, initial_model  # noqa: E402
@@ -30,7 +31,7 @@ def refuse_training(*args, **kwargs):
 
 
 def replace_sft(monkeypatch, replacement) -> None:
-    """sft.sft replaced for the test, the code hash kept as today's (it hashes sft.sft's source)."""
+    """sft.sft replaced for the test, the code hash kept as today's (it hashes sft.sft's code)."""
     code = sft.warm_start_code()
     monkeypatch.setattr(sft, "warm_start_code", lambda: code)
     monkeypatch.setattr(sft, "sft", replacement)
@@ -100,3 +101,53 @@ def test_todays_code_is_the_code_that_made_the_shipped_warm_starts():
     """An edit of the warm start's code (sft.WARM_START_CODE) needs new shipped files: python tools/ship_warm_starts.py."""
     made_by = {json.loads((p / "manifest.json").read_text())["key"]["code"] for p, _ in shipped.manifests()}
     assert made_by == {sft.warm_start_code()}
+
+
+def shipped_code() -> str:
+    (code,) = {manifest["key"]["code"] for _, manifest in shipped.manifests()}
+    return code
+
+
+def edit_source(monkeypatch, function, old: str, new: str) -> None:
+    """inspect.getsource gives `function`'s source with `old` replaced by `new`, as if its file had been edited."""
+    getsource = inspect.getsource
+    source = getsource(function)
+    assert source.count(old) == 1, f"{old!r} is not in {function.__name__}'s source once"
+    monkeypatch.setattr(inspect, "getsource",
+                        lambda obj: source.replace(old, new) if obj is function else getsource(obj))
+
+
+@pytest.mark.parametrize("function, old, new", [
+    (rollout.policy_logprobs, "# Position t predicts completion token t; the last position predicts nothing.",
+     "# The logits at position t are those of completion token t."),
+    (rollout.policy_logprobs, "  # [B, C, V], [B, C]", ""),
+    (sft.cosine_lr, "lr at `step` of `steps`: from lr down to 0 along half a cosine.", "Half a cosine from lr to 0."),
+    (sft.cosine_lr, '"""lr at `step` of `steps`: from lr down to 0 along half a cosine."""\n', ""),
+    (rollout.policy_logprobs, "training_forward(model, batch)",
+     "training_forward(\n        model,\n        batch,\n    )"),
+], ids=["comment", "trailing-comment", "docstring", "no-docstring", "line-breaks"])
+def test_a_comment_docstring_or_layout_edit_keeps_the_shipped_warm_start(function, old, new, monkeypatch, capsys):
+    edit_source(monkeypatch, function, old, new)
+    assert sft.warm_start_code() == shipped_code()
+    # Training is refused at its first step outside the hashed code (replacing sft.sft would change the hash).
+    monkeypatch.setattr(sft, "refuse_unknown_characters", refuse_training)
+    cfg = TrainConfig(model="tiny-qwen3", device="cpu")
+    initial_model(cfg, build_task(cfg), "cpu")
+    assert "warm start: shipped tiny-qwen3-reverse " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("function, old, new", [
+    (sft.cosine_lr, "lr * 0.5 *", "lr * 0.25 *"),
+    (sft.cosine_lr, "(1 + math.cos", "(1 - math.cos"),
+    (rollout.policy_logprobs, "out.logits[:, :-1]", "out.logits[:, 1:]"),
+    (sft.sft, "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)",
+     "torch.nn.utils.clip_grad_norm_(model.parameters(), 2.0)"),
+], ids=["constant", "operator", "slice", "clip"])
+def test_a_changed_constant_or_expression_changes_the_warm_starts_code(function, old, new, monkeypatch):
+    edit_source(monkeypatch, function, old, new)
+    assert sft.warm_start_code() != shipped_code()
+
+
+def test_a_changed_recipe_constant_changes_the_warm_starts_code(monkeypatch):
+    monkeypatch.setattr(sft, "CONVERGED_EXACT", sft.CONVERGED_EXACT + 0.1)
+    assert sft.warm_start_code() != shipped_code()

@@ -87,6 +87,22 @@ def test_the_files_stay_within_their_budgets():
     assert not over, f"over {ANY_SOURCE} lines: {over}"
 
 
+def test_scale_says_which_routes_a_default_run_takes_and_where_their_plain_forms_are():
+    from nano_respo import rollout, scale
+    from nano_respo.config import TrainConfig
+    from nano_respo.run.session import routes
+
+    sentences = " ".join(scale.__doc__.split()).split(". ")
+    default_run = next(s for s in sentences if s.startswith("A default single-device run"))
+    plain_forms = next(s for s in sentences if s.startswith("The plain references"))
+    _, rl_logprobs, decoder = routes(TrainConfig())
+    for route, plain in ((rl_logprobs, rollout.policy_logprobs), (decoder, rollout.decode)):
+        assert route.__module__.startswith("nano_respo.scale."), route.__module__
+        module = route.__module__.rpartition(".")[2]
+        assert f"{module}.py" in default_run, module
+        assert plain.__name__ in plain_forms and f"--no-{module.replace('_', '-')}" in plain_forms, module
+
+
 def package_imports() -> dict[str, set[str]]:
     """Every import of the package by the package: module level, inside functions and under TYPE_CHECKING."""
     modules = {}

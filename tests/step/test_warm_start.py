@@ -43,6 +43,11 @@ def test_every_setting_of_the_recipe_is_in_the_cache_key():
     assert sft.warm_start_key("tiny-qwen3", make_task("reverse", size=9), **settings) != key
 
 
+def other_code(*args, **kwargs):
+    """Other code in the place of a function the warm start runs (the key hashes its parsed source)."""
+    return None
+
+
 def test_the_cache_key_sees_the_code_the_constants_the_libraries_and_the_cpu_setting(monkeypatch):
     """Edit the convergence rule, the recipe's code or the tiny model's creation, upgrade torch or change the CPU
     setting, and a cached warm start is no longer taken for this one."""
@@ -51,8 +56,8 @@ def test_the_cache_key_sees_the_code_the_constants_the_libraries_and_the_cpu_set
     key = sft.warm_start_key("tiny-qwen3", task, **settings)
     assert sft.warm_start_key("tiny-qwen3", task, **settings) == key  # the same inputs, the same entry
     edits = [(sft, "CONVERGED_EXACT", 0.6), (sft, "CONVERGED_WINDOW", 21), (sft, "CONVERGED_SHARE", {"converged": 3}),
-             (sft, "sft", lambda *args, **kwargs: None), (sft.rollout, "training_forward", lambda *args: None),
-             (sft.models, "create_tiny_model", lambda *args: None), (sft.models, "TINY_SHAPE", {"hidden_size": 64}),
+             (sft, "sft", other_code), (sft.rollout, "training_forward", other_code),
+             (sft.models, "create_tiny_model", other_code), (sft.models, "TINY_SHAPE", {"hidden_size": 64}),
              (sft.torch, "__version__", "0.0"), (sft, "cpu_setting", lambda: "another CPU")]
     for module, name, value in edits:
         with monkeypatch.context() as edit:
