@@ -4,6 +4,11 @@ measured from an empty cache, and the grid of train.py runs (model x method x se
 Each study is one entry script beside this module (run.py, select_lr.py, gate1.py, gate2.py,
 offpolicy.py, warm_start_stop.py, across.py, figures.py); they import this one as
 `experiments.common`, which `pip install -e .` makes importable from anywhere.
+
+The grids' records were made before the published kernel became `respo`: their ReSPO is the
+reconstruction, `respo_wtilt` (ExperimentConfig's first method), and every train.py run they launch
+pins what they relied on of the defaults of the time (AS_RECORDED_FLAGS: the aggregation
+`seq-mean-token-sum-norm`; ExperimentConfig.epochs, 2, is passed as --epochs already).
 """
 
 from __future__ import annotations
@@ -71,8 +76,9 @@ class ExperimentConfig:
 
     models: list[str] = field(default_factory=lambda: ["tiny-qwen3", "tiny-qwen3-moe"])
     """Models to train (train.py --model)."""
-    methods: list[str] = field(default_factory=lambda: ["respo", "seq_clip", "grpo", "gspo", "vespo"])
-    """Kernel methods (train.py --method); the first is the reference of the paired differences."""
+    methods: list[str] = field(default_factory=lambda: ["respo_wtilt", "seq_clip", "grpo", "gspo", "vespo"])
+    """Kernel methods (train.py --method); the first is the reference of the paired differences (respo_wtilt, the
+    reconstruction, as the committed grids ran)."""
     settings: list[str] = field(default_factory=lambda: ["8", "4+lag2"])
     """Off-policy settings: R = reuse (train.py --reuse R), R+lagK = reuse R on rollouts K iterations stale (--lag K)."""
     lrs: list[str] = field(default_factory=list)
@@ -114,7 +120,7 @@ class ExperimentConfig:
     check: str | None = None
     """Reference records (a records.json) to compare these runs with, model by model, within 95% intervals."""
     claims: list[str] = field(default_factory=list)
-    """Claims that must hold on these runs for every model, e.g. early_auc@8:respo:above:seq_clip (exit 1 if not)."""
+    """Claims that must hold on these runs for every model, e.g. early_auc@8:respo_wtilt:above:seq_clip (exit 1 if not)."""
 
     def __post_init__(self):
         if self.iterations < 4:
@@ -152,10 +158,12 @@ def finished(records: list[dict], iterations: int) -> bool:
 
 
 # The flags every committed record ran with where today's defaults differ: each warm start trained from its settings
-# (none shipped then), the padded training forward and rollout.decode (the default routes then). Every study passes
-# them, so that a recorded cell reruns as it ran.
+# (none shipped then), the padded training forward and rollout.decode (the default routes then), and the loss
+# aggregation of the time (token-mean became the default with the published kernel). Every study passes them, so
+# that a recorded cell reruns as it ran; AS_RECORDED_AGG is for the studies that build a LossConfig themselves.
 AS_RECORDED = {"sft_from_scratch": True, "shared_prompts": False, "lean_sampler": False}
-AS_RECORDED_FLAGS = ["--sft-from-scratch", "--no-shared-prompts", "--no-lean-sampler"]
+AS_RECORDED_AGG = "seq-mean-token-sum-norm"
+AS_RECORDED_FLAGS = ["--sft-from-scratch", "--no-shared-prompts", "--no-lean-sampler", "--agg", AS_RECORDED_AGG]
 
 
 def train_command(cfg: ExperimentConfig, model: str, method: str, reuse: int, lag: int, seed: int,

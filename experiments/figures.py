@@ -39,9 +39,10 @@ from experiments.mechanism_figures import FIGURES as MECHANISM_FIGURES
 from experiments.rerun_figures import FIGURES as RERUN_FIGURES
 
 SETTINGS = ("default", "avx2")
-# The default run was recorded on an AVX2-only machine (AMD EPYC), where the AVX2 variables change
-# nothing: its second setting is ATen's scalar kernels (ATEN_CPU_CAPABILITY=default), which round
-# reductions differently.
+# The ReSPO of every record read here but the default run's and Study 3's: this project's reconstruction.
+RECONSTRUCTION = "respo_wtilt"
+# The default run's two settings are a machine's default kernels (the AMD EPYC it was recorded on has AVX-512) and
+# ATen's scalar kernels (ATEN_CPU_CAPABILITY=default), which round reductions differently.
 DEFAULT_RUN_SETTINGS = ("default", "unvectorised")
 BASELINES = ("seq_clip", "grpo", "gspo", "vespo")
 PROSE = ("README.md", "RESULTS.md", "toy/RESULTS.md", "docs/training.md", "bench/README.md")
@@ -61,7 +62,7 @@ def toy(lr: str) -> dict[str, list[dict]]:
     """The toy's fresh evaluation per setting: 'protocol' (ReSPO at lr 0.03) or 'equal' (ReSPO at 0.01, the baselines' step)."""
     sets = {}
     for s in SETTINGS:
-        paths = [ROOT / f"toy/results/eval-fresh-{s}"] + ([ROOT / f"toy/results/eval-fresh-{s}-respo-lr0.01"]
+        paths = [ROOT / f"toy/results/eval-fresh-{s}"] + ([ROOT / f"toy/results/eval-fresh-{s}-respo_wtilt-lr0.01"]
                                                           if lr == "equal" else [])
         sets[s] = record_set(f"{s}=" + "+".join(map(str, paths)))[1]  # later folders replace whole cells
     return sets
@@ -156,7 +157,7 @@ def cell_means(sets: dict, key: str, methods=None) -> list[float]:
     return means
 
 
-def paired(sets: dict, key: str, baseline: str, reference: str = "respo"):
+def paired(sets: dict, key: str, baseline: str, reference: str = RECONSTRUCTION):
     """{(model, cell): [(mean, half) per setting]} of reference minus baseline on shared seeds."""
     out = defaultdict(list)
     for records in sets.values():
@@ -216,7 +217,7 @@ def tests_per_setting(sets: dict) -> int:
     """Paired tests one setting's tables make: every baseline x outcome x (model, cell)."""
     records = next(iter(sets.values()))
     cells = {(r["model"], r["reuse"], r["lag"]) for r in records}
-    methods = {r["method"] for r in records} - {"respo"}
+    methods = {r["method"] for r in records} - {RECONSTRUCTION}
     return len(cells) * len(methods) * len(OUTCOMES)
 
 
@@ -246,7 +247,7 @@ def gate1_passing(key: str) -> list[float]:
 
 def lr_star() -> str:
     """lr* of the on-policy selection per CPU setting (amendment 1's warm start), as 'lr on setting, ...'."""
-    chosen = {p.stem.split("-")[0]: json.loads(p.read_text())["chosen"]["respo"]
+    chosen = {p.stem.split("-")[0]: json.loads(p.read_text())["chosen"][RECONSTRUCTION]
               for p in sorted((ROOT / "experiments/results/lr_select").glob("*-share*.json"))}
     return " and ".join(sorted({f"{lr:g}" for lr in chosen.values()})) + f" ({', '.join(chosen)})"
 
@@ -282,7 +283,7 @@ def gate2_outcome() -> str:
 
 OFFPOLICY_MODELS = {"dense": "tiny-qwen3", "moe": "tiny-qwen3-moe"}
 OFFPOLICY_SOURCES = ("mismatch", "reuse", "staleness", "all")
-OFFPOLICY_ARMS = ("respo", "seq_clip", "grpo", "gspo", "grpo_trl_seq_mask", "grpo_verl_token_trunc", "grpo_opsm",
+OFFPOLICY_ARMS = (RECONSTRUCTION, "seq_clip", "grpo", "gspo", "grpo_trl_seq_mask", "grpo_verl_token_trunc", "grpo_opsm",
                   "vespo_token_mean")
 
 
@@ -293,11 +294,11 @@ def offpolicy_records() -> tuple[dict, ...]:
     return tuple(json.loads(p.read_text()) for p in sorted(folder.glob("*/*/*/*.json")))
 
 
-def offpolicy_runs(model: str, source: str, arm: str = "respo") -> list[dict]:
+def offpolicy_runs(model: str, source: str, arm: str = RECONSTRUCTION) -> list[dict]:
     return [r for r in offpolicy_records() if (r["model"], r["source"], r["arm"]) == (OFFPOLICY_MODELS[model], source, arm)]
 
 
-def offpolicy_values(model: str, source: str, read, arm: str = "respo") -> list[float]:
+def offpolicy_values(model: str, source: str, read, arm: str = RECONSTRUCTION) -> list[float]:
     """read(record) over the runs of both settings and every seed, nan and missing left out."""
     values = [read(r) for r in offpolicy_runs(model, source, arm)]
     return [v for v in values if v is not None and not math.isnan(v)]
@@ -333,7 +334,7 @@ def every_seed(pairs: list[tuple[float, float]]) -> str:
     return "not resolved"
 
 
-def offpolicy_pairs(model: str, read_a, source_a: str, read_b, source_b: str, arm_a="respo", arm_b="respo"):
+def offpolicy_pairs(model: str, read_a, source_a: str, read_b, source_b: str, arm_a=RECONSTRUCTION, arm_b=RECONSTRUCTION):
     """(a, b) per (setting, seed) present in both."""
     b = {(r["setting"], r["seed"]): read_b(r) for r in offpolicy_runs(model, source_b, arm_b)}
     return [(read_a(r), b[(r["setting"], r["seed"])]) for r in offpolicy_runs(model, source_a, arm_a)
@@ -374,7 +375,7 @@ def offpolicy_p2() -> str:
     def largest(r, key):
         return max(abs(q) for q in r["reading"][key])
     zero = {"mismatch": "log_trust_quantiles", "staleness": "log_trust_quantiles", "reuse": "log_rho_quantiles"}
-    runs = {s: [r for r in offpolicy_records() if r["source"] == s and r["arm"] == "respo"] for s in OFFPOLICY_SOURCES}
+    runs = {s: [r for r in offpolicy_records() if r["source"] == s and r["arm"] == RECONSTRUCTION] for s in OFFPOLICY_SOURCES}
     if not all(runs.values()):
         return "not run"
     holds = (all(largest(r, key) < 1e-5 for s, key in zero.items() for r in runs[s])
@@ -389,7 +390,7 @@ def offpolicy_figures() -> dict:
         for s in OFFPOLICY_SOURCES:
             name = f"offpolicy_{m}_{s}"
             figures.update({
-                f"{name}_runs": Figure(f"{m}, {s}: respo runs read (seeds x settings)",
+                f"{name}_runs": Figure(f"{m}, {s}: {RECONSTRUCTION} runs read (seeds x settings)",
                                        lambda m=m, s=s: len(offpolicy_runs(m, s))),
                 f"{name}_logw_q10": Figure(f"{m}, {s}: 10% quantile of log w over a run's off-policy steps, range",
                                            lambda m=m, s=s: offpolicy_span(m, s, lambda r: r["reading"]["log_w_quantiles"][1], 3, signed=True)),
@@ -415,17 +416,17 @@ def offpolicy_figures() -> dict:
             })
             for arm in OFFPOLICY_ARMS:
                 figures[f"{name}_phi_low_{arm}"] = Figure(
-                    f"{m}, {s}: mean coefficient {arm} gives a positive with w < 0.8 (respo's steps), range",
+                    f"{m}, {s}: mean coefficient {arm} gives a positive with w < 0.8 ({RECONSTRUCTION}'s steps), range",
                     lambda m=m, s=s, arm=arm: offpolicy_span(m, s, arm_reading(arm), 2))
-            for arm in ("respo", "grpo_trl_seq_mask"):
+            for arm in (RECONSTRUCTION, "grpo_trl_seq_mask"):
                 figures[f"{name}_reward_{arm}"] = Figure(
                     f"{m}, {s}: mean rollout reward of {arm} over the 8 batches, range",
                     lambda m=m, s=s, arm=arm: span([r["mean_reward"] for r in offpolicy_runs(m, s, arm)], 3)
                     if offpolicy_runs(m, s, arm) else "not run")
             figures[f"{name}_reward_verdict"] = Figure(
-                f"{m}, {s}: P6, respo's mean reward against grpo_trl_seq_mask's on the same seed (both settings)",
+                f"{m}, {s}: P6, {RECONSTRUCTION}'s mean reward against grpo_trl_seq_mask's on the same seed (both settings)",
                 lambda m=m, s=s: every_seed(offpolicy_pairs(m, lambda r: r["mean_reward"], s, lambda r: r["mean_reward"],
-                                                            s, "respo", "grpo_trl_seq_mask")))
+                                                            s, RECONSTRUCTION, "grpo_trl_seq_mask")))
         figures[f"offpolicy_{m}_p1"] = Figure(f"{m}: P1, mismatch alone inside +-0.1 and below reuse's low-w share",
                                               lambda m=m: offpolicy_p1(m))
         figures[f"offpolicy_{m}_p5"] = Figure(
@@ -435,7 +436,7 @@ def offpolicy_figures() -> dict:
     figures["offpolicy_records"] = Figure("records of the study committed (both settings)",
                                           lambda: len(offpolicy_records()))
     figures["offpolicy_minutes"] = Figure("minutes the study's runs took, both settings summed", lambda: f"{sum(r['seconds'] for r in offpolicy_records()) / 60:.0f}")
-    figures["offpolicy_p2"] = Figure("P2: each source moves only its own factor of w (every respo run)", offpolicy_p2)
+    figures["offpolicy_p2"] = Figure(f"P2: each source moves only its own factor of w (every {RECONSTRUCTION} run)", offpolicy_p2)
     figures["offpolicy_identical_across_settings"] = Figure(
         "runs (model, source, arm, seed) whose 8 rollout rewards are identical on the two CPU settings, of those run on both",
         offpolicy_identical)
@@ -537,10 +538,10 @@ def bench_figures() -> dict:
     def shares():
         return sorted(profile()["self_cpu_share"].items(), key=lambda kv: -kv[1])[:3]
     return {
-        "bench_kernel_ratio": Figure("the loss alone, forward + backward: time of respo / grpo",
-                                     lambda: median_span(kernel()["ratio_respo_grpo"])),
-        "bench_kernel_ms": Figure("the same: median times of respo / grpo",
-                                  lambda: bench_medians(kernel(), ("respo", "grpo"), "ms", 1e3, 0)),
+        "bench_kernel_ratio": Figure(f"the loss alone, forward + backward: time of {RECONSTRUCTION} / grpo",
+                                     lambda: median_span(kernel()[f"ratio_{RECONSTRUCTION}_grpo"])),
+        "bench_kernel_ms": Figure(f"the same: median times of {RECONSTRUCTION} / grpo",
+                                  lambda: bench_medians(kernel(), (RECONSTRUCTION, "grpo"), "ms", 1e3, 0)),
         "bench_step_ratio": Figure("one RL step from random init: time of ours / TRL",
                                    lambda: median_span(step()["ratio_to_trl"]["ours"])),
         "bench_step_seconds": Figure("the same: median times of ours / TRL",
@@ -674,7 +675,7 @@ FIGURES = {
         lambda: span(cell_means(llm("stress"), "phi_low_w_pos", {"seq_clip"}), 2)),
     "llm_phi_low_w_stress_respo": Figure(
         "coefficient ReSPO gives a positive below w = 0.8 in the stress cell (range over settings)",
-        lambda: span(cell_means(llm("stress"), "phi_low_w_pos", {"respo"}), 2)),
+        lambda: span(cell_means(llm("stress"), "phi_low_w_pos", {RECONSTRUCTION}), 2)),
     "llm_phi_low_w_stress_grpo_gspo": Figure(
         "the same for GRPO and GSPO (per-token or length-normalised ratios, so a low sequence w is rarely clipped)",
         lambda: span(cell_means(llm("stress"), "phi_low_w_pos", {"grpo", "gspo"}), 2)),
@@ -730,10 +731,10 @@ FIGURES = {
     # The toy sequence bandit (toy/RESULTS.md).
     "toy_low_w_share_respo": Figure(
         "share of ReSPO's positives below w = 0.8 on the toy under reuse (range of seed means over R and settings)",
-        lambda: percent_span([m for m in cell_means(toy("protocol"), "low_w_pos_frac", {"respo"})], 0)),
+        lambda: percent_span([m for m in cell_means(toy("protocol"), "low_w_pos_frac", {RECONSTRUCTION})], 0)),
     "toy_phi_low_w_respo": Figure(
         "coefficient ReSPO gives one of them (range of seed means)",
-        lambda: span(cell_means(toy("protocol"), "phi_low_w_pos", {"respo"}), 2)),
+        lambda: span(cell_means(toy("protocol"), "phi_low_w_pos", {RECONSTRUCTION}), 2)),
     "toy_phi_low_w_seq_clip": Figure(
         "coefficient the sequence clip gives one (range of seed means)",
         lambda: span(cell_means(toy("protocol"), "phi_low_w_pos", {"seq_clip"}), 2)),
@@ -762,7 +763,7 @@ FIGURES = {
                                       lambda: span(gate1_passing("success_long"), 3)),
     "digit_sum_gate1_pass8": Figure("pass@8 on the long training targets there, range",
                                     lambda: span(gate1_passing("pass@8_long"), 2)),
-    "digit_sum_lr_star": Figure("lr* of the on-policy selection (respo at R = 1), per CPU setting", lr_star),
+    "digit_sum_lr_star": Figure(f"lr* of the on-policy selection ({RECONSTRUCTION} at R = 1), per CPU setting", lr_star),
     "digit_sum_gate2_share_r8": Figure("gate 2: share of positives below w = 0.8 under seq_clip at R = 8, range",
                                        lambda: percent_span(gate2_pooled("low_w_pos_frac", fallbacks=False))),
     "digit_sum_gate2_share_fallbacks": Figure(

@@ -9,7 +9,9 @@ every run's metrics.jsonl: over the off-policy optimizer steps of batches --firs
 (every step but each batch's first; with a lag, every step), the mean share of positives below
 w = 1 - diag_eps (`low_w_pos_frac`) and the mean lengths of those positives (`len_low_w_pos`) and of the
 positives above w = 1 + diag_eps (`len_high_w_pos`). PASS when the share is at least --min-share and the
-low-w positives are the longer, pooled over seeds. No other method runs.
+low-w positives are the longer, pooled over seeds. No other method runs. The runs are experiments/run.py's, so
+they keep what the committed records relied on of the defaults of the time (experiments/common.py: two epochs,
+--agg seq-mean-token-sum-norm).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The three sources of off-policy data, separately and together, on the tiny Qwen3 (dense and MoE).
 
     python experiments/offpolicy.py                               # the pre-registered study (experiments/OFFPOLICY.md)
-    python experiments/offpolicy.py --models tiny-qwen3 --sources mismatch --arms respo --seeds 0   # one cell
+    python experiments/offpolicy.py --models tiny-qwen3 --sources mismatch --arms respo_wtilt --seeds 0   # one cell
     python experiments/offpolicy.py --summarise                   # the tables, from the committed records
 
 A source is a way of making mu, pi_old and pi differ (docs/math.md §7): `mismatch` samples with
@@ -19,6 +19,11 @@ responses, at no extra forward. One JSON record per run goes to
 <out>/<setting>/<model>/<source>/<arm>-seed<S>.json; an existing record is kept (the run is
 skipped) unless --overwrite. <setting> names the CPU kernels: "scalar" under
 ATEN_CPU_CAPABILITY=default, else "avx2".
+
+The committed records were made before the published kernel became `respo`: their ReSPO arm is the
+reconstruction, `respo_wtilt`, and every arm keeps the aggregation of the time (AS_RECORDED_AGG,
+`seq-mean-token-sum-norm`; VESPO's recipe its own token-mean), as does the scale every coefficient is read at.
+Two epochs where a source reuses (min(2, R)) are set in train_config.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from pathlib import Path
 
 import torch
 
-from experiments.common import AS_RECORDED, ROOT
+from experiments.common import AS_RECORDED, AS_RECORDED_AGG, ROOT
 from nano_respo.kernel import (LossConfig, coefficients, correction_log_ratio, decoupled_coefficients,
                                effective_sample_share, loss_denominator, off_policy_sequence_mask, outside_bounds,
                                sequence_log_weight)
@@ -50,15 +55,22 @@ SOURCES = {
     "all": {"sampler_dtype": "bfloat16", "reuse": 8, "lag": 4},
 }
 OPSM_DELTA = 0.5  # TRL's documented example value of off_policy_mask_threshold (DeepSeek-V3.2 publishes none)
+
+
+def arm_loss(method: str, **knobs) -> LossConfig:
+    """An arm's loss at the records' aggregation unless it names its own."""
+    return LossConfig(method=method, **{"agg": AS_RECORDED_AGG, **knobs})
+
+
 ARMS = {
-    "respo": LossConfig(),
-    "seq_clip": LossConfig(method="seq_clip"),
-    "grpo": LossConfig(method="grpo"),
-    "gspo": LossConfig(method="gspo"),
-    "grpo_trl_seq_mask": LossConfig(method="grpo", correction="sequence-mask"),  # TRL's default vLLM correction
-    "grpo_verl_token_trunc": LossConfig(method="grpo", correction="token-truncate"),  # verl's rollout_is=token
-    "grpo_opsm": LossConfig(method="grpo", opsm_delta=OPSM_DELTA),  # DeepSeek-V3.2's off-policy sequence mask
-    "vespo_token_mean": LossConfig(method="vespo", agg="token-mean"),  # VESPO's recipe
+    "respo_wtilt": arm_loss("respo_wtilt"),
+    "seq_clip": arm_loss("seq_clip"),
+    "grpo": arm_loss("grpo"),
+    "gspo": arm_loss("gspo"),
+    "grpo_trl_seq_mask": arm_loss("grpo", correction="sequence-mask"),  # TRL's default vLLM correction
+    "grpo_verl_token_trunc": arm_loss("grpo", correction="token-truncate"),  # verl's rollout_is=token
+    "grpo_opsm": arm_loss("grpo", opsm_delta=OPSM_DELTA),  # DeepSeek-V3.2's off-policy sequence mask
+    "vespo_token_mean": arm_loss("vespo", agg="token-mean"),  # VESPO's recipe
 }
 QUANTILES = (0.01, 0.1, 0.5, 0.9, 0.99)
 HIST_EDGES = [round(-1.0 + 0.05 * i, 2) for i in range(41)]  # log w bins; outside [-1, 1] counts in the end bins
@@ -77,7 +89,7 @@ class OffPolicyConfig:
     """Models (train.py --model)."""
     sources: list[str] = field(default_factory=lambda: list(SOURCES))
     """Sources of off-policy data: mismatch, reuse, staleness, all."""
-    arms: list[str] = field(default_factory=lambda: ["respo", "grpo_trl_seq_mask"])
+    arms: list[str] = field(default_factory=lambda: ["respo_wtilt", "grpo_trl_seq_mask"])
     """Arms that train (a method with its correction, from ARMS); the first trains in every source, and its
     steps are read by every arm's coefficient."""
     compare_in: list[str] = field(default_factory=lambda: ["all"])
@@ -161,7 +173,7 @@ class StepReader:
     def __init__(self, max_new_tokens: int):
         self.max_new_tokens = max_new_tokens
         self.rows = {key: [] for key in ("log_w", "log_rho", "log_trust", "length", "adv")}
-        self.phi = {arm: [] for arm in ARMS}  # [responses] mean coefficient per response, scaled to our aggregation
+        self.phi = {arm: [] for arm in ARMS}  # [responses] mean coefficient per response, scaled to the records' aggregation
         self.outside = {arm: [] for arm in ARMS}  # per step: share the arm's correction truncates or masks
         self.ess = []
 
@@ -178,11 +190,11 @@ class StepReader:
         self.rows["length"].append(lengths[keep].float())
         self.rows["adv"].append(adv[keep].float())
         self.ess.append(effective_sample_share(log_w[keep]).item())
-        default_denominator = loss_denominator(mask, LossConfig().agg, self.max_new_tokens)
+        default_denominator = loss_denominator(mask, AS_RECORDED_AGG, self.max_new_tokens)
         for arm, loss in ARMS.items():
             loss = loss if loss.norm_len else replace(loss, norm_len=self.max_new_tokens)
             phi = applied_coefficients(logp, mu, adv, mask, loss, pi_old)  # [B, T]
-            # Per-token weight relative to our default aggregation: token-mean divides by tokens, not B x T.
+            # Per-token weight relative to the records' aggregation: token-mean divides by tokens, not B x T.
             scale = default_denominator / loss_denominator(mask, loss.agg, loss.norm_len).clamp(min=1)
             per_response = (phi * mask).sum(-1) / lengths.clamp(min=1) * scale  # [B]
             self.phi[arm].append(per_response[keep].float())
@@ -306,8 +318,8 @@ def value_range(values, digits: int = 3, percent: bool = False) -> str:
     return (lo if lo == hi else f"{lo} to {hi}") + ("%" if percent else "")
 
 
-def reading_runs(records: list[dict], arm: str = "respo") -> list[dict]:
-    """The runs whose steps are read by every arm: the first training arm's (respo)."""
+def reading_runs(records: list[dict], arm: str = "respo_wtilt") -> list[dict]:
+    """The runs whose steps are read by every arm: the first training arm's (respo_wtilt)."""
     return [r for r in records if r["arm"] == arm and r["reading"]]
 
 
@@ -365,17 +377,17 @@ def arms_table(records: list[dict], key: str = "phi_low_w_pos") -> str:
 
 
 def reward_table(records: list[dict]) -> str:
-    """Mean and final rollout reward per training arm, ranges over seeds; paired differences to respo."""
-    lines = ["| model | source | setting | arm | seeds | mean reward | final reward | minus respo (mean), per seed |",
+    """Mean and final rollout reward per training arm, ranges over seeds; paired differences to respo_wtilt."""
+    lines = ["| model | source | setting | arm | seeds | mean reward | final reward | minus respo_wtilt (mean), per seed |",
              "|---" * 8 + "|"]
     for setting, model, source in cells(records):
-        ours = {r["seed"]: r for r in pick(records, setting, model, source, "respo")}
+        ours = {r["seed"]: r for r in pick(records, setting, model, source, "respo_wtilt")}
         for arm in [a for a in ARMS if pick(records, setting, model, source, a)]:
             rs = pick(records, setting, model, source, arm)
             diffs = [ours[r["seed"]]["mean_reward"] - r["mean_reward"] for r in rs if r["seed"] in ours]
             agree = ("every seed +" if diffs and all(d > 0 for d in diffs) else
                      "every seed -" if diffs and all(d < 0 for d in diffs) else "not resolved")
-            paired = "" if arm == "respo" else f"{', '.join(f'{d:+.3f}' for d in diffs)} ({agree})"
+            paired = "" if arm == "respo_wtilt" else f"{', '.join(f'{d:+.3f}' for d in diffs)} ({agree})"
             lines.append(f"| {model} | {source} | {setting} | {arm} | {len(rs)} | "
                          f"{value_range([r['mean_reward'] for r in rs])} | "
                          f"{value_range([r['final_reward'] for r in rs])} | {paired} |")
@@ -388,11 +400,11 @@ def summarise(out: Path) -> str:
         return f"no records under {out}"
     return "\n\n".join([
         f"{len(records)} records under {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}",
-        "## log w per source (the respo runs' off-policy steps, pooled over each run; ranges over seeds)",
+        "## log w per source (the respo_wtilt runs' off-policy steps, pooled over each run; ranges over seeds)",
         drift_table(records),
         "## which factor carries it",
         factor_table(records),
-        "## what each arm gives a positive with w < 0.8 (mean coefficient, per-token weight at our aggregation)",
+        "## what each arm gives a positive with w < 0.8 (mean coefficient, per-token weight at the records' aggregation)",
         arms_table(records, "phi_low_w_pos"),
         "## share of those positives each arm gives nothing",
         arms_table(records, "zero_low_w_pos"),

@@ -6,7 +6,8 @@
 
 Each record of experiments/results/gate2-amended/ holds its command (experiments/gate2.py ...) and its CPU
 setting. For each record of this process's setting, the command is parsed again and turned into the train.py
-run of each seed exactly as gate 2 launched it (gate2.experiment, common.train_command); the run goes through
+run of each seed exactly as gate 2 launched it (gate2.experiment, common.train_command, with the defaults of the
+time it pins: two epochs, --agg seq-mean-token-sum-norm); the run goes through
 experiments/responses.py (train.py's loop, read step by step) up to the gate's last batch, the batches the
 gate read, with the gate-1 warm start trained into NANO_RESPO_CACHE by the first run (a few minutes). One
 record per gate cell goes to --out: the gate's pooled figures of the rerun beside the committed record's, and

@@ -16,7 +16,7 @@ from experiments.common import ROOT
 from experiments.mechanism_figures import percent, span
 
 RERUNS = ROOT / "experiments/results/reruns/amd-epyc-avx2"
-OFFPOLICY_CELL = "tiny-qwen3/reuse/respo-seed0.json"  # under offpolicy/<setting>/
+OFFPOLICY_CELL = "tiny-qwen3/reuse/respo_wtilt-seed0.json"  # under offpolicy/<setting>/
 
 
 @functools.cache
@@ -52,7 +52,7 @@ def machine() -> str:
 def reverse_inside() -> str:
     """check.md's rows: the metrics whose rerun value lies inside the committed records' 95% interval."""
     rows = [line.split("|")[1:-1] for line in (RERUNS / "reverse/check.md").read_text().splitlines()
-            if line.startswith("| respo |")]
+            if line.startswith("| respo_wtilt |")]
     inside = [row[2].strip() for row in rows if row[5].strip() == "yes"]
     outside = [row[2].strip() for row in rows if row[5].strip() != "yes"]
     return f"{len(inside)} of {len(rows)} ({', '.join(inside)}; outside: {', '.join(outside) or 'none'})"
@@ -100,7 +100,7 @@ def figures() -> dict:
     from experiments import conflict_report as report
     return {
         "rerun_machine": ("the CPU the reruns' warm starts were trained on, per setting", machine),
-        "rerun_reverse_inside": ("reverse grid, one cell (respo, R = 8, seed 0) rerun: metrics whose value lies "
+        "rerun_reverse_inside": ("reverse grid, one cell (respo_wtilt, R = 8, seed 0) rerun: metrics whose value lies "
                                  "inside the committed avx2 records' 95% interval (experiments/run.py --check)",
                                  reverse_inside),
         "rerun_gate2_equal": ("digit_sum gate 2, the unvectorised R = 8 cell rerun by experiments/reread.py: its pooled "

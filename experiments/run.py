@@ -1,10 +1,10 @@
 """ReSPO against clipping under rollout reuse and staleness on the tiny Qwen3, dense and MoE.
 
     python experiments/run.py                                  # the whole grid, resumable
-    python experiments/run.py --models tiny-qwen3 --methods respo grpo --settings 8 --seeds 0   # one cell
-    python experiments/run.py --settings 4 8 4+lag2 --lrs respo=1e-3 seq_clip=3e-4   # reuse, staleness, own lrs
+    python experiments/run.py --models tiny-qwen3 --methods respo_wtilt grpo --settings 8 --seeds 0   # one cell
+    python experiments/run.py --settings 4 8 4+lag2 --lrs respo_wtilt=1e-3 seq_clip=3e-4   # reuse, staleness, own lrs
     python experiments/run.py --report-only                    # tables and figures of the runs so far
-    python experiments/run.py ... --check experiments/results/default/records.json --claims early_auc@8:respo:above:seq_clip
+    python experiments/run.py ... --check experiments/results/default/records.json --claims early_auc@8:respo_wtilt:above:seq_clip
                                                                # a rerun judged against committed records
 
 Every run is one `python train.py` with a fixed budget of rollout batches (--iterations),
@@ -16,6 +16,11 @@ grid runs in chunks: stop it any time and start it again. Runs go to `--workers`
 processes of one torch thread each. The tables (means with 95% CIs over seeds, paired
 ReSPO-minus-baseline differences on the same seeds, low-w diagnostics) come from
 nano_respo/lab/report.py, the same code that reports the toy.
+
+The committed grids (experiments/results/{default,avx2}/) ran this project's reconstruction of ReSPO, now
+`respo_wtilt`, the default first method here; what else they relied on of the defaults of the time is pinned in
+experiments/common.py (two epochs, --agg seq-mean-token-sum-norm), so their recorded commands rerun as they ran.
+`--methods respo ...` runs the published kernel, under the same pins (not the paper's token-mean).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Choose every method's learning rate for the tiny-Qwen3 grid on selection seeds only.
 
-    python experiments/select_lr.py --methods respo seq_clip grpo gspo vespo --lr-grid 1e-4 3e-4 1e-3 --seeds 900 901
+    python experiments/select_lr.py --methods respo_wtilt seq_clip grpo gspo vespo --lr-grid 1e-4 3e-4 1e-3 --seeds 900 901
 
 Every (method, learning rate) runs on the selection seeds at every setting given,
 through experiments/run.py (each learning rate's runs in <out-dir>/lr<lr>/, resumable: stop
@@ -10,8 +10,12 @@ settings; --rule final is experiments/PREREGISTRATION.md's lr*: the highest mean
 (the last 5 batches) among the learning rates with no collapsed run. Prints the table and the
 `--lrs` to pass to experiments/run.py, whose evaluation seeds must differ from these.
 
-    python experiments/select_lr.py --task digit_sum --sft-task-size S --methods respo --settings 1 \
+    python experiments/select_lr.py --task digit_sum --sft-task-size S --methods respo_wtilt --settings 1 \
         --iterations 30 --rule final        # lr*: on-policy, where every method takes the same step
+
+Its runs are experiments/run.py's, with what that pins (experiments/common.py: two epochs, --agg
+seq-mean-token-sum-norm); the committed selections (experiments/results/lr_select/) ran the reconstruction,
+`respo_wtilt`, which is why it heads the default methods.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ class SelectConfig:
 
     models: list[str] = field(default_factory=lambda: ["tiny-qwen3"])
     """Models to train (train.py --model)."""
-    methods: list[str] = field(default_factory=lambda: ["respo", "seq_clip", "grpo", "gspo", "vespo"])
+    methods: list[str] = field(default_factory=lambda: ["respo_wtilt", "seq_clip", "grpo", "gspo", "vespo"])
     """Methods whose learning rate is chosen."""
     lr_grid: list[float] = field(default_factory=lambda: [1e-4, 3e-4, 1e-3])
     """AdamW learning rates tried for every method."""

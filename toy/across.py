@@ -5,6 +5,7 @@
 Runs are chaotic: one rounding difference can flip a seed from learning to stuck, so the
 same seeds give different records on different CPU kernels. A claim is stated only where
 every setting's paired interval excludes 0 on the same side (nano_respo.lab.report.paired_across).
+The committed records' ReSPO is the reconstruction, `respo_wtilt`: the default reference.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ class AcrossConfig:
 
     records: list[str] = field(default_factory=lambda: ["toy/results/eval-fresh-default", "toy/results/eval-fresh-avx2"])
     """One entry per setting: a folder (or runs.jsonl), labelled by its name, or label=path+path: later paths replace whole (method, R) cells of earlier ones."""
-    reference: str = "respo"
+    reference: str = "respo_wtilt"
     """Method the paired differences subtract the others from."""
     stuck_below: float = 0.1
     """A run is stuck when its final training reward is below this."""

@@ -9,6 +9,12 @@ prints and writes <out>/table.md and the plots rewards.png, phi.png, low_w.png.
 --check <reference runs.jsonl or folder> compares these runs with committed ones within 95%
 intervals (exact digits do not travel between CPUs) and --claims states what must still hold;
 the exit status is 1 when the check fails. --out must then be a folder of its own.
+
+Two ReSPO kernels run here: `respo`, the published one (its knobs --alpha-pos ... --lambda-neg, LossConfig's
+defaults unless given), and `respo_wtilt`, this project's reconstruction (--wtilt-alpha-pos ...), which every
+committed toy record ran. Each record's `loss` names every knob of its kernel. The paired differences subtract the
+others from the first method. The loss aggregation is the toy's own unless --agg names another (toy/train.py's
+TOY_AGG, as every committed record ran; --agg token-mean is LossConfig's default and the paper's).
 """
 
 from __future__ import annotations
@@ -23,18 +29,20 @@ from multiprocessing import get_context
 from tqdm import tqdm
 
 from nano_respo.run.cli import parse_config
-from nano_respo.kernel import METHODS, SCALES, LossConfig, reuse_split
+from nano_respo.kernel import AGG_MODES, METHODS, SCALES, LossConfig, reuse_split
 from toy.envs import ENVS
 from nano_respo.lab.report import (check_report, claims_table, diagnostics_table, load_records, outcome_table, paired_table,
                                parse_claim, plot_low_w, plot_phi, plot_rewards)
-from toy.train import Job, RunSettings
+from toy.train import TOY_AGG, Job, RunSettings
 
-RESPO_KNOBS = ("alpha_pos", "lambda_pos", "alpha_neg", "lambda_neg")
+# The kernel knobs of each ReSPO method, in the order a record and toy.select's grid give them.
+KNOBS = {"respo": ("alpha_pos", "beta_pos", "lambda_pos", "alpha_neg", "beta_neg", "lambda_neg"),
+         "respo_wtilt": ("wtilt_alpha_pos", "wtilt_lambda_pos", "wtilt_alpha_neg", "wtilt_lambda_neg")}
 EXAMPLES = """\
 examples:
   python -m toy.run --methods respo seq_clip --reuse 8 --seeds 0 1 2 --out runs/toy-check --workers 2
   python -m toy.run --env bandit --methods respo grpo --reuse 1 4 --seeds 0 --out runs/toy-bandit
-  python -m toy.run --methods respo seq_clip --reuse 8 --seeds $(seq 200 219) --lrs respo=0.03 seq_clip=0.003 --out runs/toy-check --check toy/results/eval-fresh-default --claims early_auc@8:respo:above:seq_clip
+  python -m toy.run --methods respo_wtilt seq_clip --reuse 8 --seeds $(seq 200 219) --lrs respo_wtilt=0.03 seq_clip=0.003 --out runs/toy-check --check toy/results/eval-fresh-default --claims early_auc@8:respo_wtilt:above:seq_clip
 
 The committed evaluation command is in toy/RESULTS.md."""
 
@@ -56,13 +64,28 @@ class RunConfig(RunSettings):
     lrs: list[str] = field(default_factory=list)
     """Per-method learning rates as method=lr, e.g. respo=0.01 grpo=0.03."""
     alpha_pos: float | None = None
-    """ReSPO positive-branch power alpha_+; default: LossConfig's alpha_pos (docs/math.md §3)."""
+    """respo, positive branch: power-mean order alpha_+; default: LossConfig's (docs/math.md §3)."""
+    beta_pos: float | None = None
+    """respo, positive branch: weight beta_+ of W; default: LossConfig's."""
     lambda_pos: float | None = None
-    """ReSPO positive-branch tilt lambda_+; default: LossConfig's lambda_pos (docs/math.md §3)."""
+    """respo, positive branch: tilt lambda_+; default: LossConfig's."""
     alpha_neg: float | None = None
-    """ReSPO negative-branch power alpha_-; default: LossConfig's alpha_neg (docs/math.md §3)."""
+    """respo, negative branch: power-mean order alpha_-; default: LossConfig's."""
+    beta_neg: float | None = None
+    """respo, negative branch: weight beta_- of W; default: LossConfig's."""
     lambda_neg: float | None = None
-    """ReSPO negative-branch tilt lambda_-; default: LossConfig's lambda_neg (docs/math.md §3)."""
+    """respo, negative branch: tilt lambda_-; default: LossConfig's."""
+    wtilt_alpha_pos: float | None = None
+    """respo_wtilt (the reconstruction), positive power; default: LossConfig's wtilt_alpha_pos."""
+    wtilt_lambda_pos: float | None = None
+    """respo_wtilt, positive tilt; default: LossConfig's wtilt_lambda_pos."""
+    wtilt_alpha_neg: float | None = None
+    """respo_wtilt, negative power; default: LossConfig's wtilt_alpha_neg."""
+    wtilt_lambda_neg: float | None = None
+    """respo_wtilt, negative tilt; default: LossConfig's wtilt_lambda_neg."""
+    agg: str = TOY_AGG
+    """Loss aggregation of every method: the toy's own (toy/train.py's TOY_AGG, as every committed record ran), or
+    e.g. token-mean, LossConfig's and the paper's (then named in each record's `loss`)."""
     stuck_below: float = 0.1
     """A seed counts as stuck when its final training reward is below this."""
     workers: int = 1
@@ -76,7 +99,7 @@ class RunConfig(RunSettings):
     check: str | None = None
     """Reference records (a runs.jsonl or its folder) to compare these runs with, cell by cell, within 95% intervals."""
     claims: list[str] = field(default_factory=list)
-    """Claims that must hold on these runs, e.g. early_auc@8:respo:above:seq_clip (its paired 95% interval lies above 0)."""
+    """Claims that must hold on these runs, e.g. early_auc@8:respo_wtilt:above:seq_clip (its paired 95% interval lies above 0)."""
 
     def __post_init__(self):
         if self.env not in ENVS:
@@ -90,6 +113,8 @@ class RunConfig(RunSettings):
             reuse_split(reuse, minibatches=self.minibatches)
         if self.prompts_per_batch % self.minibatches:
             raise ValueError(f"prompts_per_batch: {self.prompts_per_batch} must be a multiple of minibatches={self.minibatches}")
+        if self.agg not in AGG_MODES:
+            raise ValueError(f"agg: choose one of {', '.join(AGG_MODES)}, got {self.agg!r}")
         if self.adv_scale not in SCALES:
             raise ValueError(f"adv_scale: choose one of {', '.join(SCALES)}, got {self.adv_scale!r}")
         if self.workers < 1 or self.threads < 1:
@@ -109,15 +134,16 @@ class RunConfig(RunSettings):
                 raise ValueError(f"lrs: expected method=lr with a known method, got {item!r}")
             self.lr_of[method] = float(value)
 
-    def respo_overrides(self) -> dict:
-        """All four ReSPO knobs, resolved against LossConfig, so every record names its kernel."""
+    def kernel_overrides(self, method: str) -> dict:
+        """Every knob of the method's kernel (KNOBS; none for other methods), resolved against LossConfig, so every
+        record names its kernel."""
         defaults = LossConfig()
-        return {k: getattr(defaults, k) if getattr(self, k) is None else getattr(self, k) for k in RESPO_KNOBS}
+        return {k: getattr(defaults, k) if getattr(self, k) is None else getattr(self, k) for k in KNOBS.get(method, ())}
 
     def jobs(self) -> list[Job]:
         shared = {f.name: getattr(self, f.name) for f in fields(RunSettings)}
         return [Job(env=self.env, method=method, reuse=reuse, seed=seed, lr=self.lr_of.get(method, self.lr),
-                    loss=self.respo_overrides() if method == "respo" else {}, **shared)
+                    loss=self.kernel_overrides(method) | ({"agg": self.agg} if self.agg != TOY_AGG else {}), **shared)
                 for reuse in self.reuse for method in self.methods for seed in self.seeds]
 
 
@@ -173,14 +199,14 @@ def report(cfg: RunConfig, records: list[dict]) -> str:
         f"## Outcomes ({cfg.env}; mean ± 95% CI over seeds; stuck = final training reward < {cfg.stuck_below})",
         outcome_table(records, cfg.stuck_below),
         "## Paired differences (same seeds)",
-        paired_table(records),
+        paired_table(records, reference=cfg.methods[0]),
         "## Diagnostics (docs/math.md §6; run means over optimizer steps, then over seeds)",
         diagnostics_table(records),
     ])
     with open(os.path.join(cfg.out, "table.md"), "w") as f:
         f.write(text + "\n")
     plot_rewards(records, os.path.join(cfg.out, "rewards.png"), title=f"{cfg.env}: training reward")
-    plot_phi(cfg.methods, os.path.join(cfg.out, "phi.png"), **cfg.respo_overrides())
+    plot_phi(cfg.methods, os.path.join(cfg.out, "phi.png"), {m: cfg.kernel_overrides(m) for m in cfg.methods})
     plot_low_w(records, os.path.join(cfg.out, "low_w.png"))
     return text
 

@@ -1,5 +1,5 @@
-"""Choose every method's learning rate and ReSPO's (alpha_+, lambda_+, alpha_-, lambda_-) on
-selection seeds, so that the evaluation (toy.run on fresh seeds) never sees them.
+"""Choose every method's learning rate and a ReSPO kernel's knobs on selection seeds, so that the
+evaluation (toy.run on fresh seeds) never sees them.
 
     python -m toy.select --workers 2
 
@@ -7,10 +7,15 @@ Criterion: score = (early AUC + final training reward + held-out reward) / 3, av
 the selection seeds and reuse factors. Early AUC alone rewards the largest step that does
 not diverge; the two end-of-run terms charge for what that step costs later.
 
-Stages: (1) every method (ReSPO at LossConfig's defaults) over the learning-rate grid;
-(2) the ReSPO kernel grid at ReSPO's stage-1 learning rate; (3) the learning-rate grid
-again for the winning kernel setting. Prints the chosen values and the toy.run command
-that evaluates them, and writes <out>/selection.md.
+Stages: (1) every method (the kernel at LossConfig's defaults) over the learning-rate grid;
+(2) the --kernel's grid at its stage-1 learning rate; (3) the learning-rate grid again for the
+winning kernel setting. Prints the chosen values and the toy.run command that evaluates them,
+and writes <out>/selection.md.
+
+The committed selection (toy/results/selection/) tuned this project's reconstruction, `respo_wtilt`
+(knobs wtilt_alpha_pos, wtilt_lambda_pos, wtilt_alpha_neg, wtilt_lambda_neg): the defaults here, so that its
+command reruns it. `--kernel respo --methods respo ... --respo-grid` with six values an entry tunes the
+published kernel (toy.run's KNOBS give the order).
 """
 
 from __future__ import annotations
@@ -21,17 +26,19 @@ from dataclasses import dataclass, field
 from nano_respo.run.cli import parse_config
 from nano_respo.kernel import LossConfig
 from nano_respo.lab.report import mean_ci, mean_scores
-from toy.run import RESPO_KNOBS, RunConfig, run_jobs
+from toy.run import KNOBS, RunConfig, run_jobs
 
 
 @dataclass
 class SelectConfig:
-    """Selection protocol for the toy: learning rates per method, then ReSPO's kernel parameters."""
+    """Selection protocol for the toy: learning rates per method, then a ReSPO kernel's parameters."""
 
     env: str = "seq"
     """Environment (see toy.run)."""
-    methods: list[str] = field(default_factory=lambda: ["respo", "seq_clip", "grpo", "gspo", "cispo", "vespo"])
-    """Methods whose learning rate is chosen."""
+    methods: list[str] = field(default_factory=lambda: ["respo_wtilt", "seq_clip", "grpo", "gspo", "cispo", "vespo"])
+    """Methods whose learning rate is chosen (--kernel among them)."""
+    kernel: str = "respo_wtilt"
+    """The ReSPO method whose knobs stage 2 varies: respo_wtilt (the reconstruction, as recorded) or respo."""
     reuse: list[int] = field(default_factory=lambda: [4, 16])
     """Reuse factors the score averages over."""
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
@@ -41,7 +48,8 @@ class SelectConfig:
     respo_grid: list[str] = field(default_factory=lambda: [
         "0,0.1,3,2", "0,0,3,2", "0,1,3,2", "0.5,0.1,3,2",  # positive branch varied, negative at (3, 2)
         "0,0.1,2,2", "0,0.1,3,1", "0,0.1,1,0", "0,0,2,2"])  # negative branch varied
-    """ReSPO settings as 'alpha_pos,lambda_pos,alpha_neg,lambda_neg' (one factor at a time around the docs/math.md §3 start)."""
+    """Kernel settings as toy.run's KNOBS of --kernel, comma-separated (respo_wtilt:
+    'wtilt_alpha_pos,wtilt_lambda_pos,wtilt_alpha_neg,wtilt_lambda_neg'; one factor at a time around its start)."""
     iterations: int = 60
     """Rollout batches per run."""
     workers: int = 1
@@ -49,10 +57,18 @@ class SelectConfig:
     out: str = "runs/toy-selection"
     """Folder for runs.jsonl and selection.md."""
 
+    def __post_init__(self):
+        if self.kernel not in KNOBS or self.kernel not in self.methods:
+            raise ValueError(f"kernel: one of {', '.join(KNOBS)}, and among --methods; got {self.kernel!r}")
+        for item in self.respo_grid:
+            if len(item.split(",")) != len(KNOBS[self.kernel]):
+                raise ValueError(f"respo_grid: {item!r} does not give the {len(KNOBS[self.kernel])} knobs "
+                                 f"{', '.join(KNOBS[self.kernel])} of {self.kernel}")
 
-def respo_setting(record) -> tuple:
+
+def kernel_setting(record, kernel: str) -> tuple:
     defaults = LossConfig()
-    return tuple(record["loss"].get(k, getattr(defaults, k)) for k in RESPO_KNOBS)
+    return tuple(record["loss"].get(k, getattr(defaults, k)) for k in KNOBS[kernel])
 
 
 def runs(cfg: SelectConfig, methods, lrs, respo: dict | None = None, desc: str = "") -> list[dict]:
@@ -78,32 +94,33 @@ def main(argv=None):
         lines.append(f"| {m} | " + " | ".join(f"{lr_scores[(m, lr)][0]:.3f} ± {lr_scores[(m, lr)][1]:.3f}" for lr in cfg.lr_grid)
                      + f" | {best_lr[m]:g} |")
 
+    kernel, knobs = cfg.kernel, KNOBS[cfg.kernel]
     grid = [tuple(float(x) for x in item.split(",")) for item in cfg.respo_grid]
     stage2 = []
     for setting in grid:
-        stage2 += runs(cfg, ["respo"], [best_lr["respo"]], dict(zip(RESPO_KNOBS, setting)), desc=f"stage 2 {setting}")
-    kernel_scores = mean_scores(stage2, respo_setting)
+        stage2 += runs(cfg, [kernel], [best_lr[kernel]], dict(zip(knobs, setting)), desc=f"stage 2 {setting}")
+    kernel_scores = mean_scores(stage2, lambda r: kernel_setting(r, kernel))
     best = max(grid, key=lambda s: kernel_scores[s][0])
-    lines += ["", f"## Stage 2: ReSPO kernel grid at lr {best_lr['respo']:g}", "",
-              "| alpha_pos | lambda_pos | alpha_neg | lambda_neg | score | early AUC | final | held-out |", "|---|---|---|---|---|---|---|---|"]
+    lines += ["", f"## Stage 2: {kernel} kernel grid at lr {best_lr[kernel]:g}", "",
+              "| " + " | ".join(knobs) + " | score | early AUC | final | held-out |", "|---|" + "---|" * (len(knobs) + 3)]
     for setting in sorted(grid, key=lambda s: -kernel_scores[s][0]):
-        mine = [r for r in stage2 if respo_setting(r) == setting]
+        mine = [r for r in stage2 if kernel_setting(r, kernel) == setting]
         parts = [mean_ci([r[k] for r in mine])[0] for k in ("early_auc", "final_reward", "heldout_reward")]
         lines.append("| " + " | ".join(f"{x:g}" for x in setting)
                      + f" | {kernel_scores[setting][0]:.3f} ± {kernel_scores[setting][1]:.3f} | "
                      + " | ".join(f"{x:.3f}" for x in parts) + " |")
 
-    stage3 = runs(cfg, ["respo"], cfg.lr_grid, dict(zip(RESPO_KNOBS, best)), desc="stage 3")
+    stage3 = runs(cfg, [kernel], cfg.lr_grid, dict(zip(knobs, best)), desc="stage 3")
     final_scores = mean_scores(stage3, lambda r: r["lr"])
-    best_lr["respo"] = max(cfg.lr_grid, key=lambda lr: final_scores[lr][0])
-    lines += ["", f"## Stage 3: learning rate for ReSPO {best}", "",
+    best_lr[kernel] = max(cfg.lr_grid, key=lambda lr: final_scores[lr][0])
+    lines += ["", f"## Stage 3: learning rate for {kernel} {best}", "",
               " | ".join(f"lr {lr:g}: {final_scores[lr][0]:.3f} ± {final_scores[lr][1]:.3f}" for lr in cfg.lr_grid)]
 
-    knobs = " ".join(f"--{k.replace('_', '-')} {v:g}" for k, v in zip(RESPO_KNOBS, best))
+    flags = " ".join(f"--{k.replace('_', '-')} {v:g}" for k, v in zip(knobs, best))
     command = (f"python -m toy.run --env {cfg.env} --methods {' '.join(cfg.methods)} --reuse 4 8 16 32 "
-               f"--seeds 100 101 102 103 104 --lrs {' '.join(f'{m}={lr:g}' for m, lr in best_lr.items())} {knobs} "
+               f"--seeds 100 101 102 103 104 --lrs {' '.join(f'{m}={lr:g}' for m, lr in best_lr.items())} {flags} "
                f"--out runs/toy-eval")
-    lines += ["", "## Chosen", "", f"ReSPO {dict(zip(RESPO_KNOBS, best))}; learning rates {best_lr}", "",
+    lines += ["", "## Chosen", "", f"{kernel} {dict(zip(knobs, best))}; learning rates {best_lr}", "",
               "Evaluate on fresh seeds with:", "", f"    {command}"]
     text = "\n".join(lines)
     with open(os.path.join(cfg.out, "selection.md"), "w") as f:

@@ -11,6 +11,8 @@ sampled entropy, how far each batch's R steps moved the weights, and the kernel'
 statistics (docs/math.md §6). The printed table says, per cell, how many runs got stuck and
 how much of the weights' movement in the first quarter of training happened in batches
 without any signal (Adam moves on its momentum when the gradient is 0).
+
+The committed stuck runs ran this project's reconstruction, `respo_wtilt`: the method the figure shows by default.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from nano_respo.run.cli import parse_config
 from nano_respo.kernel import LossConfig
 from nano_respo.lab.report import fmt, is_stuck, load_records, mean_ci, save
+from toy.run import KNOBS
 
 PANELS = (("reward_curve", "training reward"), ("zero_var_curve", "share of signal-free groups"),
           ("length_curve", "response length"), ("entropy_curve", "entropy of sampled tokens"),
@@ -36,14 +39,14 @@ class StuckConfig:
 
     records: str = "toy/results/stuck-selection"
     """runs.jsonl (or its folder) written by toy.run with per-batch curves."""
-    method: str = "respo"
+    method: str = "respo_wtilt"
     """Method whose runs the figure shows."""
     reuse: int = 4
     """Rollout reuse R of the runs the figure shows."""
     lr: float = 0.03
     """Learning rate of the runs the figure shows."""
     kernel: str = ""
-    """ReSPO setting of the runs the figure shows, 'alpha_pos,lambda_pos,alpha_neg,lambda_neg'; empty = LossConfig's."""
+    """Kernel of the runs the figure shows, the method's knobs (toy.run's KNOBS) comma-separated; empty = LossConfig's."""
     stuck_below: float = 0.1
     """A run is stuck when its final training reward is below this."""
     out: str = "runs/stuck.png"
@@ -69,11 +72,12 @@ def summary_table(records, stuck_below: float) -> str:
     cells = defaultdict(list)
     for r in records:
         cells[setting(r)].append(r)
-    lines = ["| method | lr | kernel (alpha_pos, lambda_pos, alpha_neg, lambda_neg) | R | seeds | stuck | early AUC | final train | "
+    kernels = "; ".join(", ".join(KNOBS[m]) for m in KNOBS if any(r["method"] == m and r.get("loss") for r in records))
+    lines = [f"| method | lr | kernel ({kernels or 'none'}) | R | seeds | stuck | early AUC | final train | "
              "held-out | early moves without signal: stuck / healthy |", "|---|---|---|---|---|---|---|---|---|---|"]
     for (method, lr, kernel, reuse), runs in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][3], -kv[0][1], kv[0][2])):
         knobs = dict(kernel)
-        name = ", ".join(f"{knobs[k]:g}" for k in ("alpha_pos", "lambda_pos", "alpha_neg", "lambda_neg")) if knobs else "-"
+        name = ", ".join(f"{knobs[k]:g}" for k in KNOBS.get(runs[0]["method"], tuple(knobs))) if knobs else "-"
         stuck = [r for r in runs if is_stuck(r, stuck_below)]
         healthy = [r for r in runs if not is_stuck(r, stuck_below)]
         quarter = max(1, runs[0]["iterations"] // 4)
@@ -119,9 +123,9 @@ def main(argv=None):
     cfg = parse_config(StuckConfig, argv, prog="python -m toy.stuck")
     records = load_records(cfg.records)
     print(summary_table(records, cfg.stuck_below))
-    knobs = ("alpha_pos", "lambda_pos", "alpha_neg", "lambda_neg")
+    knobs = KNOBS.get(cfg.method, ())
     values = [float(x) for x in cfg.kernel.split(",")] if cfg.kernel else [getattr(LossConfig(), k) for k in knobs]
-    kernel = dict(zip(knobs, values)) if cfg.method == "respo" else {}
+    kernel = dict(zip(knobs, values))
     runs = [r for r in records if (r["method"], r["reuse"], r["lr"], r.get("loss", {})) == (cfg.method, cfg.reuse, cfg.lr, kernel)]
     if not runs:
         raise SystemExit(f"records: no {cfg.method} runs at R = {cfg.reuse}, lr {cfg.lr:g}, kernel {kernel}")

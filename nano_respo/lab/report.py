@@ -27,6 +27,7 @@ OUTCOMES = (("early_auc", "early AUC"), ("full_auc", "full AUC"), ("final_reward
 # at w = 1): what the tables show.
 TAIL_KEYS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "phi_max_neg", "clip_frac_seq",
              "clip_frac_token", "approx_kl", "log_w_q10_pos", "log_w_q90_pos", "log_w_q10_neg", "log_w_q90_neg")
+RESPO_METHODS = ("respo", "respo_wtilt")  # drawn heavier in the plots: the published kernel and the reconstruction
 DIAGNOSTICS = (*TAIL_KEYS, "len_low_w_pos", "len_high_w_pos", "len_pos", "zero_var_frac", "response_length", "final_entropy",
                "grad_norm", "tokens_per_s")
 
@@ -361,7 +362,7 @@ def plot_rewards(records, path: str, title: str = ""):
                 t = T975[len(curves) - 2] if len(curves) - 1 <= len(T975) else 1.96
                 half = t * curves.std(0) / math.sqrt(len(curves))
             x = torch.arange(1, len(mean) + 1)
-            lw = 2.2 if method == "respo" else 1.2
+            lw = 2.2 if method in RESPO_METHODS else 1.2
             ax.plot(x, mean, label=method, lw=lw)
             ax.fill_between(x, mean - half, mean + half, alpha=0.15)
         ax.set_title(f"R = {reuse}")
@@ -375,17 +376,17 @@ def plot_rewards(records, path: str, title: str = ""):
     return save(fig, path)
 
 
-def plot_phi(methods, path: str, **respo_overrides):
+def plot_phi(methods, path: str, overrides: dict | None = None):
+    """phi(w) of each method on both signs; overrides: {method: its LossConfig knobs} (e.g. the kernel a run used)."""
     import matplotlib.pyplot as plt
 
     log_w = torch.linspace(math.log(1e-3), math.log(1e2), 400)
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
     for ax, positive in zip(axes, (True, False)):
         for method in methods:
-            overrides = respo_overrides if method == "respo" else {}
-            phi = phi_curve(method, log_w, positive, **overrides)
+            phi = phi_curve(method, log_w, positive, **(overrides or {}).get(method, {}))
             level = METHOD_TABLE[method][0]
-            ax.plot(log_w.exp(), phi, label=f"{method} ({level})", lw=2.2 if method == "respo" else 1.2)
+            ax.plot(log_w.exp(), phi, label=f"{method} ({level})", lw=2.2 if method in RESPO_METHODS else 1.2)
         ax.plot(log_w.exp(), log_w.exp(), "k:", lw=0.8, label="plain IS (w)")
         ax.set_xscale("log")
         ax.set_ylim(0, 2.0)

@@ -31,6 +31,13 @@ def test_each_cell_is_a_valid_train_py_command_with_its_lag_and_learning_rate():
         run = parse_config(TrainConfig, command[2:])
         assert (run.loss.method, run.reuse, run.lag, run.lr, run.seed) == (method, 8, 2, lr, 3)
         assert run.name == f"{method}-reuse8-lag2-seed3"
+        # The defaults the committed grids ran with, pinned: not today's token-mean and one epoch.
+        assert (run.loss.agg, run.epochs) == ("seq-mean-token-sum-norm", 2) != (TrainConfig().loss.agg, TrainConfig().epochs)
+
+
+def test_the_grids_default_reference_is_the_reconstruction_their_records_ran():
+    assert common.ExperimentConfig().methods[0] == select.SelectConfig().methods[0] == "respo_wtilt"
+    assert across.AcrossConfig.__dataclass_fields__["reference"].default == "respo_wtilt"
 
 
 @pytest.mark.parametrize("text", ["0", "4+lag", "lag2", "4 + lag2", "-1"])

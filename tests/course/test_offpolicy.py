@@ -22,7 +22,7 @@ def config(tmp_path, *argv):
 def records(model_cache, tmp_path_factory):
     out = tmp_path_factory.mktemp("offpolicy")
     offpolicy.main(["--models", "tiny-qwen3", "--seeds", "0", "--iterations", "2", "--prompts-per-iteration", "4",
-                    "--sft-steps", "20", "--out", str(out), "--setting", "test", "--arms", "respo"])
+                    "--sft-steps", "20", "--out", str(out), "--setting", "test", "--arms", "respo_wtilt"])
     return out, {r["source"]: r for r in offpolicy.load_records(out)}
 
 
@@ -74,17 +74,17 @@ def test_what_the_arms_give_follows_their_definitions():
     assert torch.allclose(stale.phi["grpo_trl_seq_mask"][0][fallen], log_w[fallen].exp(), rtol=1e-5)
     assert torch.equal(stale.phi["grpo_opsm"][0][positive], stale.phi["grpo"][0][positive])
     summary = stale.summary()
-    assert summary["arms"]["respo"]["phi_low_w_pos"] > 1 > 0.8 > summary["arms"]["seq_clip"]["phi_low_w_pos"]
+    assert summary["arms"]["respo_wtilt"]["phi_low_w_pos"] > 1 > 0.8 > summary["arms"]["seq_clip"]["phi_low_w_pos"]
 
 
 def test_existing_records_are_kept_unless_overwrite(records, capsys):
     out, by_source = records
-    path = out / "test" / "tiny-qwen3" / "mismatch" / "respo-seed0.json"
+    path = out / "test" / "tiny-qwen3" / "mismatch" / "respo_wtilt-seed0.json"
     path.write_text(json.dumps({**by_source["mismatch"], "marker": 1}))
-    offpolicy.run_grid(config(out, "--arms", "respo", "--sources", "mismatch"))
+    offpolicy.run_grid(config(out, "--arms", "respo_wtilt", "--sources", "mismatch"))
     assert "1 of 1 records exist (kept); running 0" in capsys.readouterr().out
     assert json.loads(path.read_text())["marker"] == 1
-    offpolicy.run_grid(config(out, "--arms", "respo", "--sources", "mismatch", "--overwrite"))
+    offpolicy.run_grid(config(out, "--arms", "respo_wtilt", "--sources", "mismatch", "--overwrite"))
     assert "marker" not in json.loads(path.read_text())
 
 

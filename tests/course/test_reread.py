@@ -25,6 +25,7 @@ def test_each_committed_command_is_rerun_as_gate2_ran_it_up_to_its_last_batch():
                                                                cfg.lag, seed, resume=False)[2:])
             assert run.iterations == cfg.last_batch + 1 == 11
             assert {**vars(run), "iterations": 0} == {**vars(launched), "iterations": 0}
+            assert (run.loss.agg, run.epochs) == ("seq-mean-token-sum-norm", 2)  # as the records ran, not today's defaults
 
 
 def test_the_committed_reading_is_what_summarise_prints(tmp_path):

@@ -43,7 +43,7 @@ def test_a_benchmark_writes_the_record_it_printed(tmp_path):
                     str(record)], cwd=ROOT, capture_output=True, text=True, timeout=300, env=ENV, check=True)
     made = json.loads(record.read_text())
     assert made["command"] == f"python bench/kernel.py --batch 4 --length 8 --repeats 2 --record {record}"
-    assert len(made["ratio_respo_grpo"]) == 2 and made["shape"] == [4, 8] and made["cpu_setting"]
+    assert len(made["ratio_respo_wtilt_grpo"]) == 2 and made["shape"] == [4, 8] and made["cpu_setting"]
 
 
 def test_the_newcomer_benchmark_times_a_step_of_a_fresh_clone(tmp_path):

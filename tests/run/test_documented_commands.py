@@ -55,7 +55,7 @@ SHORTENED = {
     "tools/step_lines.py": [],
     "docs/make_figures.py": ["--out", "{tmp}/phi.png"],  # never over the committed figure
     "experiments/warm_start_stop.py": [],  # --summarise reads the committed records; a warm start is measured by hand
-    "toy.select": ["--methods", "respo", "grpo", "--reuse", "4", "--seeds", "0", "--lr-grid", "0.01", "0.03",
+    "toy.select": ["--methods", "respo_wtilt", "grpo", "--reuse", "4", "--seeds", "0", "--lr-grid", "0.01", "0.03",
                    "--respo-grid", "0,0.1,3,2", "0,0,3,2", "--iterations", "2", "--out", "{tmp}"],
 }
 # Scripts run (shortened) by another test, or by CI itself, and what runs them.

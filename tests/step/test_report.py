@@ -111,7 +111,8 @@ def test_across_command_writes_every_metric_and_the_stuck_counts(tmp_path):
     for name, cells in (("default", CELLS), ("avx2", {("respo", 8): (0.05, 0.02), ("seq_clip", 8): (0.05, 0.02)})):
         (tmp_path / name).mkdir()
         (tmp_path / name / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records(cells)))
-    across(["--records", str(tmp_path / "default"), str(tmp_path / "avx2"), "--out", str(tmp_path / "a.md")])
+    across(["--records", str(tmp_path / "default"), str(tmp_path / "avx2"), "--out", str(tmp_path / "a.md"),
+            "--reference", "respo"])
     text = (tmp_path / "a.md").read_text()
     assert text.count("| respo minus | R | default | avx2 |") == 4
     assert "| respo | 8 | 0/10 | 10/10 |" in text  # final rewards 0.2..0.4 (default), 0.03..0.07 (avx2)

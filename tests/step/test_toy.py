@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from nano_respo.run.cli import parse_config
-from nano_respo.kernel import power_tilt, respo_branch, reuse_split
+from nano_respo.kernel import LossConfig, power_tilt, respo_branch, reuse_split
 from toy.envs import DigitSum, Episodes, FactorisedBandit, make_env
 from nano_respo.lab.report import mean_ci, paired_table, phi_curve
-from toy.run import RunConfig, run_jobs
-from toy.train import Job, train
+from toy.run import KNOBS, RunConfig, run_jobs
+from toy.train import TOY_AGG, Job, train
 
 torch.set_num_threads(1)
 
@@ -104,7 +104,7 @@ def test_reuse_split_gives_epochs_and_minibatches_with_the_given_count_capped_at
         reuse_split(4, epochs=2, minibatches=2)
 
 
-@pytest.mark.parametrize("env,method,reuse,lr", [("seq", "respo", 4, 0.01), ("seq", "seq_clip", 4, 0.01),
+@pytest.mark.parametrize("env,method,reuse,lr", [("seq", "respo_wtilt", 4, 0.01), ("seq", "seq_clip", 4, 0.01),
                                                  ("bandit", "respo", 4, 0.03)])
 def test_short_run_raises_reward(env, method, reuse, lr):
     record = train(Job(env=env, method=method, reuse=reuse, seed=7, lr=lr, iterations=30))
@@ -168,3 +168,29 @@ def test_runner_cli_validates_and_resumes(tmp_path):
     assert [r["key"] for r in first] == [r["key"] for r in again]
     lines = (tmp_path / "runs.jsonl").read_text().splitlines()
     assert len(lines) == 2 and json.loads(lines[0])["method"] == "respo"
+
+
+def test_each_respo_kernel_records_every_knob_of_its_own():
+    """respo (published) and respo_wtilt (the reconstruction the committed records ran) each name their kernel."""
+    cfg = parse_config(RunConfig, ["--methods", "respo", "respo_wtilt", "grpo", "--reuse", "4", "--seeds", "0",
+                                   "--beta-pos", "0.3", "--wtilt-alpha-neg", "2"])
+    respo, wtilt, grpo = cfg.jobs()
+    assert respo.loss == {k: 0.3 if k == "beta_pos" else getattr(LossConfig(), k) for k in KNOBS["respo"]}
+    assert wtilt.loss == {"wtilt_alpha_pos": 0.0, "wtilt_lambda_pos": 0.1, "wtilt_alpha_neg": 2.0,
+                          "wtilt_lambda_neg": 2.0}
+    assert grpo.loss == {}
+    paper = parse_config(RunConfig, ["--methods", "respo", "grpo", "--seeds", "0", "--agg", "token-mean"]).jobs()
+    assert all(job.loss["agg"] == "token-mean" for job in paper)  # a run off the toy's aggregation says so
+
+
+def test_the_toy_keeps_its_own_aggregation():
+    """Every toy run aggregates by TOY_AGG, whatever LossConfig's default, unless its loss names another."""
+    job = dict(env="seq", method="seq_clip", reuse=4, seed=3, lr=0.03, iterations=3)
+
+    def run(**loss):
+        record = train(Job(**job, loss=loss))
+        return record["reward_curve"], record["grad_norm"]
+    pinned = run()
+    assert TOY_AGG != LossConfig().agg
+    assert run(agg=TOY_AGG) == pinned
+    assert run(agg=LossConfig().agg)[1] != pinned[1]  # another scale of the same gradient

@@ -8,7 +8,7 @@ from toy.run import job_id, run_jobs
 from toy.stuck import PANELS, coasting_share, main, plot_stuck, summary_table
 from toy.train import Job, train
 
-KERNEL = {"alpha_pos": 0.0, "lambda_pos": 0.1, "alpha_neg": 3.0, "lambda_neg": 2.0}
+KERNEL = {"wtilt_alpha_pos": 0.0, "wtilt_lambda_pos": 0.1, "wtilt_alpha_neg": 3.0, "wtilt_lambda_neg": 2.0}
 
 
 def run(seed, stuck, iterations=8):
@@ -16,7 +16,7 @@ def run(seed, stuck, iterations=8):
     zero_var = [1.0, 0.8] + [1.0] * (iterations - 2) if stuck else [1.0] + [0.5] * (iterations - 1)
     moved = [0.0, 2.0] + [1.0 / k for k in range(1, iterations - 1)] if stuck else [0.0] + [0.5] * (iterations - 1)
     reward = [0.0, 0.02] + [0.0] * (iterations - 2) if stuck else [0.1 * k for k in range(iterations)]
-    record = dict(env="seq", method="respo", reuse=4, seed=seed, lr=0.03, loss=dict(KERNEL), iterations=iterations,
+    record = dict(env="seq", method="respo_wtilt", reuse=4, seed=seed, lr=0.03, loss=dict(KERNEL), iterations=iterations,
                   early_auc=sum(reward[:2]) / 2, final_reward=reward[-1], heldout_reward=0.0 if stuck else 0.5,
                   reward_curve=reward, zero_var_curve=zero_var, update_norm_curve=moved)
     for key, _ in PANELS:
@@ -34,7 +34,8 @@ def test_coasting_share_counts_movement_in_signal_free_batches():
 def test_summary_table_counts_stuck_runs_per_cell():
     records = [run(s, s < 2, iterations=16) for s in range(5)]
     table = summary_table(records, stuck_below=0.1)
-    assert "| respo | 0.03 | 0, 0.1, 3, 2 | 4 | 5 | 2/5 |" in table
+    assert "| respo_wtilt | 0.03 | 0, 0.1, 3, 2 | 4 | 5 | 2/5 |" in table
+    assert "kernel (wtilt_alpha_pos, wtilt_lambda_pos, wtilt_alpha_neg, wtilt_lambda_neg)" in table
     assert table.rstrip().endswith("| 0.43 / 0.00 |")  # over the first quarter, 4 batches
 
 
@@ -45,7 +46,7 @@ def test_figure_and_command(tmp_path):
     (tmp_path / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     main(["--records", str(tmp_path), "--out", str(tmp_path / "b.png")])
     assert (tmp_path / "b.png").exists()
-    with pytest.raises(SystemExit, match="no respo runs"):
+    with pytest.raises(SystemExit, match="no respo_wtilt runs"):
         main(["--records", str(tmp_path), "--reuse", "8", "--out", str(tmp_path / "c.png")])
 
 
