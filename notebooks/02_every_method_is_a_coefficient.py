@@ -110,7 +110,7 @@ ax.plot(dense.exp(), neg, color="tab:blue", lw=2, label="φ₋ (A < 0)")
 ax.plot(w, curves["seq_clip"][True], color="tab:red", lw=0.8, alpha=0.6, label="sequence clip, A > 0")
 ax.plot(w, curves["seq_clip"][False], color="tab:blue", lw=0.8, alpha=0.6, label="sequence clip, A < 0")
 peak_w = dense[neg.argmax()].exp().item()
-ax.annotate(f"φ₊ → {pos[0]:.3f} = e/2 as w → 0:\nthe most forgotten success gets the most", xy=(0.012, pos[0]),
+ax.annotate(f"φ₊ → {pos[0]:.3f} = e/2 as w → 0:\nthe most under-generated correct answer gets the most", xy=(0.012, pos[0]),
             xytext=(0.012, 1.75), fontsize=8, arrowprops=dict(arrowstyle="->"))
 ax.annotate(f"φ₋ peaks at w = {peak_w:.2f}, height {neg.max():.3f}", xy=(peak_w, neg.max()), xytext=(0.03, 0.35),
             fontsize=8, arrowprops=dict(arrowstyle="->"))
@@ -328,7 +328,7 @@ confirm("the sheet is the figure of §2: every entry equals the coefficient read
 # > **What to remember**
 # > - Every method here is a coefficient $\phi$ on $A\,\nabla\log\pi$, read off $r_t$ or $w$; the loss differs only in that coefficient.
 # > - The sequence clip starves under-generated correct answers ($\phi=w\to0$) and keeps over-generated wrong ones at their unbounded $w$; token clips see ratios near 1, starve less, and put no bound on $w$.
-# > - ReSPO's branches are smooth and bounded by $e/2$: the most forgotten success gets the most, over-generated answers of both signs fade.
+# > - ReSPO's branches are smooth and bounded by $e/2$: the most under-generated correct answer gets the most, over-generated answers of both signs fade.
 #
 # ## Quick questions
 #

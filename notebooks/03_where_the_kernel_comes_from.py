@@ -79,7 +79,7 @@ confirm("phi = W gives Q = pi, phi = 1 gives Q = mu",
 # $(1-\beta)(\mu/m)^\gamma+\beta(\pi/m)^\gamma=1$:
 # $$m^\star=\big[(1-\beta)\mu^\gamma+\beta\pi^\gamma\big]^{1/\gamma},\qquad \frac{m^\star}{\mu}=\phi_0(W)=\big[(1-\beta)+\beta W^{\alpha-1}\big]^{\frac1{\alpha-1}} .$$
 # The order picks the tail. At $\alpha=2$ (the positive branch) it is the arithmetic mixture,
-# $\phi_0=(1-\beta)+\beta W\ge1-\beta$: a success $\pi$ has forgotten keeps $\mu$'s share. At $\alpha=1$ (the
+# $\phi_0=(1-\beta)+\beta W\ge1-\beta$: an under-generated success keeps $\mu$'s share. At $\alpha=1$ (the
 # negative branch) it is the geometric mixture, $\phi_0=W^\beta\to0$: a failure $\pi$ dropped stays
 # dropped. *Reconstructed:* the paper calls this step an α-divergence power mean; the barycentre
 # is this project's reading of it, with the indexing chosen so that the published constants read
@@ -242,7 +242,7 @@ confirm("the two constants differ (by more than 1%), so the splice re-weights th
 # For any order, $\phi_0(1)=1$ and $\phi_0'(1)=\beta$, so the slope at $W=1$ is $\phi'(1)=\beta(1-\lambda)$. For the
 # positive branch ($\alpha=2$), $\phi_+'(W)=\beta e^{\lambda\beta(1-W)}(1-\lambda\phi_0(W))$ vanishes at $W=0$ exactly when
 # $\lambda(1-\beta)=1$: $\lambda_+=1/(1-\beta_+)$ makes $W=0$ the branch's stationary maximum, the most weight for
-# the most forgotten success. With $\beta_+=\tfrac12$ that is $\lambda_+=2$, and slope $-\tfrac12$ at $W=1$. The
+# the most under-generated success. With $\beta_+=\tfrac12$ that is $\lambda_+=2$, and slope $-\tfrac12$ at $W=1$. The
 # negative branch takes the same $\beta_-=\tfrac12$ and the $\lambda_-$ that matches that slope, so both signs
 # answer a small drift alike: $\beta_-(1-\lambda_-)=-\tfrac12$ gives $\lambda_-=2$. Checked by autograd on the
 # kernel's branch:
@@ -313,14 +313,14 @@ confirm("ReSPO's branch at alpha = 1, lambda = 0 is W^beta, VESPO's family w^alp
 #
 # > **What to remember**
 # > - A coefficient is a proposal: $\phi(W)$ is $Q/\mu$ up to a constant; $\phi=W$ is $\pi$, $\phi=1$ is $\mu$.
-# > - ReSPO's $\phi_0$ is the α-divergence barycentre of $\mu$ and $\pi$: arithmetic for successes (a forgotten one keeps $1-\beta$), geometric for failures (a dropped one stays dropped); the tilt, a projection under a budget on $\mathbb E_Q[\phi_0]$, bounds it by $e/2$.
+# > - ReSPO's $\phi_0$ is the α-divergence barycentre of $\mu$ and $\pi$: arithmetic for successes (an under-generated one keeps $1-\beta$), geometric for failures (a dropped one stays dropped); the tilt, a projection under a budget on $\mathbb E_Q[\phi_0]$, bounds it by $e/2$.
 # > - The constants come from two conditions: $W=0$ the positive branch's stationary maximum, equal slopes at $W=1$. $\beta=\tfrac12$ is not derived here.
 #
 # ## Quick questions
 #
 # 1. Which proposal does $\phi=W$ give, and which does $\phi=1$?
 #    <details><summary>answer</summary>$Q=\mu W/Z=\pi$ (the exact gradient) and $Q=\mu$ (the behaviour policy's gradient); §1's check.</details>
-# 2. Before the tilt, why does a forgotten success ($W\to0$, $A>0$) keep weight and a dropped failure ($W\to0$, $A<0$) not?
+# 2. Before the tilt, why does an under-generated success ($W\to0$, $A>0$) keep weight and a dropped failure ($W\to0$, $A<0$) not?
 #    <details><summary>answer</summary>The positive branch's order $\alpha=2$ makes $\phi_0$ the arithmetic mixture $(1-\beta)+\beta W\ge1-\beta$; the negative branch's $\alpha=1$ makes it the geometric mixture $W^\beta\to0$ (§2).</details>
 # 3. With $\beta_+=\tfrac12$, which $\lambda_+$ makes $W=0$ the positive branch's stationary maximum, and what is $\phi_+(0)$ then?
 #    <details><summary>answer</summary>$\lambda_+=1/(1-\beta_+)=2$ (§4's printed slopes vanish only there), and $\phi_+(0)=\tfrac12e^{1}=e/2$.</details>
