@@ -162,7 +162,7 @@ def check_baseline_term(term) -> bool:
             break
     return verdict(ok, "the baseline's term in J_alpha, as a function of b, alpha and D_alpha",
                    "the b part of E_mu[(r - b)(w^alpha - 1) / alpha] only needs E_mu[w^alpha]; write that with "
-                   "D_alpha (notebook 01 §4), and check the sign for alpha above and below 1.")
+                   "D_alpha (notebooks/deeper/derivation_details §4), and check the sign for alpha above and below 1.")
 
 
 # --- Exercise 6: the silent bug -----------------------------------------------------------
@@ -172,15 +172,16 @@ def check_baseline_term(term) -> bool:
 # value only a call on the mutant gives, so looping over the property names finds nothing.
 
 MUTANTS = {
-    "mutant_a": ("log_phi = alpha * log_w - lam * torch.expm1", "log_phi = alpha * log_w - lam * torch.exp"),
-    "mutant_b": ("power_tilt(log_w, alpha_pos, lambda_pos, log_w_max),\n                       "
-                 "power_tilt(log_w, alpha_neg, lambda_neg, log_w_max))",
-                 "power_tilt(log_w, alpha_neg, lambda_neg, log_w_max),\n                       "
-                 "power_tilt(log_w, alpha_pos, lambda_pos, log_w_max))"),
-    "mutant_c": ("log_phi = alpha * log_w - lam * torch.expm1", "log_phi = alpha * log_w - 0 * torch.expm1"),
-    "mutant_d": ("torch.exp(log_phi.clamp(max=log_w_max))", "torch.exp(log_phi)"),
+    "mutant_a": ("log_phi0 - lam * torch.expm1(log_phi0)", "log_phi0 - lam * torch.exp(log_phi0)"),
+    "mutant_b": ("respo_branch(log_w, alpha_pos, beta_pos, lambda_pos, log_w_max),\n                       "
+                 "respo_branch(log_w, alpha_neg, beta_neg, lambda_neg, log_w_max))",
+                 "respo_branch(log_w, alpha_neg, beta_neg, lambda_neg, log_w_max),\n                       "
+                 "respo_branch(log_w, alpha_pos, beta_pos, lambda_pos, log_w_max))"),
+    "mutant_c": ("log_phi0 - lam * torch.expm1(log_phi0)", "log_phi0 - 0 * torch.expm1(log_phi0)"),
+    "mutant_d": ("power_mean_log(log_w.clamp(-log_w_max, log_w_max), alpha, beta)", "power_mean_log(log_w, alpha, beta)"),
     "mutant_e": ("r > 1 + eps[1]", "r > 1 + eps[0]"),
 }
+IS_CORNER = {"beta_pos": 1.0, "lambda_pos": 0.0, "beta_neg": 1.0, "lambda_neg": 0.0}  # phi = w on both branches
 
 
 def mutant(name: str) -> types.ModuleType:
@@ -209,9 +210,9 @@ def coefficient_of(k, method: str, w: float, positive: bool, **overrides) -> flo
 
 
 def loss_at_the_is_corner(k) -> float:
-    """The loss at |log w| = 1e4 (a positive up, a negative down) with both branches at plain IS (1, 0)."""
+    """The loss at |log w| = 1e4 (a positive up, a negative down) with both branches at plain IS, (beta, lambda) = (1, 0)."""
     logp = torch.tensor([[1e4], [-1e4]], dtype=torch.float64)
-    cfg = k.LossConfig(alpha_pos=1.0, lambda_pos=0.0, alpha_neg=1.0, lambda_neg=0.0)
+    cfg = k.LossConfig(**IS_CORNER)
     loss, _ = k.policy_loss(logp, torch.zeros_like(logp), torch.tensor([1.0, -1.0], dtype=torch.float64),
                             torch.ones(2, 1, dtype=torch.bool), cfg)
     return loss.item()
@@ -223,8 +224,8 @@ def on_policy(k) -> bool:
 
 
 def positive_limit(k) -> bool:
-    """A positive with w -> 0 keeps a coefficient, the limit e^lambda_+ (alpha_+ = 0). Reads: phi_+ at w = 1e-30."""
-    return abs(coefficient_of(k, "respo", 1e-30, True) - math.exp(LossConfig().lambda_pos)) < 1e-9
+    """A positive with w -> 0 gets the most a positive gets, e/2 (phi_+'s maximum, at w = 0). Reads: phi_+ at w = 1e-30."""
+    return abs(coefficient_of(k, "respo", 1e-30, True) - math.e / 2) < 1e-6
 
 
 def negative_vanishes(k) -> bool:
@@ -233,10 +234,10 @@ def negative_vanishes(k) -> bool:
 
 
 def finite_at_extremes(k) -> bool:
-    """The loss and its gradient stay finite at |log w| = 1e4, also at the plain-IS corner (1, 0).
+    """The loss and its gradient stay finite at |log w| = 1e4, also at the plain-IS corner (beta, lambda) = (1, 0).
     Reads: the loss at the plain-IS corner (loss_at_the_is_corner)."""
     logp = torch.tensor([[1e4], [-1e4]], dtype=torch.float64, requires_grad=True)
-    for overrides in ({}, {"alpha_pos": 1.0, "lambda_pos": 0.0, "alpha_neg": 1.0, "lambda_neg": 0.0}):
+    for overrides in ({}, IS_CORNER):
         loss, _ = k.policy_loss(logp, torch.zeros_like(logp), torch.tensor([1.0, -1.0], dtype=torch.float64),
                                 torch.ones(2, 1, dtype=torch.bool), k.LossConfig(**overrides))
         (grad,) = torch.autograd.grad(loss, logp)
@@ -408,6 +409,6 @@ def check_coefficient_by_hand(coefficient, logp: torch.Tensor, old_logp: torch.T
             break
     return verdict(ok, "the sequence clip's and ReSPO's coefficient of one response, by hand",
                    "log w is a sum of token log-ratios over the response's own tokens only (the mask); the sign "
-                   "of the advantage picks the branch; the clip table (notebook 01 §2) says where the sequence "
-                   "clip keeps w and where it gives 0, and LossConfig() holds ReSPO's (alpha, lambda) of each "
+                   "of the advantage picks the branch; the clip table (notebook 02 §1) says where the sequence "
+                   "clip keeps w and where it gives 0, and LossConfig() holds ReSPO's (alpha, beta, lambda) of each "
                    "sign (docs/math.md §3).")

@@ -9,8 +9,11 @@ the line that prints each check.
 from __future__ import annotations
 
 import itertools
+import math
 
 import torch
+
+from nano_respo.kernel import LossConfig, coefficients, policy_loss
 
 
 def confirm(claim: str, error: float, tol: float) -> None:
@@ -65,7 +68,7 @@ class EndedSpace:
     A tabular autoregressive policy over vocab + 1 choices (the last one ends the response) at
     every prefix of content tokens; after max_len - 1 content tokens the end is forced. Responses
     have different lengths, so expectations over them are exact sums over all of them: the space
-    notebook 02 §6 plants a long correct response in.
+    notebooks/deeper/branches_explored.py §6 plants a long correct response in.
     """
 
     def __init__(self, vocab: int, max_len: int):
@@ -96,3 +99,87 @@ class EndedSpace:
         """[N, L] log pi(y_t | y_<t), 0 on padding and on the forced end; differentiable in theta."""
         logp = torch.log_softmax(theta.view(len(self.rows), self.vocab + 1), -1)[self.prefix_row, self.tokens]
         return torch.where(self.mask & ~self.forced, logp, torch.zeros_like(logp))
+
+
+def reuse_one_group(space: SequenceSpace, reward: torch.Tensor, theta_sampler: torch.Tensor,
+                    theta_learner: torch.Tensor, picks: torch.Tensor, steps: int, lr: float = 0.05,
+                    cfg: LossConfig = LossConfig(agg="seq-mean-token-sum")):
+    """`steps` Adam steps of cfg's loss on one group `picks` [G] of `space` sampled by theta_sampler.
+
+    Returns (log w of every response before each step [R, G], the advantages A [G], the learner's
+    parameters at the last step [P]). The group is the whole mini-batch at every step.
+    """
+    token_logp_mu = space.token_log_probs(theta_sampler)[picks].detach()  # [G, L] the sampler's log-probs
+    adv = reward[picks] - reward[picks].mean()  # [G] group-centred
+    theta = theta_learner.clone().requires_grad_(True)
+    opt = torch.optim.Adam([theta], lr=lr)
+    trace = []
+    for _ in range(steps):
+        at_last_step = theta.detach().clone()
+        logp = space.token_log_probs(theta)[picks]  # [G, L]
+        trace.append((logp - token_logp_mu).sum(-1).detach())  # log w at this step
+        loss, _ = policy_loss(logp, token_logp_mu, adv, torch.ones_like(logp, dtype=torch.bool), cfg)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return torch.stack(trace), adv, at_last_step  # [R, G], [G], [P]
+
+
+class DriftStudy:
+    """Every response of `length` binary tokens, a behaviour policy mu and current policies moved from it.
+
+    A tabular autoregressive mu (seed `seed`), reward 1 when at least `length` // 2 + 1 tokens are 1,
+    A = r - E_mu[r], and for each drift delta the policy whose logits moved by delta * N(0, 1) (one
+    direction for every delta). Expectations are exact sums over the 2**length responses, so a method's
+    bias and spread against the true off-policy gradient have no sampling noise.
+    """
+
+    DRIFTS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
+
+    def __init__(self, seed: int = 0, length: int = 8, drifts: tuple = DRIFTS):
+        self.space, self.drifts = SequenceSpace(vocab=2, length=length), drifts
+        gen = torch.Generator().manual_seed(seed)
+        theta_mu, direction = self.space.random_theta(gen), self.space.random_theta(gen)
+        self.old_logp = self.space.token_log_probs(theta_mu)  # [N, L] log mu of each token
+        self.mu = self.old_logp.sum(-1).exp()  # [N]
+        self.reward = (self.space.seqs.sum(-1) > length // 2).double()
+        self.adv = self.reward - (self.mu * self.reward).sum()  # [N]
+        self.mask = torch.ones_like(self.old_logp, dtype=torch.bool)
+        self.states = []  # per drift: (logp [N, L], jacobian [N, L, P])
+        for d in drifts:
+            theta = theta_mu + d * direction
+            self.states.append((self.space.token_log_probs(theta), self.space.token_jacobian(theta)))
+        self.spread = [self.log_w_std(k) for k in range(len(drifts))]  # the drift as a reader pictures it
+
+    def log_w_std(self, k: int) -> float:
+        """The std under mu of the log-weight log w at drift index k."""
+        s = (self.states[k][0] - self.old_logp).sum(-1)
+        return ((self.mu * s ** 2).sum() - (self.mu * s).sum() ** 2).sqrt().item()
+
+    def bias_and_std(self, cfg: LossConfig, k: int) -> tuple[float, float]:
+        """Relative bias |E g_hat - g*| / |g*| and relative std sqrt(Var g_hat) / |g*| of a one-response estimate
+        g_hat(y) = sum_t phi_t A grad log pi(y_t | y_<t), at drift index k."""
+        logp, jac = self.states[k]
+        phi_t, log_w = coefficients(logp, self.old_logp, self.adv, self.mask, cfg)  # [N, L], [N]
+        g_hat = ((phi_t * self.adv[:, None])[..., None] * jac).sum(1)  # [N, P] one estimate per response
+        g_true = (self.mu * log_w.exp() * self.adv) @ jac.sum(1)  # [P]
+        mean = self.mu @ g_hat  # [P]
+        var = (self.mu * ((g_hat - mean) ** 2).sum(-1)).sum()
+        norm = g_true.norm()
+        return ((mean - g_true).norm() / norm).item(), (var.sqrt() / norm).item()
+
+    def bias_by_sign(self, cfg: LossConfig, k: int) -> list[float]:
+        """|E_mu[(phi - w) A grad log pi]| over the positives and over the negatives, relative to |g*|."""
+        logp, jac = self.states[k]
+        phi_t, log_w = coefficients(logp, self.old_logp, self.adv, self.mask, cfg)
+        g_true = (self.mu * log_w.exp() * self.adv) @ jac.sum(1)
+        gap = ((phi_t - log_w.exp()[:, None]) * self.adv[:, None])[..., None] * jac  # [N, L, P]
+        return [((self.mu * rows)[:, None, None] * gap).sum((0, 1)).norm().item() / g_true.norm().item()
+                for rows in (self.adv > 0, self.adv < 0)]
+
+    def low_w_keep(self, cfg: LossConfig, k: int, eps: float = 0.2) -> float:
+        """Mean coefficient of a positive with w < 1 - eps, under mu: what it keeps of its on-policy weight 1."""
+        logp, _ = self.states[k]
+        phi_t, log_w = coefficients(logp, self.old_logp, self.adv, self.mask, cfg)
+        low = (self.adv > 0) & (log_w < math.log(1 - eps))
+        return ((self.mu * phi_t.mean(-1))[low].sum() / self.mu[low].sum()).item() if low.any() else float("nan")

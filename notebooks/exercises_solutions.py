@@ -9,10 +9,11 @@
 # %% [markdown]
 # # Exercises · solutions
 #
-# Six exercises on notebooks 01–02, each with a check cell that grades your answer by
+# Six exercises on the derivations of core notebooks 02-03 and `deeper/derivation_details`, each with a
+# check cell that grades your answer by
 # autograd or by the kernel itself and says ✓ or ✗ with a hint. Write your answer in the cell
 # marked *your answer*, run it, then run the check under it. The solutions are in
-# this notebook, which passes every check. Math: docs/math.md §2–§5.
+# this notebook, which passes every check. Math: docs/math.md §2-§5 and §8.
 
 # %%
 import math
@@ -51,9 +52,10 @@ check_sapo_coefficient(sapo_coefficient)
 # %% [markdown]
 # ## 2. $\phi$ in log space
 #
-# Write ReSPO's branch $\phi(w)=w^\alpha e^{-\lambda(w-1)}$ as a function of $s=\log w$ that is
+# Write the power-tilt branch $\phi(w)=w^\alpha e^{-\lambda(w-1)}$ (VESPO's family, which this project's
+# reconstruction `respo_wtilt` uses; docs/math.md §8) as a function of $s=\log w$ that is
 # exact wherever $w^\alpha$ is a representable number and finite (no nan, no inf) for *every*
-# finite $s$, including $|s|=10^4$ (docs/math.md §3, "Numerics"). Do not call the kernel.
+# finite $s$, including $|s|=10^4$ (docs/math.md §3, "Numerics", and §8). Do not call the kernel.
 
 # %%
 # A solution. log phi = alpha s - lam (e^s - 1). Cap s before exp (e^s overflows past 709)
@@ -69,7 +71,7 @@ check_log_space_phi(log_space_phi)
 # %% [markdown]
 # ## 3. The peak of the negative branch
 #
-# For $\alpha,\lambda>0$, where does $\phi_-(w)=w^\alpha e^{-\lambda(w-1)}$ peak, and how high? Return
+# For $\alpha,\lambda>0$, where does VESPO's negative branch $\phi_-(w)=w^\alpha e^{-\lambda(w-1)}$ peak, and how high? Return
 # `(w_star, phi_max)` in closed form. The check compares with a dense grid of the kernel.
 
 # %%
@@ -86,11 +88,11 @@ check_negative_peak(negative_peak)
 # %% [markdown]
 # ## 4. The E1 case of $\Phi$
 #
-# At $\alpha_+=0$ the positive branch is $\phi_+(w)=e^{-\lambda(w-1)}$ and its surrogate
-# (notebook 01 §6) is $\Phi(w)=\int_1^w e^{-\lambda(u-1)}\,du/u$. Write $\Phi$ in closed form with
+# At $\alpha_+=0$ the reconstruction's positive branch is $\phi_+(w)=e^{-\lambda(w-1)}$ and its surrogate
+# (`deeper/derivation_details` §6) is $\Phi(w)=\int_1^w e^{-\lambda(u-1)}\,du/u$. Write $\Phi$ in closed form with
 # the exponential integral $E_1(z)=\int_z^\infty e^{-v}/v\,dv$ (`exp1`, differentiable). The check
 # differentiates your $\Phi$ in $\log w$ by autograd, compares with the kernel's $\phi_+$, and
-# asks for $\Phi(1)=0$. Do not call `respo_surrogate`.
+# asks for $\Phi(1)=0$. Do not call `power_tilt_surrogate`.
 
 # %%
 # A solution. With v = lam u: int_1^w e^(-lam (u - 1)) du / u = e^lam int_lam^(lam w) e^-v dv / v, and
@@ -107,7 +109,7 @@ check_e1_surrogate(e1_surrogate)
 #
 # With $A=r-b$, the power surrogate is $J_\alpha=\mathbb E_\mu[(r-b)(w^\alpha-1)/\alpha]$. How much does
 # the baseline $b$ add to it, compared with $A=r$? Write it as a function of $b$, $\alpha$ and
-# $D_\alpha(\pi\|\mu)$ (notebook 01 §4). The check computes the difference by enumeration on
+# $D_\alpha(\pi\|\mu)$ (`deeper/derivation_details` §4). The check computes the difference by enumeration on
 # one prompt's 27 responses (`checks.baseline_space()`) for four $\alpha$ and two $b$.
 
 # %%
@@ -132,7 +134,7 @@ for name, prop in PROPERTIES.items():
     print(f"{name:>20}: {prop.__doc__}")
 
 # %% [markdown]
-# Poke at the mutants like the real kernel, e.g. `mutant("mutant_a").power_tilt(torch.zeros(1), 0.0, 0.1)`,
+# Poke at the mutants like the real kernel, e.g. `mutant("mutant_a").respo_branch(torch.zeros(1), 2.0, 0.5, 2.0)`,
 # or run a property on one: `PROPERTIES["on_policy"](mutant("mutant_a"))`. To read a coefficient
 # off a kernel, `coefficient_of(k, method, w, positive)` differentiates its `policy_loss`; the
 # loss at the plain-IS corner is `loss_at_the_is_corner(k)`. Then fill in the dictionary with
@@ -143,13 +145,15 @@ for name, prop in PROPERTIES.items():
 # %%
 # A solution (other properties can catch some mutants too; the value is then the one that property reads).
 answers = {
-    # the tilt became exp(-lam w): phi(1) = e^-lam, not 1, so a fresh batch is no longer the policy gradient
+    # the tilt became exp(-lam phi_0) instead of exp(-lam (phi_0 - 1)): phi(1) = e^-lam, not 1, so a fresh
+    # batch is no longer the policy gradient
     "mutant_a": ("on_policy", coefficient_of(mutant("mutant_a"), "respo", 1.0, True)),
-    # the branches swapped: positives get w^3 e^(-2 (w - 1)) -> 0 as w -> 0, the starvation ReSPO removes
+    # the branches swapped: positives get sqrt(w) e^(2 (1 - sqrt w)) -> 0 as w -> 0, the starvation ReSPO removes
     "mutant_b": ("positive_limit", coefficient_of(mutant("mutant_b"), "respo", 1e-30, True)),
-    # the tilt is gone (lam * -> 0 *): phi_- = w^3 grows without bound for over-generated negatives
+    # the tilt is gone (lam * -> 0 *): phi = phi_0, and phi_- = sqrt(w) grows without bound for over-generated
+    # negatives
     "mutant_c": ("negative_vanishes", coefficient_of(mutant("mutant_c"), "respo", 1e6, False)),
-    # the final cap is gone: at the plain-IS corner (1, 0), log phi = s = 1e4 and exp overflows to inf
+    # the clamp of log w is gone: at the plain-IS corner (beta, lambda) = (1, 0), phi = w = e^(1e4) overflows to inf
     "mutant_d": ("finite_at_extremes", loss_at_the_is_corner(mutant("mutant_d"))),
     # positives are clipped at 1 + eps_low: DAPO's clip-higher (1 + 0.28) silently becomes 1 + 0.2
     "mutant_e": ("dapo_clip_higher", coefficient_of(mutant("mutant_e"), "dapo", 1.25, True)),
@@ -164,13 +168,13 @@ for name, (property_name, value) in answers.items():
 #
 # - Exercise 1: SAPO's soft gate (Gao et al., arXiv:2511.20347), read as a coefficient the way
 #   docs/math.md §2 and §5 read every method.
-# - Exercises 2-4: ReSPO's kernel $\phi_\pm(w)=w^{\alpha_\pm}e^{-\lambda_\pm(w-1)}$ (docs/math.md §3; the family
-#   is VESPO's, Shen et al., arXiv:2602.10693), its surrogate $\Phi$ and the exponential integral
-#   case (docs/math.md §4.3).
-# - Exercise 5: the $\alpha$-divergence surrogate and its baseline term (docs/math.md §4.1, notebook
-#   01 §4).
+# - Exercises 2-4: the power-tilt family $\phi_\pm(w)=w^{\alpha_\pm}e^{-\lambda_\pm(w-1)}$ (VESPO's, Shen et al.,
+#   arXiv:2602.10693, and this project's reconstruction `respo_wtilt`; docs/math.md §8), its surrogate
+#   $\Phi$ and the exponential integral case (docs/math.md §8.3).
+# - Exercise 5: the $\alpha$-divergence surrogate and its baseline term (docs/math.md §8.1,
+#   `deeper/derivation_details` §4).
 # - Exercise 6: mutation testing of a numerical kernel, as `tools/mutation_check.py` does for the
-#   test suite; the properties restate docs/math.md §2-§3, the mutants are this course's
+#   test suite; the properties restate docs/math.md §2-§3 (ReSPO's published kernel), the mutants are this course's
 #   (`checks.MUTANTS`).
 #
 # One line per work: [docs/bibliography.md](../docs/bibliography.md).

@@ -1,7 +1,8 @@
 """The committed notebooks are what their jupytext sources give when executed now.
 
-Each notebook's source is notebooks/<name>.py (percent format); notebooks/build.py executes
-it and writes notebooks/<name>.ipynb with its outputs and the CPU setting it ran on. These
+Each notebook's source is notebooks/<name>.py or notebooks/deeper/<name>.py (percent format);
+notebooks/build.py executes it and writes the .ipynb beside it with its outputs and the CPU
+setting it ran on. The core and the deeper tier are held alike. These
 tests fail when a committed notebook is stale: its cells differ from the source, a cell of a
 fresh execution raises (every check cell asserts its property), or, on the CPU setting the
 notebook was built on, re-executing it gives different printed output. Text is compared at
@@ -39,21 +40,30 @@ def users_cache_before():
     """The user's cache (NANO_RESPO_CACHE as the session found it, or ~/.cache/nano_respo) before these tests."""
     path = cache_dir()
     return path, listing(path)
-IDS = [s.stem for s in SOURCES]
+IDS = [build.name_of(s) for s in SOURCES]
 NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 WIDGET = "application/vnd.jupyter.widget-view+json"
 
 
 def test_the_course_is_complete():
-    names = [s.name for s in SOURCES]
-    assert [n[:2] for n in names[:5]] == ["01", "02", "03", "04", "05"]
-    assert names[5:] == ["exercises.py", "exercises_solutions.py"]
+    """Five core slots in order, each held by one converted notebook or, until converted, by its stand-ins;
+    a deeper tier; the exercises; every source built."""
+    for slot in build.CORE_SLOTS:
+        core = [s.stem for s in build.CORE if s.stem[:2] == slot]
+        stand_ins = [stem for stem, held in build.STAND_INS.items() if held == slot]
+        assert len(core) + bool(stand_ins) == 1 and len(core) <= 1, \
+            f"slot {slot}: one core notebook or its stand-ins, got {core} and {stand_ins}"
+    assert {s.stem[:2] for s in build.CORE} >= {"01", "02", "03"}, "slots 01-03 are converted (issue 39)"
+    assert all((NOTEBOOKS_DIR / f"{stem}.py").exists() for stem in build.STAND_INS)
+    assert [s.name for s in build.NUMBERED] == sorted(s.name for s in build.NUMBERED)
+    assert {s.stem for s in build.DEEPER} >= {"derivation_details", "branches_explored"}
+    assert SOURCES[-2:] == build.EXERCISES and [s.name for s in build.EXERCISES] == ["exercises.py", "exercises_solutions.py"]
     for source in SOURCES:
         assert source.with_suffix(".ipynb").exists(), f"{source.name} has no notebook: run python notebooks/build.py"
 
 
 def test_no_notebook_edits_sys_path():
-    for path in NOTEBOOKS_DIR.glob("*.py"):
+    for path in (*NOTEBOOKS_DIR.glob("*.py"), *(NOTEBOOKS_DIR / "deeper").glob("*.py")):
         assert "sys.path" not in path.read_text(), f"{path.name} edits sys.path; pip install -e . instead"
 
 
@@ -67,7 +77,7 @@ def test_notebook_cells_match_their_source(source):
     committed = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
     fresh = build.from_source(source)
     assert [(c.cell_type, c.source) for c in committed.cells] == [(c.cell_type, c.source) for c in fresh.cells], \
-        f"{source.name} changed since its notebook was built: run python notebooks/build.py {source.stem[:2]}"
+        f"{source.name} changed since its notebook was built: run python notebooks/build.py {build.name_of(source)}"
 
 
 def printed(cell) -> list[str]:
@@ -122,7 +132,7 @@ def test_notebook_outputs_equal_a_fresh_execution(source, warm_start_cache):
         if built_here(committed):
             assert len(old_text) == len(new_text) and all(map(same_at_printed_precision, old_text, new_text)), \
                 (f"cell {index} of {source.stem} prints something else now (stale notebook? run python "
-                 f"notebooks/build.py {source.stem[:2]}):\ncommitted: {old_text}\nfresh:     {new_text}")
+                 f"notebooks/build.py {build.name_of(source)}):\ncommitted: {old_text}\nfresh:     {new_text}")
 
 
 def test_a_notebook_runs_with_the_test_cache_not_the_users(warm_start_cache):

@@ -7,14 +7,27 @@
 # ---
 
 # %% [markdown]
-# # 01 · Why clipping starves off-policy gradients, and the objective that does not
+# # Deeper · The derivation in detail: the exact gradient, the clip, and VESPO's family
+#
+# **Where the core links here.** Core notebook 01 (reuse makes data off-policy) sends its
+# sentences on the exact weight's variance growing with the length and on the second moment
+# split by cell to §1. Core 02 (every method is a coefficient) sends its worked group's steps to
+# §0 and the clip table's derivation case by case, with the clip's surrogate beside ReSPO's, to
+# §2. Core 03 (where ReSPO's kernel comes from) sends the baseline and the change of target to §1,
+# and its credit to VESPO's construction to §3-§7: the power surrogate (§3), the α-divergence
+# identity (§4), the variational proposal (§5), the closed forms of both families (§6) and the
+# reconstruction's branches (§7). This notebook was course notebook 01 before the paper was
+# public; it keeps its controls and side topics.
 #
 # A derivation to follow with pen and paper. Each step is one claim, the one-line reason
 # for it, and a numerical check underneath (a line that starts with ✓). The math is
-# docs/math.md §1–§4; every coefficient comes from `nano_respo.kernel`, nothing here
-# re-implements the loss. A number in the text is one a code cell printed: "printed above"
+# docs/math.md §1-§4 and §8; every coefficient comes from `nano_respo.kernel`, nothing here
+# re-implements the loss. Two families appear, each by its name: ReSPO, the published kernel
+# `respo` (docs/math.md §3), and the power-tilt family $w^{\alpha}e^{-\lambda(w-1)}$ that VESPO uses
+# (`vespo`) and that this project's reconstruction from the abstract used (`respo_wtilt`,
+# docs/math.md §8). A number in the text is one a code cell printed: "printed above"
 # points at it. Two passages marked **Optional depth** (§4's KL limits, §6's closed forms) can
-# be skipped on a first reading; the rest reads in one sitting.
+# be skipped on a first reading.
 #
 # ## 0. Start here
 #
@@ -23,10 +36,10 @@
 # | prerequisite | used for |
 # |---|---|
 # | the policy gradient $\nabla\mathbb E_\pi[A]=\mathbb E_\pi[A\nabla\log\pi]$, and why a baseline is free on-policy ($\mathbb E_\pi[\nabla\log\pi]=\sum_y\nabla\pi=0$) | §1: the exact off-policy gradient, and why the baseline is *not* free once $\phi\ne w$ |
-# | PPO's clipped surrogate $\min(rA,\mathrm{clip}(r,1\pm\epsilon)A)$ | §2: the clip as a coefficient table |
+# | PPO's clipped surrogate $\min(rA,\mathrm{clip}(r,1\pm\epsilon)A)$ | §2: the clip's surrogate beside ReSPO's |
 # | KL divergence and f-divergences $D_f(\pi\|\mu)=\mathbb E_\mu[f(\pi/\mu)]$, $f$ convex, $f(1)=0$ | §4: Amari's α-divergence |
-# | Lagrange multipliers for a constrained minimum | §5: the variational proposal $Q^*$ |
-# | Adam (a per-weight step of about the learning rate, whatever the gradient's scale) | §0's picture: $R$ steps move $w$ even when the coefficients are small; notebook 03 §2 and §7 (starvation after one step, stuck runs) |
+# | Lagrange multipliers for a constrained minimum | §5: VESPO's variational proposal $Q^*$ |
+# | Adam (a per-weight step of about the learning rate, whatever the gradient's scale) | §0's picture: $R$ steps move $w$ even when the coefficients are small |
 #
 # **Notation.** A prompt $x$, a response $y$, the behaviour policy $\mu$ that sampled it
 # (the policy when the rollouts were drawn), the current policy $\pi_\theta$, the sequence
@@ -34,52 +47,19 @@
 # Every method in this project is a **coefficient** $\phi$ on the policy gradient
 # (docs/math.md §1):
 # $$g=\mathbb E_{y\sim\mu}\big[\phi\,A\,\nabla\log\pi_\theta(y|x)\big].$$
-#
-# **The policy gradient working, before any subtlety.** The digit-sum toy of notebook 03 (a
-# small MLP writes digits 0–3 until an end token; reward 1 when they sum to the prompt's
-# target), trained from scratch by `toy.train` with one optimizer step per fresh batch of 16
-# prompts × 8 responses. With one step per batch, $\pi_\theta=\mu$ at that step, $w=1$, and every
-# method of this course takes the same step (here `no_is`, $\phi=1$): the plain policy gradient
-# with a group baseline. Its training reward per batch, and its reward on targets it never
-# trained on:
-
-# %%
-import matplotlib.pyplot as plt
-import torch
-
-from course import confirm
-from toy.train import Job, train
-
-torch.set_num_threads(1)
-from_scratch = train(Job(env="seq", method="no_is", reuse=1, seed=0, lr=0.01, iterations=200))
-curve = torch.tensor(from_scratch["reward_curve"])
-fig, ax = plt.subplots(figsize=(6, 2.4))
-ax.plot(range(1, len(curve) + 1), curve, color="0.6", lw=0.8, label="each rollout batch")
-ax.plot(range(10, len(curve) + 1), curve.unfold(0, 10, 1).mean(-1), color="tab:red", lw=2, label="mean of the last 10")
-ax.set(xlabel="rollout batch (one optimizer step each)", ylabel="training reward", ylim=(-0.02, 1.02))
-ax.legend(fontsize=7)
-ax.grid(alpha=0.3)
-fig.tight_layout()
-plt.show()
-print(f"training reward: {curve[:10].mean():.2f} over the first 10 batches, {curve[-10:].mean():.2f} over the last 10; "
-      f"held-out targets at the end: {from_scratch['heldout_reward']:.2f}")
-confirm("the toy learns from scratch: under 0.1 over the first 10 batches, above 0.9 over the last 10 and held out",
-        max(0.0, curve[:10].mean().item() - 0.1, 0.9 - curve[-10:].mean().item(), 0.9 - from_scratch["heldout_reward"]), 1e-12)
-
-# %% [markdown]
-# This is the policy gradient working: the reward climbs from almost nothing to almost every
-# answer right, on targets it was never trained on too. Everything below is about what changes
-# when one batch feeds more than one step.
+# Core notebook 01 trains the digit-sum toy from scratch and follows $w$ through one batch of the
+# paper's one-epoch reuse; this section draws one iteration on a space small enough to enumerate.
 #
 # **One RL iteration, drawn.** The sampler $\mu$ draws a group of responses and the verifier
 # scores them; then the *same* batch feeds $R$ optimizer steps (`--reuse R`). At the first
 # step $\pi_\theta=\mu$ and every $w=1$; each step moves $\pi_\theta$, so every response's $w$
-# drifts, and by the last step each one sits in one cell of the clip table of §2. With
+# drifts, and by the last step each one sits in one cell of the clip table. With
 # `--lag k` the sampler is the learner of $k$ iterations ago, so $w\ne1$ already at the first
 # step. In `train.py` the $R$ steps are epochs × mini-batches of whole groups, the advantages
-# computed once for the batch (notebook 03 §1 writes the loop out). The picture below is
+# computed once for the batch (core notebook 01 writes the loop out). The picture below is
 # computed, not sketched: a group of 4 responses on the 27-response space of §1, $R=8$ Adam
-# steps of the ReSPO loss on the whole group; the right panel's sampler is a stand-in for a
+# steps of ReSPO's loss (the published kernel) on the whole group, so every step reuses every
+# response (several epochs of one mini-batch, not the paper's one epoch); the right panel's sampler is a stand-in for a
 # stale one (its parameters moved at random), not a trained older learner.
 
 # %%
@@ -88,10 +68,10 @@ import math
 import matplotlib.pyplot as plt
 import torch
 
-from course import SequenceSpace, confirm
+from course import SequenceSpace, confirm, reuse_one_group
 from nano_respo.kernel import (METHOD_TABLE, LossConfig, coefficients, policy_loss, power_tilt,
                                respo_coefficient)
-from nano_respo.lab.surrogate import respo_surrogate
+from nano_respo.lab.surrogate import power_tilt_surrogate, respo_surrogate
 from nano_respo.lab.report import phi_curve  # phi read back from the gradient of kernel.policy_loss
 
 torch.set_num_threads(1)
@@ -103,22 +83,9 @@ theta_mu = space.random_theta(g)
 reward = (space.seqs.sum(-1) >= 4).double()          # [N] the verifier: 1 when the tokens sum to at least 4
 
 
-def one_iteration(theta_sampler, theta_learner, picks, steps, lr=0.05, cfg=LossConfig(agg="seq-mean-token-sum")):
-    """R Adam steps of cfg's loss on one group sampled by theta_sampler: log w per step, A, the last step's weights."""
-    token_logp_mu = space.token_log_probs(theta_sampler)[picks].detach()          # [G, 3] the sampler's log-probs
-    adv = reward[picks] - reward[picks].mean()                                     # [G] group-centred
-    theta = theta_learner.clone().requires_grad_(True)
-    opt = torch.optim.Adam([theta], lr=lr)
-    trace = []
-    for _ in range(steps):
-        at_last_step = theta.detach().clone()
-        logp = space.token_log_probs(theta)[picks]                                 # [G, 3]
-        trace.append((logp - token_logp_mu).sum(-1).detach())                      # log w at this step
-        loss, _ = policy_loss(logp, token_logp_mu, adv, torch.ones_like(logp, dtype=torch.bool), cfg)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return torch.stack(trace), adv, at_last_step                                   # [R, G], [G], [P]
+def one_iteration(theta_sampler, theta_learner, picks, steps):
+    """R Adam steps of ReSPO's loss on one group sampled by theta_sampler: log w per step, A, the last step's weights."""
+    return reuse_one_group(space, reward, theta_sampler, theta_learner, picks, steps)
 
 
 picks = torch.tensor([14, 13, 12, 10])               # 112 is correct; 111, 110 share its prefix, 101 does not
@@ -144,7 +111,7 @@ ax0.text(0.0, 0.5, "next iteration", fontsize=7, rotation=90, va="center", ha="r
 
 
 def cell(log_w: float, positive: bool, eps: float = 0.2) -> str:
-    """The clip-table cell of §2 a response ends in."""
+    """The cell of the clip table (docs/math.md §2) a response ends in."""
     w_end = math.exp(log_w)
     if 1 - eps <= w_end <= 1 + eps:
         return "inside: φ = w"
@@ -178,14 +145,14 @@ for i, y in enumerate(picks.tolist()):
           f"{lagged[-1, i].exp():.2f} moved sampler -> {cell(fresh[-1, i].item(), bool(adv4[i] > 0))} (fresh)")
 
 # %% [markdown]
-# Read the left panel with the printout: the correct response's $w$ rises (it is being
-# pushed up) and the wrong response 101 falls, but the two wrong responses that share the
-# correct one's prefix 11 drift *up* with it. The policy is tabular, so 112, 111 and 110 read
-# the same parameter rows for their first two tokens; the next cell splits each last-step
-# $\log w$ into the part on those two tokens and the part on the last one, and checks that the
-# two wrong responses rose on the shared prefix while their own last token fell.
-# Where each lands in the clip table is printed above; the right panel starts from the
-# first-step weights printed above instead of 1.
+# Read the left panel with the printout, on this draw: the correct response's $w$ rises (it is
+# being pushed up) and the wrong response 101 falls far, while the two wrong responses that share
+# the correct one's prefix 11 fall much less. The policy is tabular, so 112, 111 and 110 read the
+# same parameter rows for their first two tokens; the next cell splits each last-step $\log w$
+# into the part on those two tokens and the part on the last one, and checks that the two wrong
+# responses rose on the shared prefix while their own last token fell: the push on 112 lifts its
+# neighbours too. Where each lands in the clip table (docs/math.md §2, core notebook 02) is
+# printed above; the right panel starts from the first-step weights printed above instead of 1.
 
 # %%
 last_logp = space.token_log_probs(theta_end)[picks].detach()                    # [4, 3] the policy at the last step
@@ -369,18 +336,17 @@ plt.show()
 for d in drifts:
     print(f"δ = {d}: E_mu[w^2] = {second_moment[d][-1]:.3g} at L = 7; "
           f"E_mu[phi_+^2] = {phi_moment[d][0]:.3g}, E_mu[phi_-^2] = {phi_moment[d][1]:.3g} (ReSPO, defaults)")
-d_cfg = LossConfig()                                   # sup phi_+^2 = e^(2 lambda_+); sup phi_-^2 = its squared peak
-caps = (math.exp(2 * d_cfg.lambda_pos),
-        ((d_cfg.alpha_neg / d_cfg.lambda_neg) ** d_cfg.alpha_neg * math.exp(d_cfg.lambda_neg - d_cfg.alpha_neg)) ** 2)
-confirm("at every drift E_mu[phi_s^2] <= sup phi_s^2 (e^(2 lambda_+) and the squared peak of phi_-)",
+d_cfg = LossConfig()                                   # sup phi = e^(lambda - 1) / lambda on each branch (§4.3)
+caps = tuple((math.exp(lam - 1) / lam) ** 2 for lam in (d_cfg.lambda_pos, d_cfg.lambda_neg))
+confirm("at every drift E_mu[phi_s^2] <= sup phi_s^2 = (e^(lambda_s - 1) / lambda_s)^2, (e/2)^2 for both branches",
         max(0.0, max(m[k] - caps[k] for m in phi_moment.values() for k in (0, 1))), 1e-12)
 
 # %% [markdown]
 # The per-position factors $\bar c_t$ printed first are each at least 1 and differ from position
 # to position: the growth with the length is a product of unequal factors, not a fixed rate. The
 # next lines put the two second moments next to each other: the exact weight's grows with the
-# drift; ReSPO's positive one grows too, but cannot pass $\sup\phi_+^2=e^{2\lambda_+}$, and neither
-# branch passes its cap at any drift (the check; the argument of §5 and docs/math.md §4.4).
+# drift; ReSPO's cannot pass $\sup\phi_\pm^2=(e/2)^2$ on either branch at any drift (the check; the
+# argument of docs/math.md §4.6: the tilt bounds the coefficient by $e^{\lambda-1}/\lambda$).
 #
 # **The objection, answered.** "$w\to0$ *is* the correct weight of a response the current
 # policy rarely writes, so why call it starvation?" Because of *which* cell the variance comes
@@ -388,12 +354,14 @@ confirm("at every drift E_mu[phi_s^2] <= sup phi_s^2 (e^(2 lambda_+) and the squ
 #
 # - a high-$w$ response adds $w^2$ to the second moment. On §1's draw the $w>1.2$ cells carry
 #   most of the exact weight's, negatives and positives both (the split by sign is printed
-#   below). ReSPO bounds both signs there, but replacing one branch at a time (also printed)
-#   shows that the cut in the total is its negative branch's: its positive branch alone
-#   *raises* the second moment, since what it adds on the low-$w$ positives (next point)
-#   outweighs what it takes from the high-$w$ ones;
+#   below). ReSPO fades both signs there, but replacing one branch at a time (also printed)
+#   shows that on this draw the cut in the total is its negative branch's: its positive branch
+#   alone *raises* the second moment, since what it adds on the low-$w$ positives (next point)
+#   outweighs what it takes from the high-$w$ ones, and ReSPO's total ends above the exact
+#   weight's (the first column). Core notebook 01 repeats this one-branch comparison on fresh
+#   draws and prints how often each branch alone cuts or raises it;
 # - a low-$w$ positive adds almost nothing ($w^2\to0$). Raising its coefficient from $w$ to
-#   ReSPO's value near 1 *adds* variance there; what it buys is a different **target**. At the
+#   ReSPO's value near $e/2$ *adds* variance there; what it buys is a different **target**. At the
 #   flat corner $\phi_+=1$ the positives' expected gradient is
 #   $\mathbb E_\mu[A_+\nabla\log\pi]=\nabla\,\mathbb E_\mu[A_+\log\pi]=-Z_+\nabla\mathrm{KL}(q_+\|\pi)$ with
 #   $q_+\propto\mu A_+$ the advantage-weighted successes of $\mu$: a weighted likelihood of
@@ -464,7 +432,7 @@ for th in (theta.detach(), theta_mu, theta_mu + 2.0 * space.random_theta(torch.G
 confirm("J_0 = Z [KL(q_- || pi) - KL(q_+ || pi)] + Z [H(q_-) - H(q_+)], at three policies", max(errors), 1e-12)
 exact = share["exact weight w"]
 confirm("under the exact weight the w > 1.2 cells carry most of the second moment, each sign over 10% of it, "
-        "the low-w positives little; ReSPO's near-1 coefficient raises the low-w positives' share",
+        "the low-w positives little; ReSPO's coefficient near e/2 raises the low-w positives' share",
         max(0.0, 0.5 - exact["w>1.2 pos"] - exact["w>1.2 neg"], 0.1 - min(exact["w>1.2 pos"], exact["w>1.2 neg"]),
             exact["low-w pos"] - 0.1, exact["low-w pos"] - share["ReSPO"]["low-w pos"]), 1e-12)
 total = {name: m.sum().item() for name, m in moments.items()}
@@ -479,9 +447,9 @@ confirm("one branch at a time: phi_- alone lowers the second moment, phi_+ alone
 # *Takeaway:* the exact off-policy gradient weighs each response by $w$; its variance grows
 # multiplicatively with the length and, on §1's draw, lives mostly in the high-$w$ cells of both
 # signs; the baseline moves a method's gradient wherever its coefficient departs from $w$ (or
-# $r_t$). So the question is "which bias where": ReSPO's negative branch bounds the high-$w$
+# $r_t$). So the question is "which bias where": ReSPO's negative branch fades the high-$w$
 # negatives (on that draw, the branch that cuts the second moment) and its positive branch
-# gives low-$w$ positives about 1 (a change of target, which there raises the second moment).
+# gives low-$w$ positives up to $e/2$ (a change of target, which there raises the second moment).
 #
 # ## 2. The clipped surrogate as a coefficient table, and where it is biased
 #
@@ -556,7 +524,7 @@ for pos in (True, False):
             (surrogates["seq_clip", pos] - ppo).abs().max(), 5e-3)   # trapezoids across the kinks
 phi_respo_grid = phi_curve("respo", log_w, True)
 Phi_numeric = torch.cumulative_trapezoid(phi_respo_grid, log_w)
-Phi_closed = respo_surrogate(log_w, 0.0, 0.1)
+Phi_closed = respo_surrogate(log_w, 2.0, 0.5, 2.0)
 confirm("ReSPO's surrogate from the figure equals the kernel's closed form Phi (up to a constant)",
         ((Phi_closed[1:] - Phi_closed[0]) - Phi_numeric).abs().max(), 1e-4)
 print(f"A > 0 at w = {W[0]:.2f}: clip L(w) - L(1) = {surrogates['seq_clip', True][0]:.3f} "
@@ -567,31 +535,35 @@ print(f"A > 0 at w = {W[0]:.2f}: clip L(w) - L(1) = {surrogates['seq_clip', True
 # positive's $w\to0$: the clip's surrogate is $wA$, whose slope in $w$ stays $A$ but whose slope in
 # $\log w$, the one the gradient $\nabla\log\pi$ sees, is $wA\to0$; on the log axis the curve goes
 # flat at $-A$ (its value at the left edge is printed above), so pushing the response further
-# down costs the clip's objective little: its own term's pull shrinks with $w$. (Notebook 03 §2
-# measures, on a toy trained with Adam, what brings such responses back: their own terms, even at
-# the clip's coefficient $w$; pushing only the other positives leaves more of them down.) ReSPO's surrogate
-# keeps a slope near 1 in $\log w$ and keeps falling (its value is printed beside the clip's).
-# Above the band the clip goes flat. Right: the clip's surrogate keeps a slope $w$ that grows
-# without bound above the band, ReSPO's bends back to flat.
+# down costs the clip's objective little: its own term's pull shrinks with $w$. (Notebook 03,
+# gradient starvation, §2 measures on one warm toy policy trained with Adam what brings such
+# responses back.) ReSPO's surrogate keeps a slope in $\log w$ that grows towards $e/2$ as $w\to0$,
+# and keeps falling (its value is printed beside the clip's). Above the band the clip goes flat
+# at once; ReSPO's flattens smoothly, as $\phi_+$ fades. Right: the clip's surrogate keeps a slope
+# $w$ that grows without bound above the band and is flat below it; ReSPO's bends back to flat
+# above, and below the band keeps a slope, steeper than on-policy where $\phi_->1$, flattening as
+# $w\to0$.
 #
 # *Takeaway:* the clip is a coefficient table; its bias is the zero cells, and it leaves the
 # exact (tiny or huge) weight where the sign makes it hurt.
 #
-# ## 3. The power surrogate and its gradient
+# ## 3. The power surrogate and its gradient (VESPO's family)
 #
-# Replace the weight by a power of it. With $\lambda=0$ (docs/math.md §4.1):
+# §3-§7 are about the power-tilt family $w^\alpha e^{-\lambda(w-1)}$ of VESPO and of this project's
+# reconstruction (`respo_wtilt`), not the published ReSPO kernel, whose derivation core notebook 03
+# checks. Replace the weight by a power of it. With $\lambda=0$ (docs/math.md §8.1):
 # $$J_\alpha(\theta)=\mathbb E_\mu\Big[A\,\frac{w^\alpha-1}{\alpha}\Big]\ \ (\log w\text{ at }\alpha=0),\qquad
 # \nabla J_\alpha=\mathbb E_\mu\big[A\,w^\alpha\,\nabla\log\pi\big].$$
 # *Reason:* $\mu$ does not depend on $\theta$, so $\nabla w^\alpha=\alpha w^{\alpha-1}\nabla w=\alpha w^\alpha\nabla\log\pi$.
 # At $\alpha=1$ this is the exact gradient of §1; at $\alpha=0$ the weight is ignored (the
 # on-policy formula applied to stale samples); in between, $w^\alpha$ shrinks the tails.
-# Check, on the 27-response space, with the kernel's `respo_surrogate` (the surrogate) and
-# `power_tilt` (the coefficient $w^\alpha$):
+# Check, on the 27-response space, with `power_tilt_surrogate` (the surrogate,
+# `nano_respo/lab/surrogate.py`) and the kernel's `power_tilt` (the coefficient $w^\alpha$):
 
 # %%
 for alpha in (0.0, 0.5, 2.0):
     log_pi = space.log_probs(theta)
-    surrogate = (mu * A * respo_surrogate(log_pi - log_mu, alpha, 0.0)).sum()
+    surrogate = (mu * A * power_tilt_surrogate(log_pi - log_mu, alpha, 0.0)).sum()
     (by_autograd,) = torch.autograd.grad(surrogate, theta, retain_graph=True)
     coefficient = power_tilt((log_pi - log_mu).detach(), alpha, 0.0)
     (by_formula,) = torch.autograd.grad((mu * coefficient * A * log_pi).sum(), theta)
@@ -600,7 +572,7 @@ for alpha in (0.0, 0.5, 2.0):
 
 # %% [markdown]
 # *Takeaway:* $\alpha$ is a dial between ignoring the weight (0) and using it exactly (1);
-# past 1 it sharpens $w$ (the negative branch's $\alpha_-=3$, §5).
+# past 1 it sharpens $w$ (VESPO's negative branch, $\alpha_-=3$, §5).
 #
 # ## 4. The baseline is where the α-divergence enters $J_\alpha$
 #
@@ -651,8 +623,8 @@ confirm("E_mu[w^alpha] = 1 - alpha (1 - alpha) D_alpha at alpha = 0.25, 0.5, 1.5
 identity = []
 for a in (0.25, 0.5, 1.5, 3.0):
     for b in (0.0, baseline.item(), 0.9):
-        lhs = (mu * (reward - b) * respo_surrogate(ratio.log(), a, 0.0)).sum()
-        rhs = (mu * reward * respo_surrogate(ratio.log(), a, 0.0)).sum() + b * (1 - a) * d_alpha(a)
+        lhs = (mu * (reward - b) * power_tilt_surrogate(ratio.log(), a, 0.0)).sum()
+        rhs = (mu * reward * power_tilt_surrogate(ratio.log(), a, 0.0)).sum() + b * (1 - a) * d_alpha(a)
         identity.append((lhs - rhs).abs())
 confirm("E_mu[(r - b) Phi_alpha(w)] = E_mu[r Phi_alpha(w)] + b (1 - alpha) D_alpha, four alphas, three b",
         max(identity), 1e-12)
@@ -691,13 +663,14 @@ plt.show()
 # pulls towards the successes only, the baseline pushes away from all of $\mu$, and the sum pulls
 # towards each success with weight $1-b$ and pushes away from each failure with weight $b$. At
 # $\alpha=3$ the baseline subtracts $2b\,D_3$, a pull back
-# towards $\mu$. The closed form is for one $\alpha$ on every response; ReSPO picks its branch by
-# the sign of $A=r-b$, so its baseline term is a sum of per-branch pieces, not this formula.
+# towards $\mu$. The closed form is for one $\alpha$ on every response; a two-branch kernel (VESPO,
+# the reconstruction, ReSPO) picks its branch by the sign of $A=r-b$, so its baseline term is a sum
+# of per-branch pieces, not this formula.
 #
 # *Takeaway:* $\mathbb E_\mu[w^\alpha]$ is one minus a scaled α-divergence, and the divergence
 # enters $J_\alpha$ through the baseline, with a sign set by $1-\alpha$.
 #
-# ## 5. The variational proposal and the exponential tilt
+# ## 5. VESPO's variational proposal and its exponential tilt
 #
 # Ask a different question: under which distribution $Q$ should the gradient
 # $\mathbb E_Q[A\nabla\log\pi]$ be averaged? **This construction is VESPO's** (Shen et al.,
@@ -706,7 +679,7 @@ plt.show()
 # behaviour $\mu$ and the target $\pi$ under an importance-weight budget $\mathbb E_Q[w]\le C$. Its
 # objective $\mathrm{KL}(Q\|\mu)-\alpha\mathbb E_Q[\log w]$ is the one below, since
 # $\alpha\,\mathrm{KL}(Q\|\pi)=\alpha\,\mathrm{KL}(Q\|\mu)-\alpha\,\mathbb E_Q[\log w]$. Write the criterion
-# (docs/math.md §4.2), with $\lambda$ the budget's multiplier:
+# (docs/math.md §8.2), with $\lambda$ the budget's multiplier:
 # $$\min_Q\ F(Q)=(1-\alpha)\,\mathrm{KL}(Q\|\mu)+\alpha\,\mathrm{KL}(Q\|\pi)+\lambda\,\mathbb E_Q[w]\quad\text{s.t.}\ \textstyle\sum_yQ(y)=1.$$
 #
 # **Lagrangian.** With a multiplier $\nu$ for the normalisation,
@@ -724,22 +697,26 @@ plt.show()
 # $$\mathbb E_{Q^*}[A\nabla\log\pi]=\frac{e^{-\lambda}}{Z(x)}\ \mathbb E_\mu\big[\phi(w)\,A\,\nabla\log\pi\big].$$
 # For *one* $(\alpha,\lambda)$ and one prompt, $e^{-\lambda}/Z(x)$ is a positive number: it scales the
 # step, it does not turn it. The kernel drops it, which makes $\phi(1)=1$ (on-policy, every
-# method is the plain policy gradient).
+# method is the plain policy gradient). ReSPO's published kernel keeps this shape, a proposal
+# between behaviour and target and then a budget, with a power mean in place of the geometric
+# mixture and its tilt on that mean (core notebook 03 checks it).
 #
-# **Claim (two branches are two problems, spliced).** ReSPO uses $(\alpha_+,\lambda_+)$ on the
-# positives and $(\alpha_-,\lambda_-)$ on the negatives. Each sign solves its own problem and
+# **Claim (two branches are two problems, spliced).** The reconstruction `respo_wtilt` uses
+# $(\alpha_+,\lambda_+)=(0,0.1)$ on the positives and VESPO's $(\alpha_-,\lambda_-)=(3,2)$ on the
+# negatives (docs/math.md §8). Each sign solves its own problem and
 # drops its own constant $e^{-\lambda_s}/Z_s(x)$; the two constants differ, so dropping both
 # *turns* the step within a prompt.
 # *Reason:* $g=c_+g_++c_-g_-$ and $g_++g_-$ are parallel only if $c_+=c_-$ (or one part is 0).
 # Splicing the two branches with $\phi_\pm(1)=1$ is therefore a design choice (both signs
-# weigh the same on-policy), not the solution of one variational problem. Check on the
-# 27-response space (one prompt), at the defaults:
+# weigh the same on-policy), not the solution of one variational problem (docs/math.md §4.3 says
+# the same of the published kernel's splice, which core notebook 03 prints). Check on the
+# 27-response space (one prompt), at the reconstruction's constants:
 
 # %%
-c = LossConfig()
+c = LossConfig()                                   # the reconstruction's constants are its wtilt_* fields
 grad_log_pi = tok_jac.sum(1)                                             # [N, P] grad log pi(y)
 parts, constants = {}, {}
-for s, (a_s, l_s) in (("+", (c.alpha_pos, c.lambda_pos)), ("-", (c.alpha_neg, c.lambda_neg))):
+for s, (a_s, l_s) in (("+", (c.wtilt_alpha_pos, c.wtilt_lambda_pos)), ("-", (c.wtilt_alpha_neg, c.wtilt_lambda_neg))):
     Z_s = (mu * power_tilt(w.log(), a_s, 0.0) * torch.exp(-l_s * w)).sum()   # sum_y mu w^a e^(-l w)
     constants[s] = math.exp(-l_s) / Z_s.item()
     on_sign = A > 0 if s == "+" else A < 0
@@ -765,9 +742,9 @@ confirm("the near-1 cosine is the norms' doing: at these norms and factor no ang
         max(0.0, 0.95 - worst, worst - cosine), 1e-12)
 confirm("the two constants differ by more than 10%, so the splice re-weights the signs", max(0.0, 0.1 - abs(reweighting - 1)), 1e-12)
 (kernel_grad,) = torch.autograd.grad(
-    policy_loss(space.token_log_probs(theta), tok_logp_mu, A, all_tokens, LossConfig(agg="seq-mean-token-sum"),
-                with_stats=False)[0], theta)
-confirm("the kernel's step is the spliced sum (1/N) sum_y phi_s A grad log pi, constants dropped",
+    policy_loss(space.token_log_probs(theta), tok_logp_mu, A, all_tokens,
+                LossConfig(method="respo_wtilt", agg="seq-mean-token-sum"), with_stats=False)[0], theta)
+confirm("respo_wtilt's step is the spliced sum (1/N) sum_y phi_s A grad log pi, constants dropped",
         (kernel_grad + (power_tilt(w.log(), 0.0, 0.1) * positive + power_tilt(w.log(), 3.0, 2.0) * (A < 0))
          .mul(A) @ grad_log_pi / len(A)).abs().max(), 1e-12)
 
@@ -784,10 +761,10 @@ confirm("the kernel's step is the spliced sum (1/N) sum_y phi_s A grad log pi, c
 #
 # **Claim (where $Q^*$ sits).** For $\alpha\in[0,1]$ and $\lambda=0$, $Q^*\propto\mu^{1-\alpha}\pi^\alpha$ is a
 # geometric mixture and always sits *between* $\mu$ and $\pi$: nearer $\mu$ than $\pi$ is, and nearer
-# $\pi$ than $\mu$ is. For $\alpha>1$ it does not. At the negative branch's $\alpha_-=3$ the weights are
+# $\pi$ than $\mu$ is. For $\alpha>1$ it does not. At VESPO's negative branch's $\alpha_-=3$ the weights are
 # $(1-\alpha,\alpha)=(-2,3)$: $F$ *rewards* distance from $\mu$, and $Q^*\propto\pi^3/\mu^2=\pi\,w^2$
-# extrapolates past $\pi$, away from $\mu$. The positive branch's $(0,\lambda_+)$, $\lambda_+>0$, never sits
-# between: it ends farther from $\pi$ than $\mu$ is.
+# extrapolates past $\pi$, away from $\mu$. The reconstruction's positive branch $(0,\lambda_+)$,
+# $\lambda_+>0$, never sits between: it ends farther from $\pi$ than $\mu$ is.
 # *Reason:* along $Q_\alpha\propto\mu\,w^\alpha$ (an exponential family in $\alpha$ with statistic $\log w$, $Q_0=\mu$,
 # $Q_1=\pi$), $\frac{d}{d\alpha}\mathrm{KL}(Q_\alpha\|\mu)=\alpha\,\mathrm{Var}_{Q_\alpha}(\log w)\ge0$ and
 # $\frac{d}{d\alpha}\mathrm{KL}(Q_\alpha\|\pi)=(\alpha-1)\,\mathrm{Var}_{Q_\alpha}(\log w)\le0$ on $[0,1]$: the first distance rises
@@ -852,7 +829,7 @@ between = proposals[(0.5, 0.0)]
 confirm("the untilted Q*(0.5, 0) lies between: nearer mu than pi is, and nearer pi than mu is",
         max(0.0, kl_from_mu(between) - kl_from_mu(log_pi8.exp()), kl_to_pi(between) - kl_to_pi(log_mu8.exp())), 1e-12)
 away = proposals[(0.0, 0.1)]
-confirm("the positive branch's Q*(0, 0.1) is farther from pi than mu is: the tilt moves it away from what pi raised",
+confirm("the reconstruction's positive Q*(0, 0.1) is farther from pi than mu is: the tilt moves it away from what pi raised",
         max(0.0, kl_to_pi(log_mu8.exp()) - kl_to_pi(away)), 1e-12)
 beyond = kl_from_mu(proposals[(3.0, 2.0)]) - kl_from_mu(log_pi8.exp())
 print(f"KL(Q*(3, 2) || mu) - KL(pi || mu) = {beyond:+.3f}: on this draw the tilted negative proposal is "
@@ -926,7 +903,7 @@ print("w of each response:", " ".join(f"{v:.2f}" for v in w8.tolist()))
 # below $\pi$'s and its distance from $\pi$ below $\mu$'s (both printed, the first check). The tilt
 # $e^{-\lambda w}$ takes mass away from responses with a large $w$ (middle). "Favours $w$ near
 # $\alpha/\lambda$" is meant relative to $\mu$: $Q^*/\mu\propto w^\alpha e^{-\lambda w}$ is largest at
-# $w=\alpha/\lambda$. So the positive branch's $(0,0.1)$, with $\alpha/\lambda=0$, favours the *lowest* $w$:
+# $w=\alpha/\lambda$. So the reconstruction's positive branch $(0,0.1)$, with $\alpha/\lambda=0$, favours the *lowest* $w$:
 # relative to $\mu$ it moves mass off the responses $\pi$ raised, and it ends farther from $\pi$ than
 # $\mu$ itself: on this draw (the second printed line, the second check) and on every draw (the
 # derivative of the *Reason*, positive at every $\lambda$ its check evaluates). At $(3,0)$ the
@@ -934,17 +911,18 @@ print("w of each response:", " ".join(f"{v:.2f}" for v in w8.tolist()))
 # (right) pulls it back towards $\pi$'s distance; on this draw not inside it (the difference
 # printed), on §1's 27-response space inside (the last line of the table); relative to $\mu$ it
 # favours $w$ near $\alpha/\lambda=1.5$ and drops the low-$w$ responses. So what holds in general:
-# the untilted $\alpha\in[0,1]$ always lies between $\mu$ and $\pi$, the positive branch never does,
-# and for the negative branch it depends on the draw; a mild tilt such as $(0.5,0.05)$ can lie
-# between (the table), a strong one such as $(0.5,1)$ need not. What describes both of ReSPO's
-# branches on every draw is the coefficient's own shape (§7), nearly flat for positives, a bump
-# for negatives.
+# the untilted $\alpha\in[0,1]$ always lies between $\mu$ and $\pi$, the reconstruction's positive
+# branch never does, and for VESPO's negative branch it depends on the draw; a mild tilt such as
+# $(0.5,0.05)$ can lie between (the table), a strong one such as $(0.5,1)$ need not. What describes
+# both of the reconstruction's branches on every draw is the coefficient's own shape (§7), nearly
+# flat for positives, a bump for negatives.
 #
 # **Claim (the variance control, and what it is not).** As in VESPO (§3.2, §3.4 of its paper),
 # $\lambda$ is the multiplier of a budget
 # $\mathbb E_Q[w]\le C$. That budget equals $1+\mathrm{Var}_\mu(w)$ only at $Q=\pi$ (since
 # $\mathbb E_\pi[w]=\sum_y\pi^2/\mu=\mathbb E_\mu[w^2]$), not at the tilted $Q^*$ the kernel uses. The argument that
-# holds is docs/math.md §4.4's: with $\lambda>0$ the coefficient is *bounded*, $\phi_+\le e^{\lambda_+}$
+# holds is docs/math.md §4.6's (stated there for the published kernel, whose bound is $e/2$): with
+# $\lambda>0$ the coefficient is *bounded*, for the reconstruction $\phi_+\le e^{\lambda_+}$
 # (at $\alpha_+=0$) and $\phi_-\le$ its peak (§7), so a one-response estimate's second moment is at
 # most $\max\phi^2\cdot\mathbb E_\mu[A^2\|\nabla\log\pi\|^2]$ whatever the drift, while the exact weight's
 # grows with the drift as in §1. Check both on the 8- and 27-response spaces:
@@ -953,37 +931,39 @@ print("w of each response:", " ".join(f"{v:.2f}" for v in w8.tolist()))
 at_pi = (log_pi8.exp() * w8).sum() - 1
 confirm("Var_mu(w) = E_pi[w] - 1 (the budget at Q = pi)", (((log_mu8.exp() * w8 ** 2).sum() - 1) - at_pi).abs(), 1e-12)
 print(f"E_Q[w] - 1 at Q = pi: {at_pi:.3f}; at the tilted Q*(0.5, 1): {(proposals[(0.5, 1.0)] * w8).sum() - 1:.3f}")
-phi_max = max(math.exp(c.lambda_pos),                                   # the two branches' suprema
-              (c.alpha_neg / c.lambda_neg) ** c.alpha_neg * math.exp(c.lambda_neg - c.alpha_neg))
-respo_moment = (mu * (phi_respo * A) ** 2 * sq_norm).sum()
-confirm(f"E_mu[phi^2 A^2 |grad log pi|^2] <= max phi^2 E_mu[A^2 |grad log pi|^2], max phi = {phi_max:.3f}",
-        max(0.0, respo_moment - phi_max ** 2 * (mu * A ** 2 * sq_norm).sum()), 1e-12)
+phi_max = max(math.exp(c.wtilt_lambda_pos),                             # the reconstruction's two suprema
+              (c.wtilt_alpha_neg / c.wtilt_lambda_neg) ** c.wtilt_alpha_neg * math.exp(c.wtilt_lambda_neg - c.wtilt_alpha_neg))
+phi_wtilt = torch.where(positive, power_tilt(w.log(), c.wtilt_alpha_pos, c.wtilt_lambda_pos),
+                        power_tilt(w.log(), c.wtilt_alpha_neg, c.wtilt_lambda_neg))   # respo_wtilt's coefficient
+wtilt_moment = (mu * (phi_wtilt * A) ** 2 * sq_norm).sum()
+confirm(f"respo_wtilt: E_mu[phi^2 A^2 |grad log pi|^2] <= max phi^2 E_mu[A^2 |grad log pi|^2], max phi = {phi_max:.3f}",
+        max(0.0, wtilt_moment - phi_max ** 2 * (mu * A ** 2 * sq_norm).sum()), 1e-12)
 
 # %% [markdown]
 # *Takeaway:* each branch's coefficient is the density ratio $Q^*/\mu$ of its own proposal, up
 # to a per-sign constant the kernel drops; splicing the two is a choice; for $\alpha>1$ the
 # proposal overshoots $\pi$; and the variance is controlled by $\phi$ being bounded.
 #
-# ## 6. Every coefficient has a surrogate; what is specific to ReSPO's
+# ## 6. Every coefficient has a surrogate; the closed forms of both families
 #
 # The loss is `-stopgrad(phi) * A * log pi`. Its gradient is $\phi A\nabla\log\pi$, and
 # **every** coefficient $\phi(w)$ is the gradient of a surrogate: $A\,\Phi(w)$ with
 # $\Phi(w)=\int_1^w\phi(u)\,du/u$.
 # *Reason:* $\nabla\Phi(w)=\Phi'(w)\,w\,\nabla\log\pi=\phi(w)\nabla\log\pi$. §2 used exactly that to draw the
 # clip's surrogate, and the check under its figure got PPO's objective back. So *having* a
-# surrogate is not special. What is specific to ReSPO's (docs/math.md §4.3):
+# surrogate is not special. What the two smooth families share (docs/math.md §4.5, §8.3):
 #
 # - **No flat pieces, smooth tails.** $\phi_\pm>0$ everywhere, so $\Phi_\pm$ is strictly increasing
 #   in $w$ where the clip's surrogate is flat on two cells. That is not "every response keeps
-#   its gradient": $\phi_-$ fades to 0 in both tails by design (§7's table, the two ends of
-#   ReSPO's $\phi_-$ row), smoothly where the clip cuts. What no response loses is a positive's:
-#   at the defaults $\phi_+\ge1$ below $w=1$.
-# - **Each branch is the density ratio of a proposal** (§5): the gradient of
-#   $\mathbb E_\mu[A\,\Phi_\pm(w)]$ is the policy gradient averaged under that sign's $Q^*$, up to the
-#   constant the kernel drops.
+#   its gradient": ReSPO's $\phi_-$ (and VESPO's) fades to 0 in both tails by design (§7's table,
+#   the two ends of each $\phi_-$ row), smoothly where the clip cuts. What no response loses is a
+#   positive's below $w=1$: there ReSPO's $\phi_+$ and the reconstruction's are above 1.
+# - **Each branch is the density ratio of a proposal** (§5; core notebook 03 for ReSPO's): the
+#   gradient of $\mathbb E_\mu[A\,\Phi_\pm(w)]$ is the policy gradient averaged under that sign's
+#   $Q^*$, up to the constant the kernel drops.
 # - **Optional depth: closed forms** (used by the tests as an independent check of the kernel;
-#   nothing later in the course needs them, so skip to §7 on a first reading). For ReSPO,
-#   $\Phi(w)=\int_1^w u^{\alpha-1}e^{-\lambda(u-1)}\,du$, and by the substitution $v=\lambda u$
+#   nothing later in the course needs them, so skip to §7 on a first reading). For the power-tilt
+#   family, $\Phi(w)=\int_1^w u^{\alpha-1}e^{-\lambda(u-1)}\,du$, and by the substitution $v=\lambda u$
 #   ($du=dv/\lambda$, $u^{\alpha-1}=v^{\alpha-1}\lambda^{1-\alpha}$):
 # $$\Phi(w)=e^{\lambda}\lambda^{-\alpha}\int_\lambda^{\lambda w}v^{\alpha-1}e^{-v}\,dv .$$
 # - $\alpha>0$, $\lambda>0$: the integral is a difference of lower incomplete gammas,
@@ -992,24 +972,34 @@ confirm(f"E_mu[phi^2 A^2 |grad log pi|^2] <= max phi^2 E_mu[A^2 |grad log pi|^2]
 #   integral $E_1(z)=\int_z^\infty e^{-v}/v\,dv$, so $\Phi=e^\lambda\,[E_1(\lambda)-E_1(\lambda w)]$.
 # - $\lambda=0$: $\int_1^wu^{\alpha-1}du=(w^\alpha-1)/\alpha$, and $\log w$ at $\alpha=0$ (§3's surrogate).
 #
-# Check the kernel's `respo_surrogate` on every branch: its derivative in $\log w$ is $\phi$
-# (autograd), and its value is the integral (quadrature in $\log w$):
+# ReSPO's published branches have closed forms too (docs/math.md §4.5): with $k=\lambda\beta$,
+# $\Phi=(1-e^{\lambda(1-w^\beta)})/(\beta\lambda)$ at $\alpha=1$ and
+# $\Phi=(1-\beta)e^k[E_1(k)-E_1(kw)]+(1-e^{k(1-w)})/\lambda$ at $\alpha=2$.
+# Check `power_tilt_surrogate` on five branches of its family and `respo_surrogate` on ReSPO's two
+# (`nano_respo/lab/surrogate.py`): the derivative in $\log w$ is $\phi$ (autograd), and the value
+# is the integral (quadrature in $\log w$):
 
 # %%
 grid = torch.linspace(-5.0, 2.5, 30001, dtype=torch.float64)
 slope_errors, value_errors = [], []
-for alpha, lam in ((0.0, 0.1), (0.0, 0.0), (0.5, 0.0), (3.0, 2.0), (0.5, 0.7)):
+branches = {("power tilt", a, lam): (lambda x, a=a, lam=lam: power_tilt_surrogate(x, a, lam),
+                                     power_tilt(grid, a, lam))
+            for a, lam in ((0.0, 0.1), (0.0, 0.0), (0.5, 0.0), (3.0, 2.0), (0.5, 0.7))}
+for sign, (a, b, lam) in (("+", (2.0, 0.5, 2.0)), ("-", (1.0, 0.5, 2.0))):
+    branches["ReSPO", sign] = (lambda x, a=a, b=b, lam=lam: respo_surrogate(x, a, b, lam),
+                               respo_coefficient(grid, torch.full_like(grid, sign == "+", dtype=torch.bool)))
+for surrogate_of, phi_on_grid in branches.values():
     s = grid.clone().requires_grad_(True)
-    (slope,) = torch.autograd.grad(respo_surrogate(s, alpha, lam).sum(), s)
-    slope_errors.append((slope - power_tilt(grid, alpha, lam)).abs().max())
-    quad = torch.cumulative_trapezoid(power_tilt(grid, alpha, lam), grid)   # int_{-5}^{s} phi(e^v) dv
-    closed = respo_surrogate(grid, alpha, lam)
+    (slope,) = torch.autograd.grad(surrogate_of(s).sum(), s)
+    slope_errors.append((slope - phi_on_grid).abs().max())
+    quad = torch.cumulative_trapezoid(phi_on_grid, grid)   # int_{-5}^{s} phi(e^v) dv
+    closed = surrogate_of(grid)
     value_errors.append(((closed[1:] - closed[0]) - quad).abs().max())
-confirm("dPhi/dlog w = phi on all five branches (autograd of the closed forms)", max(slope_errors), 1e-10)
-confirm("Phi(w) - Phi(e^-5) = quadrature of phi on all five branches", max(value_errors), 1e-6)
-confirm("Phi is strictly increasing in w on both default branches (no flat piece)",
-        max(0.0, -min(respo_surrogate(grid, 0.0, 0.1).diff().min(), respo_surrogate(grid, 3.0, 2.0).diff().min())),
-        1e-12)
+confirm("dPhi/dlog w = phi on all seven branches (autograd of the closed forms)", max(slope_errors), 1e-10)
+confirm("Phi(w) - Phi(e^-5) = quadrature of phi on all seven branches", max(value_errors), 1e-6)
+confirm("Phi is strictly increasing in w on ReSPO's two branches and the reconstruction's two (no flat piece)",
+        max(0.0, -min(surrogate_of(grid).diff().min() for key, (surrogate_of, _) in branches.items()
+                      if key[0] == "ReSPO" or key[1:] in ((0.0, 0.1), (3.0, 2.0)))), 1e-12)
 
 # %% [markdown]
 # And the whole loss: on a batch of multi-token responses with both advantage signs, the
@@ -1027,128 +1017,88 @@ cfg = LossConfig(method="respo", agg="seq-mean-token-sum")
 loss, _ = policy_loss(logp, old_logp, adv, mask, cfg)
 (g_loss,) = torch.autograd.grad(loss, logp)
 s = torch.where(mask, logp - old_logp, torch.zeros_like(logp)).sum(-1)     # log w, with its gradient
-Phi = torch.where(adv > 0, respo_surrogate(s, cfg.alpha_pos, cfg.lambda_pos),
-                  respo_surrogate(s, cfg.alpha_neg, cfg.lambda_neg))
+Phi = torch.where(adv > 0, respo_surrogate(s, cfg.alpha_pos, cfg.beta_pos, cfg.lambda_pos),
+                  respo_surrogate(s, cfg.alpha_neg, cfg.beta_neg, cfg.lambda_neg))
 (g_surrogate,) = torch.autograd.grad(-(adv * Phi).sum() / mask.any(-1).sum(), logp)
 confirm("grad policy_loss = grad of -mean A Phi(w)", (g_loss - g_surrogate).abs().max(), 1e-12)
 
 # %% [markdown]
-# *Takeaway:* every coefficient has a surrogate; ReSPO's is smooth, strictly increasing, the
-# gradient of one proposal per sign, and in closed form.
+# *Takeaway:* every coefficient has a surrogate; ReSPO's and the power-tilt family's are smooth,
+# strictly increasing, the gradient of one proposal per sign, and in closed form.
 #
-# ## 7. Why two branches, and why the defaults sit where they do
+# ## 7. The reconstruction's branches and VESPO's, beside the published ones
 #
-# ReSPO uses one $(\alpha,\lambda)$ per sign (docs/math.md §3), as VESPO does, a design choice (§5), with
-# $$\phi_\pm(w)=w^{\alpha_\pm}e^{-\lambda_\pm(w-1)},\qquad\phi_\pm(1)=1 .$$
+# Before the paper was public this project reconstructed ReSPO from its abstract as one
+# $(\alpha,\lambda)$ per sign in VESPO's family (docs/math.md §8.4), a design choice (§5):
+# $$\phi_\pm(w)=w^{\alpha_\pm}e^{-\lambda_\pm(w-1)},\qquad\phi_\pm(1)=1,$$
+# with $(\alpha_+,\lambda_+,\alpha_-,\lambda_-)=(0,0.1,3,2)$, kept as `respo_wtilt` for the records
+# made with it. The published kernel is another family (core notebooks 02 and 03). What the
+# reconstruction's parameters do:
 #
 # **What a positive ($A>0$) needs.** Its signal must survive $w\to0$ (the clip's starved cell).
 # $\alpha_+$ sets how fast $\phi_+$ falls as $w\to0$ ($\sim w^{\alpha_+}$). At $\alpha_+=0$, $\phi_+=e^{-\lambda_+(w-1)}$
 # is decreasing, so its limit $e^{\lambda_+}$ at $w\to0$ is its **maximum** on $w<1$: every positive
 # drifted down ($w<1$) gets more than 1, up to $e^{\lambda_+}$ (up-weighted, gently).
 # $\lambda_+$ sets how fast it falls for large $w$; a small $\lambda_+$ keeps pushing positives that
-# are already up, but gently (the value at $w=10$ is printed below).
+# are already up, but gently (the value at $w=10$ is printed below). ReSPO's published $\phi_+$
+# also has its maximum at $w\to0$, higher ($e/2$), and fades to 0 above 1: a trust region there too.
 #
 # **What a negative ($A<0$) needs.** Its weight must not explode as $w\to\infty$ (the clip's
 # unbounded cell): $\lambda_->0$ makes $\phi_-\to0$ there, with the peak at $w^*=\alpha_-/\lambda_-$
-# (where $\frac{d}{dw}[\alpha\log w-\lambda w]=0$). It also needs a trust region below $w=1$: a wrong
-# answer already pushed down should stop being pushed, which is $\phi_-\sim w^{\alpha_-}\to0$ as
-# $w\to0$. $\alpha_->\lambda_-$ puts the peak above 1, so a negative the policy over-generates
-# (slightly above 1) is pushed hardest and one already below 1 fades fast.
+# (where $\frac{d}{dw}[\alpha\log w-\lambda w]=0$). The reconstruction also gave it a trust region
+# below $w=1$: $\phi_-\sim w^{\alpha_-}\to0$ as $w\to0$, and $\alpha_->\lambda_-$ puts the peak above 1, so
+# a negative the policy over-generates (slightly above 1) is pushed hardest and one already below 1
+# fades fast. ReSPO's published $\phi_-$ peaks *below* 1, at $w=1/4$, and is above 1 on a band
+# below 1 (the rows printed below).
 #
 # **Credit: the negative branch is VESPO's.** VESPO is the same family, $w^ke^{\lambda(1-w)}$, with
-# $(k,\lambda)=(2,3)$ for $A\ge0$ and $(3,2)$ for $A<0$. ReSPO's default negative branch $(3,2)$ *is*
-# VESPO's, so at the defaults ReSPO is VESPO with a flat positive branch. VESPO's positive
-# branch does not starve like $w^2$ near $w=1$: it peaks at $w=2/3$ (where $2/w=3$) with height
-# $(2/3)^2e$, up-weights moderately drifted positives, and starves only far-drifted ones
-# ($\sim e^3w^2$ as $w\to0$). Both are printed below from the kernel.
+# $(k,\lambda)=(2,3)$ for $A\ge0$ and $(3,2)$ for $A<0$. The reconstruction's negative branch $(3,2)$
+# *is* VESPO's, so at its defaults the reconstruction is VESPO with a flat positive branch. VESPO's
+# positive branch does not starve like $w^2$ near $w=1$: it peaks at $w=2/3$ (where $2/w=3$) with
+# height $(2/3)^2e$, up-weights moderately drifted positives, and starves only far-drifted ones
+# ($\sim e^3w^2$ as $w\to0$). All three kernels are printed below from the kernel.
 #
-# **The defaults $(\alpha_+,\lambda_+,\alpha_-,\lambda_-)=(0,0.1,3,2)$** are the project's toy
-# evidence (`toy/RESULTS.md`): the best-scoring of the settings screened, not separated from
-# its flat-positive-branch neighbours, and not the paper's constants (the abstract gives none).
+# **The reconstruction's defaults $(0,0.1,3,2)$** were the project's toy evidence
+# (`toy/RESULTS.md`): the best-scoring of the settings screened, not separated from its
+# flat-positive-branch neighbours, and not the paper's constants (the abstract gave none).
 
 # %%
-w_show = torch.tensor([1e-3, 0.1, 0.5, 2 / 3, 1.0, 2.0, 10.0], dtype=torch.float64)
-rows = {"ReSPO phi_+": phi_curve("respo", w_show.log(), True), "ReSPO phi_-": phi_curve("respo", w_show.log(), False),
-        "VESPO phi_+": phi_curve("vespo", w_show.log(), True), "VESPO phi_-": phi_curve("vespo", w_show.log(), False)}
-print("w           " + "".join(f"{v:>8.3g}" for v in w_show.tolist()))
+w_show = torch.tensor([1e-3, 0.1, 0.25, 0.5, 2 / 3, 1.0, 1.5, 2.0, 10.0], dtype=torch.float64)
+kernels = {"ReSPO": "respo", "respo_wtilt": "respo_wtilt", "VESPO": "vespo"}
+rows = {f"{name} phi_{sign}": phi_curve(method, w_show.log(), sign == "+")
+        for name, method in kernels.items() for sign in "+-"}
+print("w                 " + "".join(f"{v:>7.3g}" for v in w_show.tolist()))
 for name, values in rows.items():
-    print(f"{name:<12}" + "".join(f"{v:>8.3f}" for v in values.tolist()))
-limit = respo_coefficient(torch.tensor([-50.0], dtype=torch.float64), torch.tensor([True]))
+    print(f"{name:<18}" + "".join(f"{v:>7.3f}" for v in values.tolist()))
 dense = torch.linspace(-3, 3, 600001, dtype=torch.float64)
 below_one = dense < 0
-phi_pos_dense = respo_coefficient(dense, torch.ones_like(dense, dtype=torch.bool))
-confirm(f"phi_+'s limit as w -> 0, e^lambda_+ = {math.exp(c.lambda_pos):.3f}, is its maximum on w < 1",
-        max((limit - math.exp(c.lambda_pos)).abs().max().item(),
-            max(0.0, phi_pos_dense[below_one].max().item() - math.exp(c.lambda_pos))), 1e-12)
-phi_dense = respo_coefficient(dense, torch.zeros_like(dense, dtype=torch.bool))
-w_star = c.alpha_neg / c.lambda_neg
-peak = w_star ** c.alpha_neg * math.exp(c.lambda_neg - c.alpha_neg)
-confirm(f"the negative peak is at w* = alpha_-/lambda_- = {w_star:.2f} with height {peak:.3f}",
-        max(abs(dense[phi_dense.argmax()].exp().item() - w_star), abs(phi_dense.max().item() - peak)), 1e-4)
+wtilt_pos = phi_curve("respo_wtilt", dense, True)
+wtilt_limit = phi_curve("respo_wtilt", torch.tensor([-50.0], dtype=torch.float64), True)
+confirm(f"respo_wtilt's phi_+ limit as w -> 0, e^lambda_+ = {math.exp(c.wtilt_lambda_pos):.3f}, is its maximum on w < 1",
+        max((wtilt_limit - math.exp(c.wtilt_lambda_pos)).abs().max().item(),
+            max(0.0, wtilt_pos[below_one].max().item() - math.exp(c.wtilt_lambda_pos))), 1e-12)
+wtilt_neg = phi_curve("respo_wtilt", dense, False)
+w_star = c.wtilt_alpha_neg / c.wtilt_lambda_neg
+peak = w_star ** c.wtilt_alpha_neg * math.exp(c.wtilt_lambda_neg - c.wtilt_alpha_neg)
+confirm(f"respo_wtilt's negative peak is at w* = alpha_-/lambda_- = {w_star:.2f} with height {peak:.3f}",
+        max(abs(dense[wtilt_neg.argmax()].exp().item() - w_star), abs(wtilt_neg.max().item() - peak)), 1e-4)
 vespo_pos = phi_curve("vespo", dense, True)
 vespo_peak = (2 / 3) ** 2 * math.e
 confirm(f"VESPO's positive branch peaks at w = 2/3 with height (2/3)^2 e = {vespo_peak:.3f}",
         max(abs(dense[vespo_pos.argmax()].exp().item() - 2 / 3), abs(vespo_pos.max().item() - vespo_peak)), 1e-4)
-confirm("at the defaults ReSPO's negative branch is VESPO's",
-        (phi_curve("vespo", dense, False) - phi_dense).abs().max(), 1e-12)
+confirm("at its defaults the reconstruction's negative branch is VESPO's",
+        (phi_curve("vespo", dense, False) - wtilt_neg).abs().max(), 1e-12)
+respo_neg = phi_curve("respo", dense, False)
+confirm("ReSPO's published phi_+ is largest as w -> 0 (e/2) and phi_- peaks at w = 1/4 (e/2), below 1 where the "
+        "reconstruction's peaks above",
+        max(abs(phi_curve("respo", torch.tensor([-50.0], dtype=torch.float64), True).item() - math.e / 2),
+            abs(dense[respo_neg.argmax()].exp().item() - 0.25), abs(respo_neg.max().item() - math.e / 2)), 1e-4)
 
 # %% [markdown]
-# *Takeaway:* one kernel family, two settings: for positives a nearly flat branch, at least 1
-# below $w=1$ and at most $e^{\lambda_+}$ (the drifted slightly up-weighted), and VESPO's bump for
-# negatives. Notebook 02 moves the four numbers.
-#
-# ## 8. A worked example: one group, every method, one gradient
-#
-# Everything above, on the group of §0 after its $R$ steps: 4 responses of 3 tokens, their
-# advantages, their weights, the coefficient each method gives each response
-# (`kernel.coefficients`; a token-level method's is shown as the mean over the 3 tokens), and the
-# gradient each method's `policy_loss` produces on the policy's parameters (autograd),
-# compared with the exact off-policy gradient of the group (the `is` row) by its size and
-# its cosine.
-
-# %%
-group_logp_mu = space.token_log_probs(theta_mu)[picks].detach()     # [4, 3]
-group_mask = torch.ones(4, 3, dtype=torch.bool)
-group_logp = space.token_log_probs(theta_end)[picks]                # the policy at §0's last step
-_, group_log_w = coefficients(group_logp, group_logp_mu, adv4, group_mask, LossConfig())
-confirm("the kernel's weights here are §0's last-step weights", (group_log_w - fresh[-1]).abs().max(), 1e-9)
-print(f"{'responses':<19}" + "".join(f"{''.join(map(str, space.seqs[y].tolist())):>8}" for y in picks.tolist()))
-print(f"{'A':<19}" + "".join(f"{a:>8.2f}" for a in adv4.tolist()))
-print(f"{'w':<19}" + "".join(f"{v:>8.2f}" for v in group_log_w.exp().tolist()))
-grads, group_phi = {}, {}
-for method in METHOD_TABLE:
-    cfg = LossConfig(method=method, agg="seq-mean-token-sum")
-    group_phi[method], _ = coefficients(group_logp, group_logp_mu, adv4, group_mask, cfg)      # [4, 3]
-    th = theta_end.clone().requires_grad_(True)
-    loss, _ = policy_loss(space.token_log_probs(th)[picks], group_logp_mu, adv4, group_mask, cfg, with_stats=False)
-    (grads[method],) = torch.autograd.grad(-loss, th)                  # the ascent direction the method takes
-for method in METHOD_TABLE:
-    cosine = grads[method] @ grads["is"] / (grads[method].norm() * grads["is"].norm())
-    print(f"{method:<19}" + "".join(f"{v:>8.2f}" for v in group_phi[method].mean(-1).tolist())
-          + f"   |g| = {grads[method].norm():.3f}   cos(g, g_is) = {cosine:+.2f}")
-jac_group = torch.autograd.functional.jacobian(lambda t: space.log_probs(t)[picks], theta_end)  # [4, P]
-phi_group = respo_coefficient(group_log_w, adv4 > 0)
-confirm("ReSPO's gradient = (1/4) sum_i phi_i A_i grad log pi(y_i), from the printed phi and A",
-        (grads["respo"] - (phi_group * adv4) @ jac_group / 4).abs().max(), 1e-12)
-cosines = {m: (grads[m] @ grads["is"] / (grads[m].norm() * grads["is"].norm())).item() for m in METHOD_TABLE}
-lowest = ("grpo", "dapo", "dual_clip", "seq_clip", "seq_clip_lowpos1", "gspo", "vespo")
-confirm("the clips (token and sequence, seq_clip_lowpos1 among them) and VESPO have the lowest cosines with the exact gradient",
-        max(0.0, max(cosines[m] for m in lowest) - min(c for m, c in cosines.items() if m not in lowest)), 1e-12)
-confirm("the sequence clip gives 0 to the correct response (above the band) and to 101 (below it)",
-        group_phi["seq_clip"][[0, 3]].abs().max(), 1e-12)
-confirm("seq_clip_lowpos1 gives this group the sequence clip's coefficients (its one response below the band is negative)",
-        (group_phi["seq_clip_lowpos1"] - group_phi["seq_clip"]).abs().max(), 1e-12)
-
-# %% [markdown]
-# Read the rows against §2's table and §0's cells. The sequence clip writes 0 for the correct
-# response (above the band) and for 101 (below it), and pushes the two wrong responses above
-# the band with their full $w$; the token clips zero part of the correct response's tokens.
-# What is left of their step is mostly the push-down of wrong answers: their printed cosines
-# with the exact gradient are the lowest, with VESPO's (its positive branch gives the correct
-# response almost nothing at its $w$). `seq_clip_lowpos1` prints the sequence clip's row here:
-# it differs only for a positive below the band, and this group's one below the band (101) is
-# negative. ReSPO keeps every response, with a bounded weight; the
-# last check rebuilds its gradient by hand from the printed $\phi$ and $A$.
+# *Takeaway:* one family, two settings: the reconstruction gave positives a nearly flat branch,
+# at least 1 below $w=1$ and at most $e^{\lambda_+}$, and negatives VESPO's bump above 1. The
+# published kernel lifts low-$w$ positives more (up to $e/2$), fades high-$w$ positives, and puts
+# the negatives' bump below 1. `deeper/branches_explored.ipynb` moves the parameters.
 #
 # ## Quick questions
 #
@@ -1156,12 +1106,12 @@ confirm("seq_clip_lowpos1 gives this group the sequence clip's coefficients (its
 #    <details><summary>answer</summary>$\mathbb E_\mu[w\nabla\log\pi]=\sum_y\nabla\pi=0$, so $b\,\mathbb E_\mu[w\nabla\log\pi]=0$ (and for $c\,w$); the baseline's term is $-b\,\mathbb E_\mu[\sum_t(\phi_t-w)\nabla\log\pi_t]$, which comes only from where $\phi$ departs from $w$, and ReSPO's does wherever $w\ne1$. §1 printed how much of each method's expected gradient the baseline accounts for, at two drifts.</details>
 # 2. For the power surrogate $J_\alpha$ with baseline $b>0$, does the baseline reward or penalise moving away from $\mu$ at $\alpha=0$, and at $\alpha=3$?
 #    <details><summary>answer</summary>It adds $b(1-\alpha)D_\alpha$ (§4). $D_\alpha\ge0$ always, so at $\alpha=0$ it adds $b\,\mathrm{KL}(\mu\|\pi)$ (a reward for divergence) and at $\alpha=3$ it subtracts $2bD_3$ (a penalty).</details>
-# 3. Does giving a low-$w$ positive a coefficient near 1 reduce variance?
-#    <details><summary>answer</summary>No. That cell contributes almost nothing to the exact weight's second moment ($w^2\to0$) and more under ReSPO (§1 printed the shares). It changes the target, towards the likelihood of $\mu$'s successes $\mathbb E_\mu[A_+\log\pi]$. On §1's draw the variance cut is the negative branch's: with one branch replaced at a time, $\phi_-$ alone lowered the second moment and $\phi_+$ alone raised it (§1 printed both).</details>
-# 4. Why is the kernel's step not the solution of one variational problem?
-#    <details><summary>answer</summary>Each sign has its own $Q^*_s$ and its own constant $e^{-\lambda_s}/Z_s(x)$; the kernel drops both, and they differ (§5 printed them), so the kernel weighs its positive part against its negative part by their ratio relative to the two problems' own step; how far that turns the step depends on the prompt (§5's cosine).</details>
-# 5. At the defaults, how does ReSPO differ from VESPO?
-#    <details><summary>answer</summary>Only on positives: the negative branch $(3,2)$ is VESPO's; VESPO's positive branch $(2,3)$ peaks at $w=2/3$ and falls to 0 like $e^3w^2$, ReSPO's $(0,0.1)$ is nearly flat with its maximum $e^{0.1}$ at $w\to0$ (§7).</details>
+# 3. Does giving a low-$w$ positive a coefficient near $e/2$ reduce variance?
+#    <details><summary>answer</summary>No. That cell contributes almost nothing to the exact weight's second moment ($w^2\to0$) and more under ReSPO (§1 printed the shares). It changes the target, towards the likelihood of $\mu$'s successes $\mathbb E_\mu[A_+\log\pi]$. On §1's draw the variance cut is the negative branch's: with one branch replaced at a time, $\phi_-$ alone lowered the second moment and $\phi_+$ alone raised it (§1 printed both; core notebook 01 counts both over fresh draws).</details>
+# 4. Why is a two-branch kernel's step not the solution of one variational problem?
+#    <details><summary>answer</summary>Each sign has its own $Q^*_s$ and its own constant $e^{-\lambda_s}/Z_s(x)$; the kernel drops both, and they differ (§5 printed them for the reconstruction), so the kernel weighs its positive part against its negative part by their ratio relative to the two problems' own step; how far that turns the step depends on the prompt (§5's cosine). The published kernel splices its two branches the same way (docs/math.md §4.3).</details>
+# 5. At its defaults, how does the reconstruction `respo_wtilt` differ from VESPO, and how does the published ReSPO differ from both?
+#    <details><summary>answer</summary>The reconstruction differs from VESPO only on positives: its negative branch $(3,2)$ is VESPO's; VESPO's positive branch $(2,3)$ peaks at $w=2/3$ and falls to 0 like $e^3w^2$, the reconstruction's $(0,0.1)$ is nearly flat with its maximum $e^{0.1}$ at $w\to0$. The published ReSPO is another family: $\phi_+$ is largest ($e/2$) at $w\to0$ and fades to 0 above 1, $\phi_-$ peaks at $w=1/4$ and is below 1 above $w=1$ (§7's rows).</details>
 #
 # ## Where this comes from
 #
@@ -1175,8 +1125,8 @@ confirm("seq_clip_lowpos1 gives this group the sequence clip's coefficients (its
 #   the negative branch $(3,2)$ (§7): VESPO (Shen et al., arXiv:2602.10693, §3).
 # - The flat positive corner $\phi_+=1$ (§1's change of target): TOPR's positive branch (Le Roux
 #   et al., arXiv:2503.14286).
-# - The nearly flat positive branch, a power below 1 that keeps low-$w$ positives (the split by
-#   advantage sign is already VESPO's): ReSPO (Chen, Ban and Hsieh), from its abstract only; the
-#   rest is this project's reconstruction (docs/math.md).
+# - ReSPO's published kernel, its closed-form surrogates (§6) and its branches (§7): Chen, Ban and
+#   Hsieh, arXiv:2609.35433. The nearly flat positive branch of `respo_wtilt` is this project's
+#   reconstruction from the abstract (docs/math.md §8).
 #
-# One line per work, in this course's notation: [docs/bibliography.md](../docs/bibliography.md).
+# One line per work, in this course's notation: [docs/bibliography.md](../../docs/bibliography.md).
