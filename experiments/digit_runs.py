@@ -57,7 +57,8 @@ def coefficient(method: str, log_w: torch.Tensor) -> torch.Tensor:
 def read_rows(rows: dict[str, list], on_policy_first_step: bool, readings: tuple[str, ...],
               own: bool = False) -> dict[str, dict[str, float]]:
     """Sums per "family length" over the positives of every step of batches 1 on (a batch's first step left out
-    when it is on-policy): count, advantage, the low and high tails (count, 1 - w), per-token drift log w / |y|,
+    when it is on-policy): count, advantage, the low and high tails (count, 1 - w), the paper's tail log w < -1,
+    per-token drift log w / |y|,
     each reading's coefficient times the advantage, and with `own` the run's own coefficient times it."""
     first = {}
     for iteration, step in zip(rows["iteration"], rows["step"]):
@@ -79,6 +80,7 @@ def read_rows(rows: dict[str, list], on_policy_first_step: bool, readings: tuple
         cell["low"] += w < 0.8
         cell["lost_low"] += (1 - w) * (w < 0.8)
         cell["high"] += w > 1.2
+        cell["deep"] += rows["log_w"][i] < -1.0  # the paper's low tail, log w < -1
         cell["drift"] += rows["log_w"][i] / rows["length"][i]
         for m in readings:
             cell[f"phi_adv_{m}"] += phi[m][j].item()
