@@ -15,25 +15,22 @@ from collections import defaultdict
 from pathlib import Path
 
 from experiments import decision
-from experiments.conflict import (EARLY_BATCHES, METHODS, READ_METHODS, SELECTION_SEEDS, early)
-from experiments.select_lr import choose_final
+from experiments.digit_runs import (EARLY_BATCHES, LENGTH_BINS, SELECTION_SEEDS, SETTINGS, curves, early,
+                                    family_curve, family_sums, load, retained, tails)
+from experiments.digit_runs import lr_star as lr_star_of
 
+# Study 3's design (MECHANISM.md). "respo" there was the reconstruction, now respo_wtilt; its records name it so.
+LAG = 4  # the evaluation cell's, unless gate A moves it
+EVALUATION_SEEDS, ON_POLICY_CHECK_SEEDS = tuple(range(12)), (0, 1)
+METHODS = ("seq_clip", "seq_clip_lowpos1", "respo_wtilt", "respo_wtilt_pos_clip_neg")
+# Coefficients read on every run's positives: the four methods, and plain IS, which is what the sequence clip
+# gives positives without its upper clip (the high tail's price).
+READ_METHODS = (*METHODS, "is")
 RUNGS = (0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32)
 FIRST_RUNG = 0.02
-SETTINGS = ("default", "unvectorised")
-CONTRASTS = {"C1": "seq_clip_lowpos1", "C2": "respo", "C3": "respo_pos_clip_neg"}
+CONTRASTS = {"C1": "seq_clip_lowpos1", "C2": "respo_wtilt", "C3": "respo_wtilt_pos_clip_neg"}
 BASELINE = "seq_clip"
-LENGTH_BINS = ((2, 6), (7, 12), (13, 20), (21, 32))  # response tokens, the EOS included
 DRIFT_GAP, LOW_SHARE, LOW_RATIO, CONTROL_GAP = 0.01, 0.15, 3.0, 0.002  # gate A
-
-
-def load(out: Path) -> dict[tuple[str, str], list[dict]]:
-    """{(setting, stage): records}, each record with its file name."""
-    found = defaultdict(list)
-    for path in sorted(out.glob("*/*/*.json")):
-        setting, stage = path.parts[-3], path.parts[-2]
-        found[(setting, stage)].append({**json.loads(path.read_text()), "file": path.stem})
-    return found
 
 
 # --- gate 1 --------------------------------------------------------------------------------------
@@ -97,39 +94,10 @@ def gate1_table(records) -> str:
 # --- lr* -----------------------------------------------------------------------------------------
 
 def lr_star(records, setting: str = "default") -> tuple[float | None, str]:
-    runs = [{**r, "method": "respo"} for r in records.get((setting, "lr"), [])]
-    if not runs:
-        return None, "no lr runs"
-    grid = sorted({r["lr"] for r in runs})
-    best, table = choose_final(runs, ["respo"], grid)
-    return best.get("respo"), table
+    return lr_star_of(records.get((setting, "lr"), []), "respo_wtilt")
 
 
 # --- per-run reading of the step sums ----------------------------------------------------------------
-
-def family_sums(record: dict, family: str, bins=None) -> dict[str, float]:
-    """The step sums of one family's positives (all lengths, or those in `bins`), added over lengths."""
-    total = defaultdict(float)
-    for name, cell in record["cells"].items():
-        fam, length = name.split()
-        if fam == family and (bins is None or bins[0] <= int(length) <= bins[1]):
-            for key, value in cell.items():
-                total[key] += value
-    return dict(total)
-
-
-def tails(records: list[dict], family: str) -> dict[str, float]:
-    """Pooled over runs: mean per-token drift, share below 0.8, what the clip takes from each tail (per positive)."""
-    total = defaultdict(float)
-    for r in records:
-        for key, value in family_sums(r, family).items():
-            total[key] += value
-    n = total.get("n", 0)
-    if not n:
-        return {"n": 0, "drift": math.nan, "low_share": math.nan, "lost_low": math.nan, "lost_high": math.nan}
-    return {"n": int(n), "drift": total["drift"] / n, "low_share": total["low"] / n,
-            "lost_low": total["lost_low"] / n, "lost_high": total["high"] / n}
-
 
 # --- gate A --------------------------------------------------------------------------------------
 
@@ -336,16 +304,6 @@ def means_table(runs) -> str:
     return "\n".join(lines)
 
 
-def retained(records: list[dict], method: str, bins) -> float:
-    """R_m = sum over positives of phi_m A / sum of A, in a length bin, both families, pooled over runs."""
-    num = den = 0.0
-    for r in records:
-        for family in ("sum", "ones"):
-            s = family_sums(r, family, bins)
-            num, den = num + s.get(f"phi_adv_{method}", 0.0), den + s.get("adv", 0.0)
-    return num / den if den else math.nan
-
-
 def retained_table(runs) -> str:
     bins = " | ".join(f"{a}-{b} tokens" for a, b in LENGTH_BINS)
     lines = [f"| coefficient | read on | {bins} |", "|---|---|" + "---|" * len(LENGTH_BINS)]
@@ -356,46 +314,6 @@ def retained_table(runs) -> str:
                 lines.append(f"| `{method}` | {where} | " + " | ".join(f"{retained(rs, method, b):.3f}"
                                                                          for b in LENGTH_BINS) + " |")
     return "\n".join(lines)
-
-
-def family_curve(record: dict, family: str) -> list[float]:
-    """Per-sample success of `family` in each rollout batch of one run."""
-    return [sum(c for k, (c, n) in counts.items() if k.startswith(family + " "))
-            / max(1, sum(n for k, (c, n) in counts.items() if k.startswith(family + " "))) for counts in record["rollouts"]]
-
-
-def curves(arms: dict[str, dict[str, list[dict]]], title: str, band: str, path: Path) -> None:
-    """Per setting (columns) and family (rows): each arm's success per rollout batch, its mean over the runs and a
-    band (band = "95%": the t interval over seeds; "range": min to max)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from nano_respo.lab.report import mean_ci
-
-    fig, axes = plt.subplots(2, len(SETTINGS), figsize=(6 * len(SETTINGS), 7), squeeze=False, sharex=True)
-    for col, setting in enumerate(SETTINGS):
-        for row, family in enumerate(("ones", "sum")):
-            ax = axes[row][col]
-            for label, runs in arms[setting].items():
-                if not runs:
-                    continue
-                per_batch = list(zip(*[family_curve(r, family) for r in runs]))
-                means = [sum(b) / len(b) for b in per_batch]
-                if band == "95%":
-                    halves = [0 if math.isnan(h) else h for _, h in map(mean_ci, per_batch)]
-                    low, high = [m - h for m, h in zip(means, halves)], [m + h for m, h in zip(means, halves)]
-                else:
-                    low, high = [min(b) for b in per_batch], [max(b) for b in per_batch]
-                line, = ax.plot(range(len(means)), means, label=f"{label} ({len(runs)} runs)")
-                ax.fill_between(range(len(means)), low, high, alpha=0.15, color=line.get_color())
-            ax.set_title(f"{setting}: {family} prompts", fontsize=10)
-            ax.set_ylabel("per-sample success")
-        axes[1][col].set_xlabel("rollout batch")
-    axes[0][0].legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
 
 
 def gate_a_curves(records, path: Path) -> None:

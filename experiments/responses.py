@@ -8,7 +8,8 @@ equal train.py's for the same flags (tests/course/test_responses.py checks it li
 training forward that trainer.rl_step hands to the loss and records, for each response of each mini-batch, the
 prompt's family and target, the response, its length, reward and advantage, and its sequence log-weight
 log w = log pi - log mu (the true product): what every sequence-level method's coefficient is a function of, so
-any of them can be read off afterwards. It only reads: the log-probs reach the loss unchanged.
+any of them can be read off afterwards; asked (`own_phi`), also each response's mean coefficient under the run's
+own loss (a token-level method's is not a function of log w). It only reads: the log-probs reach the loss unchanged.
 
 For the digit tasks (digit_sum, digit_conflict), whose prompts name a family and a target ("sum 12", "ones 14").
 """
@@ -24,7 +25,7 @@ import torch
 
 from nano_respo.config import TrainConfig
 from nano_respo.evaluation import evaluate
-from nano_respo.kernel import sequence_log_weight
+from nano_respo.kernel import LossConfig, coefficients, masked_sum, sequence_log_weight
 from nano_respo.rollout import policy_logprobs
 from nano_respo.tasks import hash_seed
 
@@ -43,9 +44,9 @@ def family_and_target(prompt: str) -> tuple[str, int]:
 class ResponseReader:
     """Collects ROW_KEYS columns, one entry per response per optimizer step (rl_step's forward, one per step)."""
 
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
-        self.rows = {key: [] for key in ROW_KEYS}
+    def __init__(self, tokenizer, loss: LossConfig | None = None):
+        self.tokenizer, self.loss = tokenizer, loss
+        self.rows = {key: [] for key in ROW_KEYS + (("phi",) if loss else ())}
         self.iteration, self.step = 0, 0
 
     def wrap(self, route=policy_logprobs):
@@ -71,6 +72,9 @@ class ResponseReader:
                    "length": mask.sum(-1).tolist(), "reward": micro.rewards.tolist(),
                    "advantage": micro.advantages.tolist(),
                    "log_w": sequence_log_weight(logp, micro.old_logp, mask).tolist()}
+        if self.loss:  # the run's own coefficient, averaged over each response's tokens
+            phi, _ = coefficients(logp, micro.old_logp, micro.advantages, mask, self.loss)  # [b, c]
+            columns["phi"] = (masked_sum(phi, mask) / mask.sum(-1).clamp(min=1)).tolist()
         for key, values in columns.items():
             self.rows[key] += values
 
@@ -98,8 +102,9 @@ def rollout_counts(task, cfg: TrainConfig, iteration: int, rewards: torch.Tensor
     return counts
 
 
-def read_run(cfg: TrainConfig, heldout: bool = False, quiet: bool = True) -> ReadRun:
-    """cfg's run as train.py runs it on the CPU (warm start from the cache, or trained into it), read step by step."""
+def read_run(cfg: TrainConfig, heldout: bool = False, quiet: bool = True, own_phi: bool = False) -> ReadRun:
+    """cfg's run as train.py runs it on the CPU (warm start from the cache, or trained into it), read step by step;
+    own_phi: each row also holds the response's mean coefficient under cfg's loss."""
     from nano_respo.run.session import build_task, initial_model, off_policy_of, routes
     from nano_respo.trainer import rl_iteration
 
@@ -112,7 +117,7 @@ def read_run(cfg: TrainConfig, heldout: bool = False, quiet: bool = True) -> Rea
         model, tokenizer = initial_model(cfg, task, "cpu")
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     off_policy = off_policy_of(cfg, model, None)
-    reader = ResponseReader(tokenizer)
+    reader = ResponseReader(tokenizer, cfg.step_loss if own_phi else None)
     _, rl_logprobs, decoder = routes(cfg)  # the training forward and decode loop train.py takes for these flags
     logprobs = reader.wrap(rl_logprobs)
     rollouts, records, step = [], [], 0

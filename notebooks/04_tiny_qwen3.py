@@ -858,7 +858,7 @@ from experiments import conflict_report, mechanism_figures as mechanism  # noqa:
 for name in ("conflict_gate1_share", "conflict_lr_star", "conflict_gate_a_ones_low", "conflict_gate_a_sum_low",
              "conflict_gate_a_ratio", "conflict_gate_a_drift_ones", "conflict_gate_a_drift_sum",
              "conflict_gate_a_control_gap", "conflict_gate_a_ones_distinct", "conflict_gate_a_sum_lower",
-             "conflict_retained_seq_clip", "conflict_retained_least_bin", "conflict_retained_respo",
+             "conflict_retained_seq_clip", "conflict_retained_least_bin", "conflict_retained_respo_wtilt",
              "conflict_gate_a_outcome"):
     print(f"{figures.value(name):>28}  {figures.FIGURES[name].what}")
 display(Markdown(conflict_report.gate_a_table(mechanism.conflict_records())))

@@ -1,5 +1,5 @@
-"""experiments/conflict.py, conflict_report.py and decision.py: the runs each stage makes, what a run's steps keep,
-and every pre-registered rule (experiments/MECHANISM.md) on records made up to exercise it."""
+"""experiments/conflict.py, conflict_report.py, digit_runs.py and decision.py: the runs each stage makes, what a
+run's steps keep, and every pre-registered rule (experiments/MECHANISM.md) on records made up to exercise it."""
 
 import itertools
 import math
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments import conflict, conflict_report as report, decision
+from experiments import conflict, conflict_report as report, decision, digit_runs
 from nano_respo.run.cli import parse_config
 
 
@@ -21,19 +21,18 @@ def test_each_stage_runs_its_cells_as_preregistered():
     gate = conflict.stage_runs(config("--stage", "gate-a", "--lr", "3e-4"))
     assert [(c.loss.method, c.reuse, c.lag, c.sampler_dtype) for _, c in gate[:2]] == \
         [("seq_clip", 4, 4, "float32"), ("seq_clip", 1, 0, "bfloat16")]
-    evaluation = conflict.stage_runs(config("--stage", "evaluate", "--lr", "3e-4"))
-    assert len(evaluation) == 12 * 5 + 2 * 3  # 4 methods and an anchor per seed, the R = 1 check on seeds 0, 1
-    names = [n for n, _ in evaluation]
-    assert len(set(names)) == len(names) and "anchor-lr0.0003-reuse1-seed11" in names
-    for name, c in evaluation:
+    for name, c in gate + conflict.stage_runs(config("--stage", "lr")):  # as the study ran: 2 x 2, its aggregation
         assert (c.task, c.sft_task_size, c.sft_steps, c.max_new_tokens) == ("digit_conflict", 11, 1000, 32)
-        assert (c.prompts_per_iteration, c.group_size, c.iterations, c.lr) == (32, 8, 13, 3e-4)
-        assert (c.reuse, c.lag) in ((4, 4), (1, 0)) and c.epochs == min(2, c.reuse)
+        assert (c.prompts_per_iteration, c.group_size, c.iterations) == (32, 8, 13)
+        assert c.epochs == min(2, c.reuse) and c.loss.agg == "seq-mean-token-sum-norm"
+        assert c.loss.method in ("seq_clip", "respo_wtilt")
     fallback = conflict.stage_runs(config("--stage", "gate-a", "--lr", "3e-4", "--lag", "8"))
     assert {c.iterations for _, c in fallback} == {17}
     assert [n for n, _ in fallback][:2] == ["seq_clip-lr0.0003-reuse4-lag8-seed900",
                                             "seq_clip-lr0.0003-reuse1-bfloat16-17batches-seed900"]
     with pytest.raises(ValueError, match="^lr: pass lr"):
+        conflict.ConflictConfig(stage="gate-a")
+    with pytest.raises(ValueError, match="^stage: choose one of gate1, lr, gate-a"):  # gate A failed: no evaluation
         conflict.ConflictConfig(stage="evaluate")
 
 
@@ -50,7 +49,7 @@ def test_a_runs_steps_keep_the_sums_of_its_positives_from_batch_1_on():
                  (1, 2, "ones", 10, 0.5, 0.0),  # batch 1's first step: left out only when on-policy
                  (1, 3, "ones", 10, 1.0, w_low), (1, 3, "ones", 10, -1.0, w_low),  # a negative: left out
                  (2, 4, "sum", 4, 1.0, w_high), (2, 4, "ones", 0, 1.0, w_low)])  # an empty response: left out
-    stale = conflict.read_rows(made, on_policy_first_step=False)
+    stale = digit_runs.read_rows(made, on_policy_first_step=False, readings=report.READ_METHODS)
     assert set(stale) == {"ones 10", "sum 4"}
     ones = stale["ones 10"]
     assert ones["n"] == 2 and ones["adv"] == 1.5 and ones["low"] == 1 and ones["lost_low"] == pytest.approx(0.5)
@@ -59,15 +58,16 @@ def test_a_runs_steps_keep_the_sums_of_its_positives_from_batch_1_on():
     assert ones["phi_adv_seq_clip_lowpos1"] == pytest.approx(0.5 + 1.0)  # 1 for the starved one
     assert stale["sum 4"]["high"] == 1 and stale["sum 4"]["phi_adv_seq_clip"] == 0  # the clip's high tail
     assert stale["sum 4"]["phi_adv_is"] == pytest.approx(1.5)
-    on_policy = conflict.read_rows(made, on_policy_first_step=True)
+    on_policy = digit_runs.read_rows(made, on_policy_first_step=True, readings=report.READ_METHODS)
     assert on_policy["ones 10"]["n"] == 1
 
 
 def test_early_pass1_reads_the_batches_after_the_lag_per_family():
     record = {"iterations": 13, "rollouts": [{"ones 12": [8, 8], "sum 6": [0, 8]}] * 5
               + [{"ones 12": [2, 8], "ones 20": [0, 8], "sum 6": [4, 8]}] * 8}
-    assert conflict.early(record, "ones") == pytest.approx(2 / 16)
-    assert conflict.early(record, "sum") == pytest.approx(0.5)
+    assert digit_runs.early(record, "ones") == pytest.approx(2 / 16)
+    assert digit_runs.early(record, "sum") == pytest.approx(0.5)
+    assert digit_runs.early(record) == pytest.approx(6 / 24)  # both families
 
 
 def gate1_records(outcomes):
@@ -163,7 +163,7 @@ def test_the_pairing_check_compares_the_batches_the_warm_start_sampled():
     counts = [{"ones 12": [1, 8]}] * 5
     runs = {m: {0: {"rollouts": counts + [{"ones 12": [i, 8]}]}} for i, m in enumerate(report.METHODS)}
     assert report.pairing_holds(runs, lag=4)  # the batches after the lag may differ
-    runs["respo"][0] = {"rollouts": [{"ones 12": [2, 8]}] + counts[1:] + [{"ones 12": [0, 8]}]}
+    runs["respo_wtilt"][0] = {"rollouts": [{"ones 12": [2, 8]}] + counts[1:] + [{"ones 12": [0, 8]}]}
     assert not report.pairing_holds(runs, lag=4)
 
 
