@@ -45,6 +45,7 @@ CONFIGS = {
     "experiments/reread.py": lambda: script_module("experiments/reread.py").RereadConfig,
     "experiments/conflict.py": lambda: script_module("experiments/conflict.py").ConflictConfig,
     "experiments/default_run.py": lambda: script_module("experiments/default_run.py").DefaultRunConfig,
+    "experiments/drift.py": lambda: script_module("experiments/drift.py").DriftConfig,
 }
 # Scripts this file runs, each with the flags that make it cheap (appended: argparse keeps the last value).
 SHORTENED = {
@@ -74,6 +75,7 @@ RUN_BY = {
     "experiments/offpolicy.py": "tests/course/test_offpolicy.py",
     "experiments/reread.py": "tests/course/test_reread.py",  # its reading of the committed dumps, its commands
     "experiments/conflict.py": "tests/course/test_conflict.py",  # every stage's runs and rule, on made-up records
+    "experiments/drift.py": "tests/course/test_drift.py",  # its stages' runs, one tiny run, every rule
     "tools/mutation_check.py": "tests/course/test_mutation_check.py",
     "tools/ship_warm_starts.py": "tests/conftest.py",  # retrains each from its manifest (tests/run/test_shipped_warm_starts.py)
     "experiments/default_run.py": "tests/run/test_default_run_record.py",  # one iteration of it
