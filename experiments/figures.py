@@ -276,7 +276,8 @@ def gate2_outcome() -> str:
         runs = gate2_cells(cell)
         if len({r["cpu_setting"] for r in runs}) >= 2 and all(r["gate"] == "PASS" for r in runs):
             return f"passes at R = {cell[0]}, lag {cell[1]}"
-    return "no cell passes on both CPU settings: the mechanism is absent at practitioner settings"
+    return ("no cell passes on both CPU settings, so by the pre-registered rule the evaluation stops there "
+            "(what the gate measured is read again below)")
 
 
 # --- The three sources of off-policy data (experiments/offpolicy.py, RESULTS.md) --------------------
