@@ -25,7 +25,7 @@ from nano_respo.run.evaluate_cli import EvalConfig, run_eval  # noqa: E402
 from nano_respo.trainer import train  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = ["--iterations", "1", "--sft-steps", "0", "--prompts-per-iteration", "4", "--group-size", "2",
+TINY = ["--iterations", "1", "--sft-steps", "0", "--prompts-per-iteration", "8", "--group-size", "2",
         "--eval-problems", "4", "--eval-samples", "2", "--max-new-tokens", "8", "--no-plots"]
 EVAL_TINY = ["--eval-problems", "4", "--max-new-tokens", "8"]
 
