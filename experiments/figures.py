@@ -35,6 +35,7 @@ from nano_respo.sft import ANNEALS, CONVERGED_SHARE
 from toy.across import record_set
 
 from experiments.warm_start_stop import WarmStopConfig, band, verdict
+from experiments.drift_figures import FIGURES as DRIFT_FIGURES
 from experiments.mechanism_figures import FIGURES as MECHANISM_FIGURES
 from experiments.rerun_figures import FIGURES as RERUN_FIGURES
 
@@ -782,6 +783,7 @@ FIGURES = {
     **newcomer_figures(),
     **{name: Figure(what, compute) for name, (what, compute) in MECHANISM_FIGURES.items()},
     **{name: Figure(what, compute) for name, (what, compute) in RERUN_FIGURES.items()},
+    **{name: Figure(what, compute) for name, (what, compute) in DRIFT_FIGURES.items()},
 }
 
 
