@@ -292,6 +292,46 @@ def decided_cell(cells: dict) -> str | None:
     return "dense, 2 x 2" if len(cells.get("dense, 2 x 2", {})) == len(SETTINGS) else None
 
 
+def evidence_figure(dense: dict[str, dict], path: Path) -> None:
+    """Per setting (rows): the retained signal by length of every method on its own runs, the manipulation check's
+    0.7 line with it (left), and each contrast's mean early-reward difference with its 90% interval (right)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(dense), 2, figsize=(12, 3.6 * len(dense)), squeeze=False)
+    for row, (setting, x) in enumerate(dense.items()):
+        left, right = axes[row]
+        labels = [f"{a}-{b}" for a, b in LENGTH_BINS]
+        for m in DENSE_METHODS:
+            own = list(x["runs"][m].values())
+            values = [retained(own, "own", b) if positives_in(own, b) >= POPULATED else math.nan for b in LENGTH_BINS]
+            left.plot(labels, values, marker="o", lw=2 if m in (BASELINE, "respo") else 1, label=m)
+        left.axhline(CLIP_KEEPS, color="k", ls=":", lw=1, label=f"the check: clip keeps <= {CLIP_KEEPS}")
+        left.axhline(1, color="0.6", lw=0.8)
+        left.set(title=f"{setting}: retained signal of the positives, each method on its own runs",
+                 xlabel="response length (tokens)", ylabel="sum phi A / sum A")
+        if "contrasts" in x:
+            names = list(x["contrasts"])
+            for i, n in enumerate(names):
+                c = x["contrasts"][n]
+                right.errorbar(c["mean"], i, xerr=[[c["mean"] - c["interval"][0]], [c["interval"][1] - c["mean"]]],
+                               fmt="o", color="tab:red" if c["reads"] == "higher" else "0.4", capsize=3)
+            right.set_yticks(range(len(names)), [f"{n} {x['contrasts'][n]['a']} - {x['contrasts'][n]['b']}" for n in names],
+                             fontsize=7)
+            right.axvline(0, color="k", lw=0.8)
+            right.axvspan(-MARGIN, MARGIN, color="0.9", label=f"tie margin +-{MARGIN}")
+            right.invert_yaxis()
+            right.set(title=f"{setting}: early reward difference, mean and 90% interval (red: Holm rejects)",
+                      xlabel="per-seed difference in early success")
+            right.legend(fontsize=7)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
 def summarise(out: Path, figures: Path | None = None) -> str:
     """Every table and verdict in markdown (what summary.md holds); the figure drawn into `figures` when given."""
     records = load(out)
@@ -338,4 +378,5 @@ def summarise(out: Path, figures: Path | None = None) -> str:
                 for s, x in read["cells"]["dense"].items()},
                f"digit_conflict, R = 4 (one-epoch mini-batches) with lag {LAG}, lr*: mean and 95% band over seeds",
                "95%", figures / "drift-curves.png")
+        evidence_figure(read["cells"]["dense"], figures / "drift-evidence.png")
     return "\n\n".join(parts)
