@@ -4,7 +4,8 @@ losing them under the sequence clip cost learning? Every method at one learning 
     NANO_RESPO_CACHE=runs/drift-cache-default python experiments/drift.py --stage all
     ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 NANO_RESPO_CACHE=runs/drift-cache-unvectorised \\
         python experiments/drift.py --stage all
-    python experiments/drift.py --summarise          # every table, the checks, the verdicts and the figure
+    python experiments/drift.py --summarise          # every table, the checks, the verdicts and the figures
+    python experiments/drift.py --stage evaluate --lr 0.0003 --only respo-seed0 --out runs/drift-rerun  # one record again
 
 Each command runs on its process's CPU setting, in the order DRIFT.md fixes (gate 1, the lr stage, the dense cell
 seed by seed, the MoE's gate 1 and cell, the longer cell, the respo_wtilt row, and the 2 x 2 fallback when the
@@ -52,13 +53,18 @@ class DriftConfig:
     summarise: bool = False
     """Only print every table and verdict from the records under --out, and draw the figure."""
     figures: str = "experiments/figures"
-    """Where --summarise draws the learning curves (drift-curves.png)."""
+    """Where --summarise draws its figures (drift-curves.png, drift-evidence.png)."""
+    only: str | None = None
+    """Run only the record of this name in --stage (e.g. respo-seed0, with --lr): one recorded run again, into --out."""
 
     def __post_init__(self):
         if self.stage not in STAGES:
             raise ValueError(f"stage: choose one of {', '.join(STAGES)}, got {self.stage!r}")
         if self.lr is not None and not self.lr > 0:
             raise ValueError(f"lr: must be > 0, got {self.lr}")
+        if self.only is not None and (self.stage in ("all", "gate1", "moe-gate1") or self.lr is None):
+            raise ValueError("only: name a run of one stage (--stage evaluate, lr, moe, long, wtilt or evaluate-2x2) "
+                             "and give its --lr")
         if not 1 <= self.moe_seeds <= len(MOE_SEEDS) or not 1 <= self.long_seeds <= len(LONG_SEEDS):
             raise ValueError(f"moe_seeds, long_seeds: between 1 and {len(MOE_SEEDS)}")
 
@@ -111,7 +117,10 @@ def run_stage(cfg: DriftConfig, stage: str, lr: float | None, argv) -> None:
                   32, path, SCRIPT, argv, {**asdict(cfg), "stage": stage})
         return
     own = stage != "lr"  # each run's own coefficient, for its retained signal on its own runs
-    run_all(folder(cfg, stage), stage_runs(stage, lr, cfg),
+    runs = [(n, c) for n, c in stage_runs(stage, lr, cfg) if cfg.only in (None, n)]
+    if not runs:
+        raise SystemExit(f"only: {cfg.only!r} is no run of --stage {stage}")
+    run_all(folder(cfg, stage), runs,
             lambda train_cfg: run_record(train_cfg, SCRIPT, argv, READINGS, own=own), f"{stage} ({folder(cfg, stage).parent.name})")
 
 

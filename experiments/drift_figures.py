@@ -5,13 +5,16 @@ makes Figures of. Every value is read from the records under experiments/results
 from __future__ import annotations
 
 import functools
+import json
 
 from experiments.common import ROOT
 from experiments.digit_runs import SETTINGS, load, positives_in, retained
-from experiments.drift_rules import CONTRASTS, LONG_CONTRASTS, MOE_CONTRASTS, POPULATED, across, read_all
+from experiments.drift_rules import CONTRASTS, LONG_CONTRASTS, MOE_CONTRASTS, POPULATED, across, early, read_all
 from experiments.mechanism_figures import percent, span
 
 RECORDS = ROOT / "experiments/results/drift"
+RERUN = ROOT / "experiments/results/drift-rerun"  # one evaluation record per setting, rerun by its command with --only
+RERUN_NAME = "respo-seed0"
 NOT_RUN = "not run"
 
 
@@ -91,6 +94,17 @@ def gate(stage: str) -> str:
     return ", ".join(f"{s}: {found[s][0]['gate']}" for s in SETTINGS)
 
 
+def rerun(setting: str) -> str:
+    """The rerun record against the committed one: identical rollouts, or both early rewards."""
+    paths = [folder / setting / "evaluate" / f"{RERUN_NAME}.json" for folder in (RECORDS, RERUN)]
+    if not all(p.exists() for p in paths):
+        return NOT_RUN
+    committed, again = (json.loads(p.read_text()) for p in paths)
+    if again["rollouts"] == committed["rollouts"] and again["cells"] == committed["cells"]:
+        return f"identical to the committed record (early reward {early(again):.3f})"
+    return f"early reward {early(again):.3f} against the committed {early(committed):.3f}"
+
+
 FIGURES = {
     "drift_lr_star": ("lr* of the default setting's lr stage (respo on-policy), used by every method",
                       lambda: f"{study()['lr']:g}" if study()["lr"] else NOT_RUN),
@@ -127,6 +141,8 @@ FIGURES = {
                                            needs=lambda x: "dose_p" in x)),
     **{f"drift_{k}": (f"the dense cell's verdict on {k} across both settings", functools.partial(verdict, "dense", k))
        for k in ("M", "R", "U")},
+    **{f"drift_rerun_{s}": (f"{RERUN_NAME} rerun from its command on the {s} setting, against its record",
+                            functools.partial(rerun, s)) for s in SETTINGS},
     "drift_moe_gate1": ("the MoE's gate 1 per setting", lambda: gate("moe-gate1")),
     "drift_moe_check": ("the MoE cell's manipulation check", lambda: checks("MoE")),
     **{f"drift_moe_{c}_early": (f"MoE {c}: mean early-reward difference, range over settings",
