@@ -115,3 +115,18 @@ def test_a_contrast_reads_higher_lower_tie_or_not_resolved(monkeypatch):
                                  "D": ("d", "seq_clip")}, secondary=())
     assert [out[k]["reads"] for k in "ABCD"] == ["higher", "lower", "tie", "higher"]
     assert all(math.isclose(out[k]["p"], 2 / 1024) for k in "ABD")
+
+
+def test_only_reruns_one_named_record(tmp_path, monkeypatch):
+    """--only picks one run of a stage by its record's name, and refuses a name the stage does not have."""
+    ran = []
+    monkeypatch.setattr(drift, "run_all", lambda folder, runs, make, label: ran.extend(n for n, _ in runs))
+    cfg = parse_config(drift.DriftConfig, ["--stage", "evaluate", "--lr", "3e-4", "--only", "respo-seed3",
+                                           "--out", str(tmp_path)])
+    drift.run_stage(cfg, "evaluate", cfg.lr, [])
+    assert ran == ["respo-seed3"]
+    with pytest.raises(SystemExit, match="no run of --stage evaluate"):
+        drift.run_stage(parse_config(drift.DriftConfig, ["--stage", "evaluate", "--lr", "3e-4", "--only", "respo-seed99"]),
+                        "evaluate", 3e-4, [])
+    with pytest.raises(SystemExit):
+        parse_config(drift.DriftConfig, ["--only", "respo-seed3"])  # no stage, no lr
