@@ -16,6 +16,8 @@ long | wtilt | evaluate-2x2. The rules and the tables are experiments/drift_rule
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,6 +30,7 @@ from experiments.drift_rules import (DENSE_METHODS, DENSE_SEEDS, EXTRA_METHODS, 
                                      summarise)
 from nano_respo.config import TrainConfig
 from nano_respo.kernel import LossConfig
+from nano_respo.models import cache_dir
 from nano_respo.run.cli import parse_config
 
 SCRIPT = "experiments/drift.py"
@@ -109,7 +112,30 @@ def folder(cfg: DriftConfig, stage: str) -> Path:
     return ROOT / cfg.out / provenance(SCRIPT)["cpu_setting"] / ("evaluate" if stage == "wtilt" else stage)
 
 
+@contextlib.contextmanager
+def model_cache(stage: str):
+    """The MoE's stages use a cache of their own beside the setting's, <NANO_RESPO_CACHE>-moe: its gate 1 trains its
+    warm start from an empty cache, as the dense gate 1 did in the setting's cache, and its cell finds it there."""
+    if not stage.startswith("moe"):
+        yield
+        return
+    setting_cache = os.environ.get("NANO_RESPO_CACHE")
+    os.environ["NANO_RESPO_CACHE"] = f"{cache_dir()}-moe"
+    try:
+        yield
+    finally:
+        if setting_cache is None:
+            del os.environ["NANO_RESPO_CACHE"]
+        else:
+            os.environ["NANO_RESPO_CACHE"] = setting_cache
+
+
 def run_stage(cfg: DriftConfig, stage: str, lr: float | None, argv) -> None:
+    with model_cache(stage):
+        run_stage_here(cfg, stage, lr, argv)
+
+
+def run_stage_here(cfg: DriftConfig, stage: str, lr: float | None, argv) -> None:
     if stage in ("gate1", "moe-gate1"):
         path = folder(cfg, stage) / f"share{SHARE:g}.json"
         if not path.exists():

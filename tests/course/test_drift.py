@@ -2,6 +2,7 @@
 to end, and every pre-registered rule on records made up to exercise it."""
 
 import itertools
+import os
 import math
 
 import pytest
@@ -130,3 +131,14 @@ def test_only_reruns_one_named_record(tmp_path, monkeypatch):
                         "evaluate", 3e-4, [])
     with pytest.raises(SystemExit):
         parse_config(drift.DriftConfig, ["--only", "respo-seed3"])  # no stage, no lr
+
+
+def test_the_moe_stages_train_and_find_their_warm_start_in_a_cache_of_their_own(tmp_path, monkeypatch):
+    monkeypatch.setenv("NANO_RESPO_CACHE", str(tmp_path / "cache"))
+    seen = {}
+    monkeypatch.setattr(drift, "run_stage_here", lambda cfg, stage, lr, argv: seen.update({stage: os.environ["NANO_RESPO_CACHE"]}))
+    for stage in ("gate1", "moe-gate1", "moe", "long"):
+        drift.run_stage(drift.DriftConfig(), stage, 3e-4, [])
+    assert seen == {"gate1": str(tmp_path / "cache"), "moe-gate1": str(tmp_path / "cache-moe"),
+                    "moe": str(tmp_path / "cache-moe"), "long": str(tmp_path / "cache")}
+    assert os.environ["NANO_RESPO_CACHE"] == str(tmp_path / "cache")
