@@ -237,9 +237,9 @@ def means_table(runs, methods) -> str:
     return "\n".join(lines)
 
 
-def contrast_table(c: dict) -> str:
+def contrast_table(c: dict, metric: str = "early reward") -> str:
     secondary = next(iter(c.values()))["secondary"]
-    lines = ["| contrast | early reward: mean (90% interval) | p (exact) | Holm | reads | "
+    lines = [f"| contrast | {metric}: mean (90% interval) | p (exact) | Holm | reads | "
              + " | ".join(f"{m}: mean (90%)" for m in secondary) + " |", "|---|---|---|---|---|" + "---|" * len(secondary)]
     for name, x in c.items():
         lines.append(f"| {name} `{x['a']}` - `{x['b']}` | {x['mean']:+.3f} ({x['interval'][0]:+.3f}, {x['interval'][1]:+.3f})"
@@ -369,8 +369,7 @@ def summarise(out: Path, figures: Path | None = None) -> str:
                 f"{k} {across({s: x['verdicts'] for s, x in per_setting.items()}, k)}" for k in ("M", "R", "U")))
     for setting, x in read["cells"].get("longer", {}).items():
         parts += [f"## The longer cell ({LONG_BATCHES} batches), {setting}", check_table({setting: x}),
-                  "final reward:", contrast_table(x["final"]), "held-out ones pass@1 at the end:",
-                  contrast_table(x["held-out"])]
+                  contrast_table(x["final"], "final reward"), contrast_table(x["held-out"], "held-out ones pass@1")]
     decided = decided_cell(read["cells"])
     parts.append(f"## The decision is taken on: {decided or 'not yet (the dense cell is incomplete)'}")
     if figures is not None and "dense" in read["cells"]:
