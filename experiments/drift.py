@@ -197,7 +197,7 @@ def main(argv=None) -> None:
     if moe_passes(cfg):
         run_stage(cfg, "moe", lr, argv)
     else:
-        print("MoE gate 1 failed on this setting: no signal on long answers at this warm start; the MoE cell is not run")
+        print("MoE gate 1 failed on this setting (its record says which bound): the MoE cell is not run", flush=True)
     run_stage(cfg, "long", lr, argv)
     run_stage(cfg, "wtilt", lr, argv)
     while (fails := check_fails_somewhere(cfg)) is None:
