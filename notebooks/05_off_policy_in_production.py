@@ -110,7 +110,8 @@ with torch.random.fork_rng():
 log_rho = {name: sequence_log_weight(learner_logprobs(model, b, cfg), b.old_logp, b.completion_mask)
            for name, b in (("bf16", bf16_batch), ("fp32", fp32_batch))}
 print(f"{len(log_rho['bf16'])} responses per batch; largest |log w| at step 0: bf16 sampler {log_rho['bf16'].abs().max():.3f}, "
-      f"fp32 sampler {log_rho['fp32'].abs().max():.1e}")
+      f"fp32 sampler below 1e-4 (float noise, its digits depend on the machine)")
+confirm("the fp32 sampler's largest |log w| at step 0 is below 1e-4", max(0.0, log_rho["fp32"].abs().max().item() - 1e-4), 1e-12)
 print("bf16 sampler, log w at step 0, 10% / 50% / 90%: "
       + " / ".join(f"{q:+.4f}" for q in torch.quantile(log_rho["bf16"], torch.tensor([0.1, 0.5, 0.9])).tolist()))
 confirm("the fp32 sampler's |log w| at step 0 is float noise, under 1% of the bf16 sampler's largest",
@@ -215,7 +216,8 @@ confirm("a training forward at T = 0.7 puts more of this batch outside the band 
 # > - **Your own loop** (this repository): `python train.py --sampler-dtype bfloat16` runs ReSPO on $w=\pi/\mu$, all sources in one weight; `--method grpo --correction sequence-mask` is TRL's default vLLM correction, `--correction token-truncate` verl's truncated IS, `--opsm-delta 0.5` DeepSeek-V3.2's sequence mask (docs/training.md). Record $\log\mu$ at the sampling temperature and compute $\log\pi$ at the same one.
 # > - **TRL**: `vllm_importance_sampling_mode` takes `token_truncate`, `token_mask`, `sequence_truncate` or `sequence_mask` (the default), with `vllm_importance_sampling_clip_max` (3 in `deeper/three_sources` §4's arm); `off_policy_mask_threshold` is DeepSeek-V3.2's mask.
 # > - **verl**: `algorithm.rollout_correction.rollout_is` takes `token` or `sequence`, with `rollout_is_threshold`; the shipped `rollout_correction.yaml` sets it off (`null`), this repository's `examples/verl_respo.sh` sets `sequence`. On an MoE, routing replay (`actor.router_replay.mode: R3`).
-#
+
+# %% [markdown]
 # > **What to remember**
 # > - Three sources make $w\ne1$: reuse, the engine's numerics (and on an MoE its router), staleness; a recomputed $\pi_{old}$ splits $w=w_{trust}\,\rho$ exactly.
 # > - A correction of $\rho$ is per token (near 1, biased where ratios compound) or per sequence (the product: unbiased for a final reward, higher variance); ReSPO's kernel acts on the whole $w$.
