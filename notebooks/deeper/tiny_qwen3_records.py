@@ -668,8 +668,10 @@ for model_name in models:
 
 # %% [markdown]
 # Outcomes on the default CPU setting (mean ± 95% interval over the seeds; held-out is pass@1 on
-# held-out problems), then ReSPO minus each baseline on the same seeds, side by side for the
-# two CPU settings: a difference counts only where both columns are bold on the same side.
+# held-out problems), then ReSPO (the reconstruction, `respo_wtilt`) minus each baseline on the same
+# seeds, side by side for the two CPU settings: a difference counts only where both columns are bold
+# on the same side. Every method in these tables trained under `seq-mean-token-sum-norm` aggregation
+# (experiments/common.py pins it for every study), not `respo`'s token-mean default.
 
 # %%
 for model_name in models:
