@@ -11,8 +11,8 @@
 #
 # The measurements and record readings behind core notebook 05 (`../05_off_policy_in_production.ipynb`).
 # The committed study's ReSPO runs are this project's reconstruction, `respo_wtilt` (its records
-# name it); the live cells run the published kernel, `respo`, whose coefficient does not enter
-# what they measure (the sampler's numerics, the router). Core notebooks 01-04 had one source of
+# name it); the live cells (§1-§2) run the published kernel, `respo`, whose coefficient enters only
+# the reuse steps of §1's second cell, not the mismatch or the router. Core notebooks 01-04 had one source of
 # off-policy data: reuse, several optimizer steps on one rollout batch. A real RL system has two more. Its inference engine (vLLM) samples in
 # bfloat16 while the learner trains in float32, so the sampler is a slightly different policy
 # even before any update: the **train-inference mismatch** (on a mixture-of-experts model
