@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# The core slots, one notebook each (notebooks/build.py matches a slot number in the core only), then the exercises;
+# the deeper tier is read on demand, not on a newcomer's first path.
 NOTEBOOKS = ("01", "02", "03", "04", "05", "exercises.py", "exercises_solutions")
 TIERS = ("step", "run", "course")
 

@@ -14,7 +14,7 @@ off-policy mask, VESPO's recipe).
 Each run is one in-process training loop, the same `trainer.rl_iteration` that train.py runs
 (no held-out evaluation: the reward read is the rollout batches'). Every optimizer step's
 mini-batch, with the log-probs the loss saw, is also read by every arm's coefficient (as
-notebook 04 reads one batch): what each method and correction gives the same drifted
+notebooks/deeper/tiny_qwen3_records reads one batch): what each method and correction gives the same drifted
 responses, at no extra forward. One JSON record per run goes to
 <out>/<setting>/<model>/<source>/<arm>-seed<S>.json; an existing record is kept (the run is
 skipped) unless --overwrite. <setting> names the CPU kernels: "scalar" under

@@ -6,9 +6,7 @@
 
 The course has two tiers. The core (notebooks/NN_*.py) is five slots, one question each, read in
 order; each core notebook has a reading budget (tools/course_length.py). The deeper tier
-(notebooks/deeper/*.py) holds the controls, sweeps and side topics the core links to. Until a
-core slot is converted its place is held by the notebook(s) in STAND_INS, built and tested like
-the rest but not held to the core's budgets.
+(notebooks/deeper/*.py) holds the controls, sweeps, record readings and side topics the core links to.
 
 Each notebook's source is a percent-format .py file beside its .ipynb, real Python that also runs
 as a script. This reads it, executes it top to bottom in a fresh python3 kernel (one thread, working
@@ -34,14 +32,10 @@ from nano_respo.sft import cpu_setting
 
 HERE = Path(__file__).resolve().parent
 CORE_SLOTS = ("01", "02", "03", "04", "05")
-# The notebooks that hold a core slot until it is converted (issue 39): read, timed and tested like the core,
-# not held to its budgets. A converted slot has one NN_*.py of its own and no stand-in.
-STAND_INS = {"03_gradient_starvation": "04", "04_tiny_qwen3": "04", "05_three_sources": "05"}
-NUMBERED = sorted(HERE.glob("[0-9][0-9]_*.py"))
-CORE = [s for s in NUMBERED if s.stem not in STAND_INS]  # the converted core notebooks, slot by slot
+CORE = sorted(HERE.glob("[0-9][0-9]_*.py"))  # one notebook a slot, in reading order
 DEEPER = sorted((HERE / "deeper").glob("*.py"))
 EXERCISES = [HERE / "exercises.py", HERE / "exercises_solutions.py"]
-SOURCES = NUMBERED + DEEPER + EXERCISES
+SOURCES = CORE + DEEPER + EXERCISES
 
 
 def name_of(source: Path) -> str:
@@ -52,8 +46,8 @@ def name_of(source: Path) -> str:
 def execute(nb: nbformat.NotebookNode, timeout: int = 900) -> nbformat.NotebookNode:
     """Run every cell in a python3 kernel whose working directory is notebooks/.
 
-    timeout: seconds per cell; notebook 04's first cell trains the warm start when it is not
-    cached yet (minutes on a loaded 2-core CPU).
+    timeout: seconds per cell; a tiny-Qwen3 notebook's first cell trains the warm start when it is
+    neither shipped nor cached yet (minutes on a loaded 2-core CPU).
     """
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")

@@ -296,16 +296,19 @@ def check_mutant(name: str, property_name: str, value) -> bool:
 
 
 # =========================================================================================
-# Notebook 03's exercises (§11): predict, then run. Graded against the committed records and
+# deeper/starvation_controls' exercises (§11): predict, then run. Graded against the committed records and
 # against a step the check takes itself; a wrong answer gets a hint, never the answer.
 # =========================================================================================
 
 COLLAPSE_LR, COLLAPSE_REUSE, STUCK_BELOW = 0.03, 16, 0.1
-RESPO_DEFAULT_KERNEL = {k: getattr(LossConfig(), k) for k in ("alpha_pos", "lambda_pos", "alpha_neg", "lambda_neg")}
+# The toy's selection records ran this project's reconstruction, respo_wtilt; its default kernel is the one compared.
+RECONSTRUCTION_DEFAULT_KERNEL = {k: getattr(LossConfig(), k)
+                                 for k in ("wtilt_alpha_pos", "wtilt_lambda_pos", "wtilt_alpha_neg", "wtilt_lambda_neg")}
 
 
 def collapsed_methods(records_path) -> set:
-    """Methods stuck (final training reward < 0.1) on every seed at lr 0.03, R = 16, ReSPO at its default kernel."""
+    """Methods stuck (final training reward < 0.1) on every seed at lr 0.03, R = 16, the reconstruction respo_wtilt at
+    its default kernel."""
     import gzip
     import json
     from pathlib import Path
@@ -319,7 +322,7 @@ def collapsed_methods(records_path) -> set:
                 r = json.loads(line)
                 if (r["lr"], r["reuse"]) != (COLLAPSE_LR, COLLAPSE_REUSE):
                     continue
-                if r["method"] == "respo" and r.get("loss") != RESPO_DEFAULT_KERNEL:
+                if r["method"] == "respo_wtilt" and r.get("loss") != RECONSTRUCTION_DEFAULT_KERNEL:
                     continue
                 runs.setdefault(r["method"], []).append(r["final_reward"] < STUCK_BELOW)
     if not runs:
@@ -354,7 +357,7 @@ def check_starved_prediction(prediction, log_w_after_one_step: torch.Tensor, pos
 
 
 # =========================================================================================
-# Notebook 04's exercises (§5): read the rollout batch. Graded against the batch itself and
+# deeper/tiny_qwen3_records' exercises (§5): read the rollout batch. Graded against the batch itself and
 # against kernel.coefficients; a wrong answer gets a hint, never the answer.
 # =========================================================================================
 

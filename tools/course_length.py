@@ -9,8 +9,7 @@ answers of the quick questions included); printed words are the words of the str
 the code prints; a figure is an image output. Code is not counted: a reader who steps through it
 takes longer. Words are what str.split() finds.
 
-A converted core notebook (notebooks/NN_*.py, not a stand-in: notebooks/build.py) answers one
-question within these budgets: prose at most PROSE_BUDGET words, printed at most PRINTED_BUDGET
+A core notebook (notebooks/NN_*.py: notebooks/build.py) answers one question within these budgets: prose at most PROSE_BUDGET words, printed at most PRINTED_BUDGET
 words, at least MIN_FIGURES figures. The README's reading path states every notebook's time by this
 rule; tests/course/test_course_length.py holds both.
 """
@@ -65,22 +64,17 @@ def over_budget(length: Length) -> list[str]:
 def tier(source: Path) -> str:
     if source in build.CORE:
         return "core"
-    if source.stem in build.STAND_INS:
-        return f"slot {build.STAND_INS[source.stem]}, stand-in"
     return "deeper" if source in build.DEEPER else "exercises"
 
 
 def reading_order(sources: list[Path]) -> list[Path]:
-    """The core slots in order (a stand-in at the slot it holds), then the deeper tier, then the exercises."""
-    def slot(source: Path) -> str:
-        if source in build.NUMBERED:
-            return build.STAND_INS.get(source.stem, source.stem[:2])
-        return "deeper" if source in build.DEEPER else "exercises"
-    return sorted(sources, key=lambda s: (slot(s) if slot(s)[0].isdigit() else "~" + slot(s), build.name_of(s)))
+    """The core slots in order, then the deeper tier, then the exercises."""
+    order = {"core": 0, "deeper": 1, "exercises": 2}
+    return sorted(sources, key=lambda s: (order[tier(s)], build.name_of(s)))
 
 
 def table() -> list[tuple[Path, str, Length]]:
-    """(source, tier, length) of every notebook of the course, in reading order: core and stand-ins, deeper, exercises."""
+    """(source, tier, length) of every notebook of the course, in reading order: core, deeper, exercises."""
     return [(source, tier(source), measure(source.with_suffix(".ipynb"))) for source in reading_order(build.SOURCES)]
 
 
@@ -95,8 +89,8 @@ def main(argv: list[str]) -> int:
         failed |= kind == "core" and verdict != "within"
         print(f"{build.name_of(source):<36} {kind:<17} {length.prose:>6} {length.printed:>8} {length.figures:>8} "
               f"{length.minutes:>8}  {verdict}")
-    core = [length for _, kind, length in rows if kind != "deeper" and kind != "exercises"]
-    print(f"the core path as it stands (core and stand-ins): {sum(length.minutes for length in core)} minutes")
+    core = [length for _, kind, length in rows if kind == "core"]
+    print(f"the core path: {sum(length.minutes for length in core)} minutes")
     return int(failed and "--check" in argv)
 
 

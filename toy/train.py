@@ -80,7 +80,7 @@ def heldout_reward(env, policy, samples: int, generator: torch.Generator) -> flo
 def train(job: Job, progress=None, policy=None, skip_silent_steps: bool = False) -> dict:
     """Run one job; returns a JSON-ready record (curves, per-run diagnostics, held-out reward).
 
-    policy: continue training this policy in place instead of a fresh one (notebook 03).
+    policy: continue training this policy in place instead of a fresh one (notebooks/deeper/starvation_controls, core notebook 04).
     skip_silent_steps: take no optimizer step on a mini-batch whose advantages are all 0. Adam
         still moves the weights there, on its momentum; toy/stuck.py turns that off to see its part.
     """

@@ -13,7 +13,7 @@
 # sentences on what each parameter does to §2 and §4, on bias and spread against the exact
 # gradient (its worked group, its sliders) to §3, and on token- against sequence-level clipping
 # to §5. Core 01 (reuse makes data off-policy) sends its sentence on whether the positive branch's
-# change of target pays to §6, the planted exact case, which core notebook 04 will read as the
+# change of target pays to §6, the planted exact case, which core notebook 04 §6 reads as the
 # consequence. §1 draws the reconstruction's kernel beside the published one (core 02 §3 draws
 # the published one alone). This notebook was course notebook 02 before the paper was public; it keeps its
 # controls, its side topics and its draws, with ReSPO now the published kernel (`respo`,
@@ -436,8 +436,8 @@ for method in ("grpo", "cispo", "seq_clip", "vespo", "respo"):
 # Here the token-level clip leaves low-$w$ positives most of their weight (only tokens above
 # $1.2$ are zeroed) while the sequence clip gives them their product weight. That is all this
 # cell shows: the drift here is independent per token, while a trained policy's drift is
-# correlated across tokens, which moves the token-level numbers (notebook 03, gradient
-# starvation, measures it on a trained toy policy, and notebook 04 prints what the LLM runs give
+# correlated across tokens, which moves the token-level numbers (`deeper/starvation_controls`
+# measures it on a trained toy policy, and `deeper/tiny_qwen3_records` prints what the LLM runs give
 # each clip). Core notebook 02 shows both clips on one response.
 #
 # **What the token clip pays for it**, from printouts already above. It never looks at the

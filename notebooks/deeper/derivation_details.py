@@ -535,8 +535,8 @@ print(f"A > 0 at w = {W[0]:.2f}: clip L(w) - L(1) = {surrogates['seq_clip', True
 # positive's $w\to0$: the clip's surrogate is $wA$, whose slope in $w$ stays $A$ but whose slope in
 # $\log w$, the one the gradient $\nabla\log\pi$ sees, is $wA\to0$; on the log axis the curve goes
 # flat at $-A$ (its value at the left edge is printed above), so pushing the response further
-# down costs the clip's objective little: its own term's pull shrinks with $w$. (Notebook 03,
-# gradient starvation, §2 measures on one warm toy policy trained with Adam what brings such
+# down costs the clip's objective little: its own term's pull shrinks with $w$. (`deeper/starvation_controls`
+# §2 measures on one warm toy policy trained with Adam what brings such
 # responses back.) ReSPO's surrogate keeps a slope in $\log w$ that grows towards $e/2$ as $w\to0$,
 # and keeps falling (its value is printed beside the clip's). Above the band the clip goes flat
 # at once; ReSPO's flattens smoothly, as $\phi_+$ fades. Right: the clip's surrogate keeps a slope

@@ -1,4 +1,4 @@
-"""Notebook 03's exercise checks accept the right answer and reject wrong ones, with a hint that holds no answer."""
+"""deeper/starvation_controls' exercise checks accept the right answer and reject wrong ones, with a hint that holds no answer."""
 
 import math
 from pathlib import Path
@@ -10,7 +10,7 @@ from test_exercises import checks  # notebooks/checks.py, loaded with the course
 ROOT = Path(__file__).resolve().parents[2]
 
 SELECTION = ROOT / "toy" / "results" / "selection"
-METHODS = ("seq_clip", "grpo", "gspo", "cispo", "vespo", "respo")
+METHODS = ("seq_clip", "grpo", "gspo", "cispo", "vespo", "respo_wtilt")  # as the selection records name them
 
 
 def graded(check, answer, *args, capsys):
@@ -49,9 +49,9 @@ def test_collapse_truth_follows_the_records(tmp_path):
     lines = []
     for method in METHODS:
         for seed in range(3):
-            stuck = method == "grpo" or (method == "respo" and seed == 0)
+            stuck = method == "grpo" or (method == "respo_wtilt" and seed == 0)
             lines.append({"method": method, "lr": 0.03, "reuse": 16, "seed": seed, "final_reward": 0.0 if stuck else 0.5,
-                          "loss": checks.RESPO_DEFAULT_KERNEL if method == "respo" else {}})
+                          "loss": checks.RECONSTRUCTION_DEFAULT_KERNEL if method == "respo_wtilt" else {}})
     path = tmp_path / "runs.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in lines))
     assert checks.collapsed_methods(path) == {"grpo"}

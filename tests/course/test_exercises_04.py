@@ -1,4 +1,4 @@
-"""Notebook 04's exercise checks accept the right answer and reject wrong ones, with a hint that holds no answer.
+"""deeper/tiny_qwen3_records' exercise checks accept the right answer and reject wrong ones, with a hint that holds no answer.
 
 The batch is synthetic (random token log-probs under pi and mu, ragged masks, group advantages),
 so the test needs no model; the checks grade against it exactly as they grade the notebook's batch.
@@ -71,9 +71,18 @@ def coefficient_right(logp, old_logp, mask, advantage, method):
     if method == "seq_clip":
         inside = w <= 1.2 if advantage > 0 else w >= 0.8
         return w if inside else 0.0
+    phi_0 = respo_power_mean(w, advantage)
+    lam = LossConfig().lambda_pos if advantage > 0 else LossConfig().lambda_neg
+    return phi_0 * math.exp(lam * (1 - phi_0))
+
+
+def respo_power_mean(w, advantage):
+    """The published kernel's phi_0 = [(1 - beta) + beta w^(alpha - 1)]^(1 / (alpha - 1)), w^beta at alpha = 1."""
     cfg = LossConfig()
-    alpha, lam = (cfg.alpha_pos, cfg.lambda_pos) if advantage > 0 else (cfg.alpha_neg, cfg.lambda_neg)
-    return w ** alpha * math.exp(-lam * (w - 1))
+    alpha, beta = (cfg.alpha_pos, cfg.beta_pos) if advantage > 0 else (cfg.alpha_neg, cfg.beta_neg)
+    if alpha == 1:
+        return w ** beta
+    return ((1 - beta) + beta * w ** (alpha - 1)) ** (1 / (alpha - 1))
 
 
 def swap_branches(logp, old_logp, mask, advantage, method):
@@ -103,8 +112,7 @@ def clip_clamps(logp, old_logp, mask, advantage, method):
 def respo_untilted(logp, old_logp, mask, advantage, method):
     if method != "respo":
         return coefficient_right(logp, old_logp, mask, advantage, method)
-    w = math.exp(((logp - old_logp) * mask).sum().item())
-    return 1.0 if advantage > 0 else w ** 3
+    return respo_power_mean(math.exp(((logp - old_logp) * mask).sum().item()), advantage)
 
 
 def raises(*args):

@@ -46,17 +46,10 @@ WIDGET = "application/vnd.jupyter.widget-view+json"
 
 
 def test_the_course_is_complete():
-    """Five core slots in order, each held by one converted notebook or, until converted, by its stand-ins;
-    a deeper tier; the exercises; every source built."""
-    for slot in build.CORE_SLOTS:
-        core = [s.stem for s in build.CORE if s.stem[:2] == slot]
-        stand_ins = [stem for stem, held in build.STAND_INS.items() if held == slot]
-        assert len(core) + bool(stand_ins) == 1 and len(core) <= 1, \
-            f"slot {slot}: one core notebook or its stand-ins, got {core} and {stand_ins}"
-    assert {s.stem[:2] for s in build.CORE} >= {"01", "02", "03"}, "slots 01-03 are converted (issue 39)"
-    assert all((NOTEBOOKS_DIR / f"{stem}.py").exists() for stem in build.STAND_INS)
-    assert [s.name for s in build.NUMBERED] == sorted(s.name for s in build.NUMBERED)
-    assert {s.stem for s in build.DEEPER} >= {"derivation_details", "branches_explored"}
+    """Five core slots in order, one notebook each; a deeper tier; the exercises; every source built."""
+    assert [s.stem[:2] for s in build.CORE] == list(build.CORE_SLOTS), [s.name for s in build.CORE]
+    assert {s.stem for s in build.DEEPER} >= {"derivation_details", "branches_explored", "starvation_controls",
+                                               "tiny_qwen3_records", "three_sources"}
     assert SOURCES[-2:] == build.EXERCISES and [s.name for s in build.EXERCISES] == ["exercises.py", "exercises_solutions.py"]
     for source in SOURCES:
         assert source.with_suffix(".ipynb").exists(), f"{source.name} has no notebook: run python notebooks/build.py"

@@ -72,6 +72,7 @@ RUN_BY = {
     "experiments/across.py": "tests/course/test_experiments.py",
     "experiments/select_lr.py": "tests/course/test_experiments.py",
     "experiments/figures.py": "tests/course/test_figures.py",  # --check over the prose
+    "tools/course_length.py": "tests/course/test_course_length.py",  # the table and its --check
     "experiments/offpolicy.py": "tests/course/test_offpolicy.py",
     "experiments/reread.py": "tests/course/test_reread.py",  # its reading of the committed dumps, its commands
     "experiments/conflict.py": "tests/course/test_conflict.py",  # every stage's runs and rule, on made-up records

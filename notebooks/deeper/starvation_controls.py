@@ -7,7 +7,17 @@
 # ---
 
 # %% [markdown]
-# # 03 · Gradient starvation: mechanism, symptom, consequence, and the other half
+# # Deeper · Starvation's controls: the reconstruction's arms, sweeps and records
+#
+# The controls behind core notebook 04 (`../04_starvation_watched.ipynb`). Every ReSPO arm here,
+# live or read from the records, is this project's reconstruction, `respo_wtilt`
+# (w^alpha e^{-lambda (w - 1)} per branch), and every method runs under the aggregation its
+# records were made with, `seq-mean-token-sum-norm` (`AGG` below): that keeps the records and
+# the live runs comparable. The published kernel, `respo`, is what core notebook 04 measures.
+# "On every batch" here means the five batches of one warm policy (warm-up seed 1): core 04 prints
+# the mechanism on two warm policies side by side, and some readings of §2 and §5 (how many
+# positives the first step starves, whether a starved positive's own push brings it back, the
+# over-generated negatives' coefficient against $\phi=1$) do not carry over to the second.
 #
 # Notebooks 01–02 looked at coefficients as functions. Here a policy learns, and we watch
 # (1) how a correct response ends up with a low weight $w$ although every update pushed
@@ -38,6 +48,8 @@ from nano_respo.lab.report import is_stuck, load_records, mean_ci
 from toy.envs import DigitSum
 from toy.stuck import coasting_share
 from toy.train import Job, train
+
+AGG = "seq-mean-token-sum-norm"  # the aggregation the toy's records were made with
 
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})
@@ -77,7 +89,7 @@ def reuse_loop(env, policy, method, lr, reuse, iterations, seed, prompts_per_bat
 
     after_batch: called with the policy after each batch's R steps (§6 keeps copies to lag the sampler).
     """
-    cfg = LossConfig(method=method)
+    cfg = LossConfig(agg=AGG, method=method)
     optimizer = torch.optim.Adam(policy.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
     per_epoch = min(reuse, minibatches)                      # mini-batches per epoch
@@ -107,7 +119,7 @@ def reuse_loop(env, policy, method, lr, reuse, iterations, seed, prompts_per_bat
 
 torch.manual_seed(1)
 policy = env.make_policy()
-warm = reuse_loop(env, policy, "respo", lr=0.01, reuse=4, iterations=15, seed=1)
+warm = reuse_loop(env, policy, "respo_wtilt", lr=0.01, reuse=4, iterations=15, seed=1)
 print("reward of the 15 warm-up batches:", " ".join(f"{r:.2f}" for r in warm))
 
 # %% [markdown]
@@ -149,7 +161,7 @@ def drift_run(method, steps=16, lr=0.01, optimizer="adam", advantages=None, epis
     pol = copy.deepcopy(policy if base is None else base)
     make = torch.optim.Adam if optimizer == "adam" else torch.optim.SGD
     opt = make(pol.parameters(), lr=lr)
-    cfg = LossConfig(method=method, **(loss or {}))
+    cfg = LossConfig(agg=AGG, method=method, **(loss or {}))
     seen, moved = [], []
     for _ in range(steps):
         logp = env.log_probs(pol, episodes)                                   # [B, T]
@@ -325,7 +337,7 @@ print("under the clip, after 1, 2, 4, 8 steps: positives above w = 1.2 | share o
       "that goes to those below 0.8")
 low_share = {}
 for s in (1, 2, 4, 8):
-    phi_clip = coefficients(clip_run[s], batch.old_logp, adv, batch.mask, LossConfig(method="seq_clip"))[0][:, 0]
+    phi_clip = coefficients(clip_run[s], batch.old_logp, adv, batch.mask, LossConfig(agg=AGG, method="seq_clip"))[0][:, 0]
     push = phi_clip * adv * positive                                          # [B] a sequence method: one phi per row
     low_share[s] = (push[positive & (log_w[s] < math.log(0.8))].sum() / push.sum()).item()
     print(f"  after {s} step{'s' if s > 1 else ''}: {int((positive & (log_w[s] > math.log(1.2))).sum()):>2} | "
@@ -359,7 +371,7 @@ def adam_first_direction(episodes, a):
     """The displacement of Adam's first step at lr 1 on `episodes` with advantages `a` (its direction at every lr)."""
     pol = copy.deepcopy(policy)
     opt = torch.optim.Adam(pol.parameters(), lr=1.0)
-    loss, _ = policy_loss(env.log_probs(pol, episodes), episodes.old_logp, a, episodes.mask, LossConfig(method="seq_clip"))
+    loss, _ = policy_loss(env.log_probs(pol, episodes), episodes.old_logp, a, episodes.mask, LossConfig(agg=AGG, method="seq_clip"))
     opt.zero_grad()
     loss.backward()
     torch.nn.utils.clip_grad_norm_(pol.parameters(), 1.0)
@@ -421,7 +433,7 @@ confirm("at lr 0.01 on some batch, and at lr 0.03 on every batch, positives its 
 # %%
 print("positives with w < 0.8 before each of the 16 steps (of " + f"{int(positive.sum())}):")
 come_back = {}
-for method in ("seq_clip", "no_is", "respo"):
+for method in ("seq_clip", "no_is", "respo_wtilt"):
     for only, a in (("whole batch", adv), ("positives only", adv * positive)):
         lw = log_weights(drift_run(method, advantages=a)[0])
         come_back[method, only] = [starved(l, positive) for l in lw]
@@ -576,14 +588,14 @@ confirm("plain SGD at lr 1 with no_is on the whole batch starves at most one pos
 # (the first, on-policy step gives everyone 1):
 
 # %%
-methods = ("seq_clip", "grpo", "gspo", "cispo", "vespo", "respo")
+methods = ("seq_clip", "grpo", "gspo", "cispo", "vespo", "respo_wtilt")
 regions = {"below (w < 0.8)": lambda lw: lw < math.log(0.8),
            "inside": lambda lw: (lw >= math.log(0.8)) & (lw <= math.log(1.2)),
            "above (w > 1.2)": lambda lw: lw > math.log(1.2)}
 given = {m: {r: [] for r in regions} for m in methods}
 for logp, lw in zip(clip_run[1:], log_w[1:]):
     for m in methods:
-        phi_t, _ = coefficients(logp, batch.old_logp, adv, batch.mask, LossConfig(method=m))       # [B, T]
+        phi_t, _ = coefficients(logp, batch.old_logp, adv, batch.mask, LossConfig(agg=AGG, method=m))       # [B, T]
         per_response = (phi_t * batch.mask).sum(-1) / lengths                                       # [B]
         for r, inside in regions.items():
             rows = positive & inside(lw)
@@ -635,7 +647,7 @@ print("the README's figures, over the toy's evaluation runs (experiments/figures
 # same 15 drifted steps for every method:
 
 # %%
-retained_methods = ("seq_clip", "grpo", "gspo", "cispo", "vespo", "respo", "respo_pos_clip_neg", "topr", "is")
+retained_methods = ("seq_clip", "grpo", "gspo", "cispo", "vespo", "respo_wtilt", "respo_pos_clip_neg", "topr", "is")
 pos_cuts = torch.quantile(lengths[positive].float(), torch.tensor([1 / 3, 2 / 3]))
 pos_tercile = torch.bucketize(lengths.float(), pos_cuts, right=True)                 # [B] 0 shortest, 2 longest
 
@@ -649,7 +661,7 @@ def retained_by_tercile(run, episodes, a, methods):
     out = {m: torch.zeros(3) for m in methods}
     for logp in run[1:]:
         for m in methods:
-            phi_t, _ = coefficients(logp, episodes.old_logp, a, episodes.mask, LossConfig(method=m))
+            phi_t, _ = coefficients(logp, episodes.old_logp, a, episodes.mask, LossConfig(agg=AGG, method=m))
             per_response = (phi_t * episodes.mask).sum(-1) / n_tokens                        # [B]
             for k in range(3):
                 rows = pos & (tercile == k)
@@ -666,13 +678,13 @@ for m, r in retained.items():
     print(f"  {m:<19} " + " | ".join(f"{v:.2f}" for v in r.tolist()))
 confirm("the sequence clip and GSPO keep under half of the positives' push in every tercile; ReSPO, TOPR, CISPO over 0.8",
         max(0.0, *(retained[m].max().item() - 0.5 for m in ("seq_clip", "gspo")),
-            *(0.8 - retained[m].min().item() for m in ("respo", "topr", "cispo"))), 1e-12)
+            *(0.8 - retained[m].min().item() for m in ("respo_wtilt", "topr", "cispo"))), 1e-12)
 clip_runs = {seed: (clip_run if seed == 6 else drift_run("seq_clip", advantages=a, episodes=episodes)[0])
              for seed, (episodes, a) in band_batches.items()}                   # §4 reads them again
-retained_all = {seed: retained_by_tercile(clip_runs[seed], episodes, a, ("seq_clip", "gspo", "respo"))
+retained_all = {seed: retained_by_tercile(clip_runs[seed], episodes, a, ("seq_clip", "gspo", "respo_wtilt"))
                 for seed, (episodes, a) in band_batches.items()}
 print("the same on all five batches (shortest | middle | longest):")
-for m in ("seq_clip", "gspo", "respo"):
+for m in ("seq_clip", "gspo", "respo_wtilt"):
     print(f"  {m:<9} " + "   ".join(f"batch {seed}: " + "|".join(f"{v:.2f}" for v in retained_all[seed][m].tolist())
                                    for seed in band_seeds))
 gradient_batches = [seed for seed in band_seeds
@@ -681,7 +693,7 @@ print(f"batches where the clip's longest tercile keeps more than 0.05 less than 
       f"{', '.join(map(str, gradient_batches)) or 'none'} ({len(gradient_batches)} of {len(band_seeds)})")
 confirm("on every batch the clip keeps at most about half (under 0.55) of every tercile's push, ReSPO over 0.8",
         max(0.0, *(retained_all[seed]["seq_clip"].max().item() - 0.55 for seed in band_seeds),
-            *(0.8 - retained_all[seed]["respo"].min().item() for seed in band_seeds)), 1e-12)
+            *(0.8 - retained_all[seed]["respo_wtilt"].min().item() for seed in band_seeds)), 1e-12)
 confirm("on no batch does the clip's longest tercile keep more than 0.05 above its shortest",
         max(0.0, *((retained_all[seed]["seq_clip"][2] - retained_all[seed]["seq_clip"][0]).item() - 0.05
                    for seed in band_seeds)), 1e-12)
@@ -689,7 +701,7 @@ given_mean = {m: {r: sum(v) / len(v) for r, v in given[m].items()} for m in meth
 confirm("below the band: the sequence clip gives under 0.8, GRPO, GSPO and CISPO over 0.8, ReSPO and VESPO over 1",
         max(0.0, given_mean["seq_clip"]["below (w < 0.8)"] - 0.8,
             *(0.8 - given_mean[m]["below (w < 0.8)"] for m in ("grpo", "gspo", "cispo")),
-            *(1 - given_mean[m]["below (w < 0.8)"] for m in ("respo", "vespo"))), 1e-12)
+            *(1 - given_mean[m]["below (w < 0.8)"] for m in ("respo_wtilt", "vespo"))), 1e-12)
 
 # %% [markdown]
 # Read the table by row, both tails in every sum. The sequence clip and GSPO keep under half of
@@ -701,7 +713,7 @@ confirm("below the band: the sequence clip gives under 0.8, GRPO, GSPO and CISPO
 # batch its longest tercile keeps about what its shortest does, on the batches listed it keeps
 # less, and on none does it keep more (the printed list and the last check). So on this toy the
 # clip takes signal from positives of every length, in both tails, and on some batches more from
-# the long ones; five batches of one warm policy do not say how common that is. Notebook 04
+# the long ones; five batches of one warm policy do not say how common that is. `deeper/tiny_qwen3_records`
 # computes the same table on the tiny Qwen3's batches.
 #
 # *Takeaway:* the symptom is a coefficient: a sequence clip multiplies a drifted correct
@@ -723,7 +735,7 @@ print("per batch: ever-low positives | starved positives after 1, 2, 15 steps un
 for seed, (episodes, a) in band_batches.items():
     pos = a > 0
     runs = {"sequence clip": log_weights(clip_runs[seed], episodes),
-            "ReSPO": log_weights(drift_run("respo", advantages=a, episodes=episodes)[0], episodes)}
+            "ReSPO": log_weights(drift_run("respo_wtilt", advantages=a, episodes=episodes)[0], episodes)}
     lowpos1_lw = log_weights(drift_run("seq_clip_lowpos1", advantages=a, episodes=episodes)[0], episodes)
     ever = pos & (runs["sequence clip"] < math.log(0.8)).any(0)
     for name, lw in runs.items():
@@ -794,8 +806,8 @@ confirm("a larger own term alone (seq_clip_lowpos1 against the clip) leaves fewe
 
 # %%
 records = [json.loads(line) for line in open(ROOT / "toy/results/selection/runs.jsonl")]
-default_kernel = {"alpha_pos": 0.0, "lambda_pos": 0.1, "alpha_neg": 3.0, "lambda_neg": 2.0}
-sweep = [r for r in records if r["method"] != "respo" or r["loss"] == default_kernel]
+default_kernel = {"wtilt_alpha_pos": 0.0, "wtilt_lambda_pos": 0.1, "wtilt_alpha_neg": 3.0, "wtilt_lambda_neg": 2.0}
+sweep = [r for r in records if r["method"] != "respo_wtilt" or r["loss"] == default_kernel]
 lrs = sorted({r["lr"] for r in sweep})
 
 
@@ -809,15 +821,15 @@ fig, axes = plt.subplots(1, 3, figsize=(10, 3))
 for ax, reuse in zip(axes[:2], (4, 16)):
     for m in methods:
         means = [early_auc(m, reuse, lr)[0] for lr in lrs]
-        ax.plot(lrs, means, "o-", color=colours[m], lw=2.2 if m == "respo" else 1.2, label=m)
+        ax.plot(lrs, means, "o-", color=colours[m], lw=2.2 if m == "respo_wtilt" else 1.2, label=m)
     ax.set(xscale="log", xlabel="learning rate", title=f"R = {reuse}: early AUC (first 15 batches)")
     ax.set_xticks(lrs, [f"{lr:g}" for lr in lrs])
     ax.minorticks_off()
 axes[0].set_ylabel("mean over seeds 0-2")
 axes[0].legend(fontsize=7, ncol=2)
-for m in ("seq_clip", "grpo", "respo"):
+for m in ("seq_clip", "grpo", "respo_wtilt"):
     curves = torch.tensor([r["reward_curve"] for r in sweep if (r["method"], r["reuse"], r["lr"]) == (m, 16, 0.01)])
-    axes[2].plot(range(1, curves.shape[1] + 1), curves.mean(0), color=colours[m], lw=2.2 if m == "respo" else 1.2,
+    axes[2].plot(range(1, curves.shape[1] + 1), curves.mean(0), color=colours[m], lw=2.2 if m == "respo_wtilt" else 1.2,
                  label=m)
 axes[2].set(xlabel="rollout batch", title="R = 16, all at lr 0.01: training reward")
 axes[2].legend(fontsize=7)
@@ -829,7 +841,7 @@ for reuse in (4, 16):
         row = [early_auc(m, reuse, lr) for lr in lrs]
         print(f"{m:>9}: " + "  ".join(f"lr {lr:<5g} {v:.3f} ± {h:.3f}" for lr, (v, h) in zip(lrs, row)))
 final = {m: mean_ci([r["final_reward"] for r in sweep if (r["method"], r["reuse"], r["lr"]) == (m, 16, 0.01)])[0]
-         for m in ("seq_clip", "grpo", "respo")}
+         for m in ("seq_clip", "grpo", "respo_wtilt")}
 print("R = 16, lr 0.01, final training reward (last 6 batches), mean over 3 seeds: "
       + ", ".join(f"{m} {v:.2f}" for m, v in final.items()))
 overlap_r4 = []
@@ -839,7 +851,7 @@ for lr in lrs:
 early_r16 = {m: early_auc(m, 16, 0.01)[0] for m in methods}
 confirm("at R = 4 every method's interval overlaps every other's at each lr (within noise)", max(0.0, *overlap_r4), 1e-12)
 confirm("at R = 16 and lr 0.01 ReSPO has the highest mean early AUC",
-        max(0.0, max(v for m, v in early_r16.items() if m != "respo") - early_r16["respo"]), 1e-12)
+        max(0.0, max(v for m, v in early_r16.items() if m != "respo_wtilt") - early_r16["respo_wtilt"]), 1e-12)
 confirm("and the end-of-run order there is not the early one (seq_clip, grpo, respo)",
         float(sorted(final, key=final.get) == sorted(final, key=early_r16.get)), 1e-12)
 
@@ -886,7 +898,7 @@ def high_negative_shares(episodes, a, logps, log_ws, arms, parts=False):
         high = (a < 0) & (lw > math.log(1.2))
         beyond.append(((high & (lw > math.log(2.145))).sum() / high.sum().clamp(min=1)).item())
         for m in arms:
-            phi_t, _ = coefficients(logp, episodes.old_logp, a, episodes.mask, LossConfig(method=m))
+            phi_t, _ = coefficients(logp, episodes.old_logp, a, episodes.mask, LossConfig(agg=AGG, method=m))
             size = ((phi_t * episodes.mask).sum(-1) / steps_lengths * a).abs()            # [B] |phi A| per response
             shares[m].append((size[high].sum() / size.sum()).item())
             numerators[m].append(size[high].sum().item())
@@ -934,7 +946,7 @@ ratio_grid = torch.linspace(math.log(1.01), math.log(50.0), 5001, dtype=torch.fl
 ratio_to_w = power_tilt(ratio_grid, 3.0, 2.0) / ratio_grid.exp()
 print(f"phi_-(w) / w on 1.01 <= w <= 50: largest {ratio_to_w.max():.4f} (at w = 1.01); at w = 1.2, 1.5, 2: "
       + ", ".join(f"{(w ** 2 * math.exp(-2 * (w - 1))):.3f}" for w in (1.2, 1.5, 2.0)))
-ref_arms = ("no_is", "is", "respo", "seq_clip")
+ref_arms = ("no_is", "is", "respo_wtilt", "seq_clip")
 parts5 = {}
 for seed, (episodes, a) in band_batches.items():
     run = clip_runs[seed]
@@ -943,15 +955,15 @@ print("negatives with w > 1.2, mean over the steps: numerator | denominator | sh
 for seed in band_seeds:
     share, _, numerator, total = parts5[seed]
     print(f"  batch {seed:>2}: " + "   ".join(f"{m} {numerator[m]:.2f} | {total[m]:.1f} | {share[m]:.1%}" for m in ref_arms))
-above_is = [seed for seed in band_seeds if parts5[seed][0]["respo"] > parts5[seed][0]["is"]]
+above_is = [seed for seed in band_seeds if parts5[seed][0]["respo_wtilt"] > parts5[seed][0]["is"]]
 print(f"ReSPO's share above the exact weight's on batches {', '.join(map(str, above_is)) or 'none'} "
       f"({len(above_is)} of {len(band_seeds)}); its numerator above no_is's on "
-      f"{sum(parts5[seed][2]['respo'] > parts5[seed][2]['no_is'] for seed in band_seeds)} of {len(band_seeds)}")
+      f"{sum(parts5[seed][2]['respo_wtilt'] > parts5[seed][2]['no_is'] for seed in band_seeds)} of {len(band_seeds)}")
 confirm("phi_-(w) < w at every w > 1: per response ReSPO gives an over-generated negative less than the exact weight",
         max(0.0, ratio_to_w.max().item() - 1), 1e-12)
 confirm("on every batch ReSPO's numerator is below the exact weight's and above no_is's",
-        max(0.0, *(parts5[seed][2]["respo"] - parts5[seed][2]["is"] for seed in band_seeds),
-            *(parts5[seed][2]["no_is"] - parts5[seed][2]["respo"] for seed in band_seeds)), 1e-12)
+        max(0.0, *(parts5[seed][2]["respo_wtilt"] - parts5[seed][2]["is"] for seed in band_seeds),
+            *(parts5[seed][2]["no_is"] - parts5[seed][2]["respo_wtilt"] for seed in band_seeds)), 1e-12)
 confirm("the sequence clip's numerator is the exact weight's (it gives these negatives w), on every batch",
         max(abs(parts5[seed][2]["seq_clip"] - parts5[seed][2]["is"]) for seed in band_seeds), 1e-6)
 
@@ -998,8 +1010,8 @@ def first_step_view(label, episodes, logp):
     lw = sequence_log_weight(logp, episodes.old_logp, episodes.mask)                  # [B]
     q = torch.quantile(lw.exp(), torch.tensor([0.1, 0.5, 0.9]))
     given = []
-    for method in ("seq_clip", "respo"):
-        phi, _ = coefficients(logp, episodes.old_logp, a, episodes.mask, LossConfig(method=method))
+    for method in ("seq_clip", "respo_wtilt"):
+        phi, _ = coefficients(logp, episodes.old_logp, a, episodes.mask, LossConfig(agg=AGG, method=method))
         given.append((phi[:, 0][pos]).mean().item())                                  # a sequence method: one phi per row
     print(f"  {label:<6} {q[0]:>5.2f} {q[1]:>5.2f} {q[2]:>5.2f}   {int((pos & (lw < math.log(0.8))).sum()):>2} of {int(pos.sum()):<3}"
           f"  {int((neg & (lw > math.log(1.2))).sum()):>3} of {int(neg.sum()):<4} {given[0]:.2f} / {given[1]:.2f}")
@@ -1008,7 +1020,7 @@ def first_step_view(label, episodes, logp):
 
 kept = [copy.deepcopy(policy)]
 learner = copy.deepcopy(policy)
-reuse_loop(env, learner, "respo", lr=0.01, reuse=4, iterations=4, seed=2, after_batch=lambda p: kept.append(copy.deepcopy(p)))
+reuse_loop(env, learner, "respo_wtilt", lr=0.01, reuse=4, iterations=4, seed=2, after_batch=lambda p: kept.append(copy.deepcopy(p)))
 print("  lag    w at the first step     positives   negatives   mean phi on positives")
 print("         10%   50%   90%       w < 0.8     w > 1.2     seq clip / ReSPO")
 lag_given = {}
@@ -1027,8 +1039,8 @@ print(f"§5's question on the L = 2 batch at its first step: {stale_beyond:.0%} 
       "2.145; share of the update they take: " + ", ".join(f"{m} {stale_share[m]:.1%}" for m in arms5))
 print("  numerator | denominator: " + "   ".join(f"{m} {stale_numerator[m]:.2f} | {stale_total[m]:.1f}" for m in ref_arms))
 confirm("on the stale batch, which reaches the far tail, ReSPO's numerator is below no_is's as well as the exact weight's",
-        max(0.0, 0.5 - stale_beyond, stale_numerator["respo"] - stale_numerator["no_is"],
-            stale_numerator["respo"] - stale_numerator["is"]), 1e-12)
+        max(0.0, 0.5 - stale_beyond, stale_numerator["respo_wtilt"] - stale_numerator["no_is"],
+            stale_numerator["respo_wtilt"] - stale_numerator["is"]), 1e-12)
 
 # %% [markdown]
 # With no lag $w=1$ exactly at the first step; each batch of lag widens the spread of $w$
@@ -1036,7 +1048,7 @@ confirm("on the stale batch, which reaches the far tail, ReSPO's numerator is be
 # band and negatives above it (the printout): the clip gives its positives a mean coefficient
 # well below 1 at every lag above 0, ReSPO about 1. Lag and reuse compound: the $R$ steps drift $w$
 # further from wherever the lag left it. This is why a lagged run is a test of a coefficient
-# even at $R=1$, and why notebook 04's `--lag` cells exist.
+# even at $R=1$, and why `deeper/tiny_qwen3_records`' `--lag` cells exist.
 #
 # The last lines are §5's question again, on the $L=2$ batch: most of its over-generated
 # negatives are beyond $w=2.145$, in the far tail, where $\phi_-<1$: there ReSPO gives them less than
@@ -1058,7 +1070,7 @@ group_reward = env.reward(batch).view(-1, 8)                                    
 silent = int((group_reward.std(1) == 0).nonzero()[0])
 rows = torch.arange(silent * 8, silent * 8 + 8)
 pol = copy.deepcopy(policy)
-loss, _ = policy_loss(env.log_probs(pol, batch[rows]), batch[rows].old_logp, adv[rows], batch[rows].mask, LossConfig())
+loss, _ = policy_loss(env.log_probs(pol, batch[rows]), batch[rows].old_logp, adv[rows], batch[rows].mask, LossConfig(method="respo_wtilt", agg=AGG))
 grad_norm = torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, list(pol.parameters()))]).norm()
 print(f"signal-free groups in §2's batch: {int((group_reward.std(1) == 0).sum())} of {len(group_reward)}; "
       f"group {silent} (target {batch.prompts[rows[0]].item()}, rewards {group_reward[silent].tolist()}): gradient norm {grad_norm:.1f}")
@@ -1069,7 +1081,7 @@ for name, make in (("Adam lr 0.01", lambda ps: torch.optim.Adam(ps, lr=0.01)), (
     moved = []
     for step in range(8):
         part, a = (batch, adv) if step < 4 else (batch[rows], adv[rows])
-        loss, _ = policy_loss(env.log_probs(pol, part), part.old_logp, a, part.mask, LossConfig())
+        loss, _ = policy_loss(env.log_probs(pol, part), part.old_logp, a, part.mask, LossConfig(method="respo_wtilt", agg=AGG))
         opt.zero_grad()
         loss.backward()
         before = torch.nn.utils.parameters_to_vector(pol.parameters()).detach().clone()
@@ -1095,7 +1107,7 @@ stuck_records = load_records(ROOT / "toy/results/stuck-selection")
 skip_records = load_records(ROOT / "toy/results/stuck-selection-skip")
 silent_reading = {}
 for reuse in (8, 32):
-    plain = [r for r in stuck_records if (r["method"], r["lr"], r["reuse"]) == ("respo", 0.03, reuse)
+    plain = [r for r in stuck_records if (r["method"], r["lr"], r["reuse"]) == ("respo_wtilt", 0.03, reuse)
              and r["loss"] == default_kernel]
     skipped = [r for r in skip_records if r["reuse"] == reuse]
     quarter = plain[0]["iterations"] // 4
@@ -1108,7 +1120,7 @@ confirm("at R = 8 the stuck runs moved over 3x more in signal-free batches than 
         "10%; skipping those steps left no stuck run at either",
         max(0.0, 3 * silent_reading[8][0][1] - silent_reading[8][0][0], max(silent_reading[32][0]) - 0.1,
             silent_reading[8][1] + silent_reading[32][1]), 1e-12)
-lr_rows = [(lr, [r for r in stuck_records if (r["method"], r["lr"]) == ("respo", lr) and r["loss"] == default_kernel])
+lr_rows = [(lr, [r for r in stuck_records if (r["method"], r["lr"]) == ("respo_wtilt", lr) and r["loss"] == default_kernel])
            for lr in (0.03, 0.02, 0.01)]
 print("ReSPO at its default kernel, R = 4, 8, 16, 32, seeds 0-11: stuck "
       + ", ".join(f"{sum(is_stuck(r, 0.1) for r in runs)} of {len(runs)} at lr {lr:g}" for lr, runs in lr_rows))
@@ -1194,11 +1206,11 @@ lone = int(rows[adv[rows] > 0])
 print(f"group {lone_group} (target {batch.prompts[lone].item()}): one correct response of 8; 16 Adam steps (lr 0.01) on this group alone")
 print("  w of the correct response after 1, 4, 8, 15 steps | its coefficient at those steps")
 lone_run = {}
-for name, method, loss in (("seq clip", "seq_clip", {}), ("ReSPO lambda_+ = 0", "respo", {"lambda_pos": 0.0}),
-                           ("ReSPO lambda_+ = 0.1", "respo", {}), ("ReSPO lambda_+ = 1", "respo", {"lambda_pos": 1.0})):
+for name, method, loss in (("seq clip", "seq_clip", {}), ("ReSPO lambda_+ = 0", "respo_wtilt", {"wtilt_lambda_pos": 0.0}),
+                           ("ReSPO lambda_+ = 0.1", "respo_wtilt", {}), ("ReSPO lambda_+ = 1", "respo_wtilt", {"wtilt_lambda_pos": 1.0})):
     run, _ = drift_run(method, advantages=adv[rows], episodes=batch[rows], loss=loss)
     lw = log_weights(run, batch[rows])[:, lone - rows[0]]                              # [steps]
-    phi = [coefficients(run[s], batch[rows].old_logp, adv[rows], batch[rows].mask, LossConfig(method=method, **loss))[0]
+    phi = [coefficients(run[s], batch[rows].old_logp, adv[rows], batch[rows].mask, LossConfig(agg=AGG, method=method, **loss))[0]
            [lone - rows[0], 0].item() for s in (1, 4, 8, 15)]
     print(f"  {name:<21} " + " ".join(f"{lw[s].exp():>7.1f}" for s in (1, 4, 8, 15)) + " | "
           + " ".join(f"{v:.2f}" for v in phi))
@@ -1222,8 +1234,8 @@ start_lw = sequence_log_weight(env.log_probs(learner, lagged).detach(), lagged.o
 drifted = torch.where(lagged_adv > 0, start_lw, torch.full_like(start_lw, math.inf)).argsort()[:5]
 print(f"the five lowest-w positives start at w = {start_lw[drifted].exp().min():.3f} to {start_lw[drifted].exp().max():.3f}; "
       "largest w among them after 4, 8, 15 steps:")
-for name, method, loss in (("seq clip", "seq_clip", {}), ("ReSPO lambda_+ = 0.1", "respo", {}),
-                           ("ReSPO lambda_+ = 1", "respo", {"lambda_pos": 1.0})):
+for name, method, loss in (("seq clip", "seq_clip", {}), ("ReSPO lambda_+ = 0.1", "respo_wtilt", {}),
+                           ("ReSPO lambda_+ = 1", "respo_wtilt", {"wtilt_lambda_pos": 1.0})):
     run, _ = drift_run(method, advantages=lagged_adv, episodes=lagged, loss=loss, base=learner)
     lw = log_weights(run, lagged)[:, drifted]                                           # [steps, 5]
     print(f"  {name:<21} " + " ".join(f"{lw[s].max().exp():>5.2f}" for s in (4, 8, 15)))
@@ -1277,12 +1289,12 @@ branch_reading = {}
 print("  (alpha_-, lambda_-)  peak of phi_-: at w, height | selection, seeds 0-2: stuck at R = 4, R = 16 | largest phi on a "
       "negative (run mean) at R = 4 | seeds 0-11, R = 4/8/16/32: stuck")
 for alpha_neg, lambda_neg in ((3.0, 2.0), (2.0, 2.0), (3.0, 1.0), (1.0, 0.0)):
-    knobs = {"alpha_pos": 0.0, "lambda_pos": 0.1, "alpha_neg": alpha_neg, "lambda_neg": lambda_neg}
+    knobs = {"wtilt_alpha_pos": 0.0, "wtilt_lambda_pos": 0.1, "wtilt_alpha_neg": alpha_neg, "wtilt_lambda_neg": lambda_neg}
     phi = power_tilt(dense, alpha_neg, lambda_neg)
     shape = "unbounded (phi_- = w)" if lambda_neg == 0 else f"{dense[phi.argmax()].exp():.2f}, {phi.max():.2f}"
-    cell = {reuse: [r for r in selection if (r["method"], r["lr"], r["reuse"]) == ("respo", 0.03, reuse) and r["loss"] == knobs]
+    cell = {reuse: [r for r in selection if (r["method"], r["lr"], r["reuse"]) == ("respo_wtilt", 0.03, reuse) and r["loss"] == knobs]
             for reuse in (4, 16)}
-    study = [[r for r in stuck_records if (r["method"], r["lr"], r["reuse"]) == ("respo", 0.03, reuse) and r["loss"] == knobs]
+    study = [[r for r in stuck_records if (r["method"], r["lr"], r["reuse"]) == ("respo_wtilt", 0.03, reuse) and r["loss"] == knobs]
              for reuse in (4, 8, 16, 32)]
     studied = (" / ".join(f"{sum(is_stuck(r, 0.1) for r in runs)}" for runs in study)
                + f" (all: {sum(is_stuck(r, 0.1) for runs in study for r in runs)} of {sum(map(len, study))})"
@@ -1351,8 +1363,8 @@ checks.check_collapse_prediction(my_collapse, ROOT / "toy/results/selection")
 # on that run moves with it.
 
 # %%
-for method in ("seq_clip", "respo"):
-    job = Job(env="seq", method=method, reuse=16, seed=0, lr=0.03, loss=default_kernel if method == "respo" else {})
+for method in ("seq_clip", "respo_wtilt"):
+    job = Job(env="seq", method=method, reuse=16, seed=0, lr=0.03, loss=default_kernel if method == "respo_wtilt" else {})
     mine = train(job)
     committed = next(r for r in selection if (r["method"], r["reuse"], r["lr"], r["seed"]) == (method, 16, 0.03, 0)
                      and r["loss"] == job.loss)
@@ -1421,7 +1433,7 @@ checks.check_starved_prediction(my_starved, log_weights(one_step)[1], positive)
 #   (arXiv:2506.13585), VESPO (arXiv:2602.10693), TOPR (arXiv:2503.14286); the retained-signal
 #   statistic by length and the `no_is`/`is` references are this course's.
 # - Staleness (§6): asynchronous actors that lag the learner, as IMPALA's (Espeholt et al., ICML
-#   2018); in LLM RL, docs/bibliography.md's decoupled PPO and rollout corrections (notebook 05).
+#   2018); in LLM RL, docs/bibliography.md's decoupled PPO and rollout corrections (core 05, `deeper/three_sources`).
 # - The temperature pitfall and the truncation mask (§8): DeepSeek-V3.2's Keep Sampling Mask
 #   (arXiv:2512.02556, §3.1).
 # - The negative branch's shape (§10): VESPO's $(3,2)$.

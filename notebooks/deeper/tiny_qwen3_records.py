@@ -7,9 +7,15 @@
 # ---
 
 # %% [markdown]
-# # 04 · The LLM as data: starved responses on a tiny Qwen3
+# # Deeper · The tiny Qwen3's batches and records
 #
-# The toy (notebook 03) showed the mechanism; this notebook looks for it on a language model, and the
+# The record readings behind core notebook 04 (`../04_starvation_watched.ipynb`). Every ReSPO
+# coefficient here, live or read from the committed studies, is this project's reconstruction,
+# `respo_wtilt` (w^alpha e^{-lambda (w - 1)} per branch), the kernel those studies ran; the
+# methods run and are tabulated under `seq-mean-token-sum-norm` aggregation (`AGG` below), the
+# studies' own. Core notebook 04 reads a batch with the published kernel, `respo`.
+#
+# The toy (`deeper/starvation_controls`, core 04) showed the mechanism; this notebook looks for it on a language model, and the
 # committed studies' answer comes first: on this model it could not be produced (Study 3's manipulation
 # check failed, §4), so what follows shows the coefficients at work on batches whose positives drifted,
 # not the paper's mechanism at work. A 0.3M-parameter
@@ -45,6 +51,8 @@ import toy
 from nano_respo.kernel import METHOD_TABLE, LossConfig, coefficients, sequence_log_weight
 from nano_respo.lab.report import diagnostics_table, mean_ci, outcome_table, paired_across
 from nano_respo.tasks import answers_match, extract_answer
+
+AGG = "seq-mean-token-sum-norm"  # the aggregation the committed studies ran under
 
 torch.set_num_threads(1)
 transformers.utils.logging.disable_progress_bar()   # its weight-loading bar would be saved as a stuck 0% widget
@@ -129,7 +137,7 @@ def read_back(batch, logp, tokenizer):
 def train_a_few_batches(lr):
     """The warm start, then BATCHES rl_iterations at `lr`; per batch a summary and the batch read back; the view
     is the batch with the most positives below w = 0.8 (the last on a tie), with every batch kept under "batches"."""
-    cfg = TrainConfig(model="tiny-qwen3", task="reverse", loss=LossConfig(method="seq_clip"), reuse=8,
+    cfg = TrainConfig(model="tiny-qwen3", task="reverse", loss=LossConfig(agg=AGG, method="seq_clip"), reuse=8,
                       epochs=protocol.epochs, prompts_per_iteration=protocol.prompts_per_iteration, lr=lr, seed=0)
     task = build_task(cfg)
     torch.manual_seed(cfg.seed)
@@ -172,7 +180,7 @@ for lr, view in views.items():
           f"{int(negative.sum())} negatives, {int((adv == 0).sum())} in all-equal groups (no signal); "
           f"w of the positives from {log_w[positive].exp().min():.3f} to {log_w[positive].exp().max():.3f}, "
           f"{n_low} below 0.8; largest w of a negative {log_w[negative].exp().max():.2g}")
-    gspo_phi = coefficients(view["logp"], view["old_logp"], adv, view["mask"], LossConfig(method="gspo"))[0][:, 0]
+    gspo_phi = coefficients(view["logp"], view["old_logp"], adv, view["mask"], LossConfig(agg=AGG, method="gspo"))[0][:, 0]
     print(f"  GSPO (upper clip 1 + {METHOD_TABLE['gspo'][2][1]:g} on s = w^(1/|y|)) gives 0 to "
           f"{int((positive & (gspo_phi == 0)).sum())} of these {int(positive.sum())} positives")
 starved_at = {lr: sum(s[3] for s in view["summary"]) for lr, view in views.items()}
@@ -215,9 +223,9 @@ show_figure(fig)
 # last number in the text: the cell after the tables lists the positives that are not pure digit strings.
 
 # %%
-methods = ("seq_clip", "grpo", "gspo", "cispo", "vespo", "respo")
+methods = ("seq_clip", "grpo", "gspo", "cispo", "vespo", "respo_wtilt")
 for view in views.values():
-    view["phi"] = {m: coefficients(view["logp"], view["old_logp"], view["adv"], view["mask"], LossConfig(method=m))[0]
+    view["phi"] = {m: coefficients(view["logp"], view["old_logp"], view["adv"], view["mask"], LossConfig(agg=AGG, method=m))[0]
                    for m in methods}                                                   # [N, T] per method
     view["per_response"] = {m: (phi * view["mask"]).sum(-1) / view["mask"].sum(-1).clamp(min=1)
                             for m, phi in view["phi"].items()}                        # [N] mean over tokens
@@ -425,7 +433,7 @@ confirm("the group's direct push on the lowest positive's prefixes is never nega
 # between were not recorded. Whatever lowered a shared token came through weights shared
 # across positions and prompts: the pushes on *other* tokens, this group's wrong digits
 # (printed above, with how far each wrong answer fell after it diverged) and the other groups',
-# with steps whose length Adam sets. This batch cannot separate those sources; notebook 03 §2
+# with steps whose length Adam sets. This batch cannot separate those sources; `deeper/starvation_controls` §2
 # separates interference from the optimizer on the toy, and notebook 02 §6 shows the
 # interference exactly. Where a rate has no starved positive there is nothing to explain.
 #
@@ -451,8 +459,8 @@ for lr, v in views.items():
               f"the tokens rose by a factor {gspo_ratio:.4f} each on average")
     print(f"  GSPO: its length-normalised ratio s = w^(1/{n}) = {gspo_ratio:.4f}, the geometric mean of the token ratios: "
           f"{change}; it gives s where s <= 1 + {gspo_eps_high:g}, 0 above: {v['per_response']['gspo'][low]:.3f}")
-    print(f"  ReSPO: phi_+ = exp(-lambda_+ (w - 1)) = {v['per_response']['respo'][low]:.3f}, at most e^lambda_+ = "
-          f"{math.exp(LossConfig().lambda_pos):.3f} as w -> 0")
+    print(f"  ReSPO: phi_+ = exp(-lambda_+ (w - 1)) = {v['per_response']['respo_wtilt'][low]:.3f}, at most e^lambda_+ = "
+          f"{math.exp(LossConfig().wtilt_lambda_pos):.3f} as w -> 0")
 
 # %% [markdown]
 # Read them against the first table. The sequence clip gives a positive its $w$ up to $1+\epsilon$
@@ -475,7 +483,7 @@ for lr, v in views.items():
 # the signal lost by length, not what made it lost (the reference after the table):
 
 # %%
-retained_methods = ("seq_clip", "grpo", "gspo", "cispo", "vespo", "respo", "respo_pos_clip_neg", "topr", "is")
+retained_methods = ("seq_clip", "grpo", "gspo", "cispo", "vespo", "respo_wtilt", "respo_pos_clip_neg", "topr", "is")
 retained_by_rate = {}
 for lr, view in views.items():
     lengths_all = torch.cat([b["mask"].sum(-1) for b in view["batches"]]).float()
@@ -489,7 +497,7 @@ for lr, view in views.items():
         for k in range(3):
             total[k] += b["adv"][pos & (third == k)].sum()
         for m in retained_methods:
-            phi, _ = coefficients(b["logp"], b["old_logp"], b["adv"], b["mask"], LossConfig(method=m))
+            phi, _ = coefficients(b["logp"], b["old_logp"], b["adv"], b["mask"], LossConfig(agg=AGG, method=m))
             per_response = (phi * b["mask"]).sum(-1) / b["mask"].sum(-1).clamp(min=1)        # [N]
             for k in range(3):
                 rows = pos & (third == k)
@@ -509,7 +517,7 @@ print(f"at the stress rate the sequence clip keeps {stress_clip[0]:.3f} of the s
          "the longest positives keep more of it, both tails counted")
       + f"; its least-kept third is the {('shortest', 'middle', 'longest')[int(stress_clip.argmin())]}")
 confirm("ReSPO keeps at least 0.9 of the positives' push in every tercile at both rates",
-        max(0.0, *(0.9 - r["respo"].min().item() for r in retained_by_rate.values())), 1e-12)
+        max(0.0, *(0.9 - r["respo_wtilt"].min().item() for r in retained_by_rate.values())), 1e-12)
 
 # %% [markdown]
 # Read the rows at the stress rate. The last line says, from these batches, whether the
@@ -541,10 +549,10 @@ for n in (5, 15, 30, 60):
     closed = math.exp(s_n ** 2 / 2) * torch.special.ndtr(torch.tensor((band_top - s_n ** 2) / s_n, dtype=torch.float64)).item()
     log_w_drawn = s_n * torch.randn(200_000, generator=draws, dtype=torch.float64)
     every = torch.ones_like(log_w_drawn, dtype=torch.bool)                              # all positives
-    sampled = {m: METHOD_TABLE[m][1](log_w_drawn, every, LossConfig(method=m), METHOD_TABLE[m][2]).mean().item()
-               for m in ("seq_clip", "respo")}
+    sampled = {m: METHOD_TABLE[m][1](log_w_drawn, every, LossConfig(agg=AGG, method=m), METHOD_TABLE[m][2]).mean().item()
+               for m in ("seq_clip", "respo_wtilt")}
     reference_rm.append((closed, sampled["seq_clip"]))
-    print(f"  |y| = {n:>2}: seq_clip {closed:.3f} | {sampled['seq_clip']:.3f}   respo {sampled['respo']:.3f}")
+    print(f"  |y| = {n:>2}: seq_clip {closed:.3f} | {sampled['seq_clip']:.3f}   respo {sampled['respo_wtilt']:.3f}")
 stress_lengths = torch.cat([b["mask"].sum(-1)[b["adv"] > 0] for b in views[stress_lr]["batches"]]).double()
 picked = stress_lengths[torch.randint(len(stress_lengths), (2000, 75), generator=draws)]         # [batches, positives]
 drawn = picked.sqrt() * sigma * torch.randn(picked.shape, generator=draws, dtype=torch.float64)  # log w, same drift
@@ -594,7 +602,7 @@ confirm("with no pressure, both tails hold positives longer than average, the lo
 # (`offpolicy.LaggedPolicy` keeps those weights), and $\log\mu$ is that old policy's. So at the
 # first of the $R$ steps on a batch $w=\pi_{\rm now}/\mu_{\rm lag}$ is already not 1: it carries
 # the $K$ batches of updates since the sample (staleness), and the $R$ steps on the batch add
-# their own drift on top (reuse); $w$ folds both. Notebook 03 §6 shows it on the toy. The
+# their own drift on top (reuse); $w$ folds both. `deeper/starvation_controls` §6 shows it on the toy. The
 # whole evaluation ran twice, on two CPU settings, because float rounding decides which seeds
 # learn; the per-run records are committed and read back here (`RESULTS.md` gives the commands).
 # The protocol, from the records:
@@ -617,8 +625,8 @@ for model_name in models:
 # length-normalised ones (bottom row), so no panel holds more than three bands:
 
 # %%
-PANELS = (("respo", "seq_clip", "vespo"), ("respo", "grpo", "gspo"))
-COLOURS = {"respo": "tab:red", "seq_clip": "tab:blue", "vespo": "tab:brown", "grpo": "tab:green", "gspo": "tab:orange"}
+PANELS = (("respo_wtilt", "seq_clip", "vespo"), ("respo_wtilt", "grpo", "gspo"))
+COLOURS = {"respo_wtilt": "tab:red", "seq_clip": "tab:blue", "vespo": "tab:brown", "grpo": "tab:green", "gspo": "tab:orange"}
 
 
 def cell_name(reuse, lag):
@@ -639,7 +647,7 @@ def reward_panels(columns, title):
                 mean = torch.tensor([m for m, _ in stats])
                 half = torch.tensor([h for _, h in stats])
                 x = range(1, len(mean) + 1)
-                ax.plot(x, mean, color=COLOURS[method], lw=2.6 if method == "respo" else 1.5,
+                ax.plot(x, mean, color=COLOURS[method], lw=2.6 if method == "respo_wtilt" else 1.5,
                         label=f"{method} (lr {runs[[r['method'] for r in runs].index(method)]['lr']:g})")
                 ax.fill_between(x, mean - half, mean + half, color=COLOURS[method], alpha=0.15)
             ax.set_title(name)
@@ -660,8 +668,10 @@ for model_name in models:
 
 # %% [markdown]
 # Outcomes on the default CPU setting (mean ± 95% interval over the seeds; held-out is pass@1 on
-# held-out problems), then ReSPO minus each baseline on the same seeds, side by side for the
-# two CPU settings: a difference counts only where both columns are bold on the same side.
+# held-out problems), then ReSPO (the reconstruction, `respo_wtilt`) minus each baseline on the same
+# seeds, side by side for the two CPU settings: a difference counts only where both columns are bold
+# on the same side. Every method in these tables trained under `seq-mean-token-sum-norm` aggregation
+# (experiments/common.py pins it for every study), not `respo`'s token-mean default.
 
 # %%
 for model_name in models:
@@ -900,7 +910,7 @@ checks.check_high_w_negative(my_high_w_negative, views[stress_lr]["log_w"], view
 # %%
 def my_coefficient(logp, old_logp, mask, advantage, method):
     """phi of one response: logp, old_logp [C] token log-probs under pi and mu, mask [C] bool, advantage a float,
-    method "seq_clip" or "respo" (at LossConfig()'s defaults). Returns a float."""
+    method "seq_clip" or "respo_wtilt" (at LossConfig(method="respo_wtilt", agg=AGG)'s defaults). Returns a float."""
     return None  # your code
 
 

@@ -7,16 +7,19 @@
 # ---
 
 # %% [markdown]
-# # 05 · Three sources of off-policy data: mismatch, staleness, reuse
+# # Deeper · Three sources of off-policy data: mismatch, staleness, reuse
 #
-# Notebooks 01-04 had one source of off-policy data: reuse, several optimizer steps on one
-# rollout batch. A real RL system has two more. Its inference engine (vLLM) samples in
+# The measurements and record readings behind core notebook 05 (`../05_off_policy_in_production.ipynb`).
+# The committed study's ReSPO runs are this project's reconstruction, `respo_wtilt` (its records
+# name it); the live cells (§1-§2) run the published kernel, `respo`, whose coefficient enters only
+# the reuse steps of §1's second cell, not the mismatch or the router. Core notebooks 01-04 had one source of
+# off-policy data: reuse, several optimizer steps on one rollout batch. A real RL system has two more. Its inference engine (vLLM) samples in
 # bfloat16 while the learner trains in float32, so the sampler is a slightly different policy
 # even before any update: the **train-inference mismatch** (on a mixture-of-experts model
 # the two engines' routers can even pick other experts). And asynchronous systems sample with
 # weights some updates old: **staleness**. Here the three are made on a CPU, named, measured
 # one at a time and together, and the corrections TRL and verl offer for them, token- and
-# sequence-level, are read on the same drifted responses as ReSPO. About 15 minutes.
+# sequence-level, are read on the same drifted responses as ReSPO.
 #
 # **Three policies.** $\mu$ is the policy that sampled the batch (the engine's weights, in
 # its precision, maybe stale); $\pi_{old}$ is the trust region's anchor, decoupled PPO's proximal
@@ -128,7 +131,11 @@ def load(cfg):
 # cast to bfloat16 samples the batch and records $\log\mu$; the learner's own float32
 # forward on the same tokens gives $\log\pi_{old}$. No optimizer step has happened, so
 # $\pi = \pi_{old}$, and with an fp32 sampler every $w$ would be 1 up to float noise (`nano_respo/rollout.py`).
-# The cell's last lines are the control: the same rollout drawn by an fp32 copy.
+# The cell's last lines are the control: the same rollout drawn by an fp32 copy. The bf16 weight
+# cast stands in for an inference engine's numerics: a real engine (vLLM, SGLang) also differs in
+# its kernels, batching and reduction order, which a cast does not reproduce. The config's learning
+# rate, 3e-4, is the committed study's stress rate, not `train.py`'s default (1e-4); it matters only
+# from the reuse steps of the next cell on.
 
 # %%
 cfg = TrainConfig(model="tiny-qwen3", loss=LossConfig(), prompts_per_iteration=16, reuse=4, epochs=2,
@@ -419,10 +426,10 @@ for m in MODELS:
 
 # %%
 ARMS = [a for a in figures.OFFPOLICY_ARMS if a != "vespo_token_mean"]   # a coefficient times an aggregation factor
-SHORT = {"respo": "ReSPO", "seq_clip": "seq clip", "grpo": "GRPO", "gspo": "GSPO",
+SHORT = {"respo_wtilt": "ReSPO", "seq_clip": "seq clip", "grpo": "GRPO", "gspo": "GSPO",
          "grpo_trl_seq_mask": "GRPO\n+sequence\nmasked IS", "grpo_verl_token_trunc": "GRPO\n+token\ntruncated IS",
          "grpo_opsm": "GRPO\n+off-policy\nmask"}
-drifted = [s for s in SOURCES if any(figures.offpolicy_values(m, s, figures.arm_reading("respo")) for m in MODELS)]
+drifted = [s for s in SOURCES if any(figures.offpolicy_values(m, s, figures.arm_reading("respo_wtilt")) for m in MODELS)]
 fig, axes = plt.subplots(1, len(MODELS), figsize=(6.5 * len(MODELS), 4), squeeze=False)
 for ax, m in zip(axes[0], MODELS):
     x = np.arange(len(ARMS))
@@ -488,7 +495,7 @@ for m in MODELS:
 #
 # ## 5. The reward after the short runs
 #
-# ReSPO trained in every source; GRPO with TRL's correction trained where all three sources
+# ReSPO (the reconstruction, `respo_wtilt`) trained in every source; GRPO with TRL's correction trained where all three sources
 # act, for the comparison. Mean rollout reward over the 8 batches, ranges over seeds and both
 # settings, and the pre-registered verdict (a difference only where every seed agrees):
 
@@ -496,9 +503,9 @@ for m in MODELS:
 for m in MODELS:
     for s in SOURCES:
         name = f"offpolicy_{m}_{s}"
-        line = f"{figures.OFFPOLICY_MODELS[m]}, {s}: respo {figures.value(name + '_reward_respo')}"
+        line = f"{figures.OFFPOLICY_MODELS[m]}, {s}: respo_wtilt {figures.value(name + '_reward_respo_wtilt')}"
         if figures.offpolicy_runs(m, s, "grpo_trl_seq_mask"):
-            line += (f", grpo_trl_seq_mask {figures.value(name + '_reward_grpo_trl_seq_mask')}; respo "
+            line += (f", grpo_trl_seq_mask {figures.value(name + '_reward_grpo_trl_seq_mask')}; respo_wtilt "
                      f"{figures.value(name + '_reward_verdict')}")
         print(line)
 
