@@ -78,7 +78,6 @@ RUN_BY = {
     "experiments/conflict.py": "tests/course/test_conflict.py",  # every stage's runs and rule, on made-up records
     "experiments/drift.py": "tests/course/test_drift.py",  # its stages' runs, one tiny run, every rule
     "tools/mutation_check.py": "tests/course/test_mutation_check.py",
-    "tools/course_length.py": "tests/course/test_course_length.py",  # its table over the committed notebooks
     "tools/ship_warm_starts.py": "tests/conftest.py",  # retrains each from its manifest (tests/run/test_shipped_warm_starts.py)
     "experiments/default_run.py": "tests/run/test_default_run_record.py",  # one iteration of it
     "bench/newcomer.py": "tests/run/test_benchmarks.py",  # one step of a fresh clone
