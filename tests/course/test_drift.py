@@ -142,3 +142,9 @@ def test_the_moe_stages_train_and_find_their_warm_start_in_a_cache_of_their_own(
     assert seen == {"gate1": str(tmp_path / "cache"), "moe-gate1": str(tmp_path / "cache-moe"),
                     "moe": str(tmp_path / "cache-moe"), "long": str(tmp_path / "cache")}
     assert os.environ["NANO_RESPO_CACHE"] == str(tmp_path / "cache")
+
+
+def test_the_committed_summary_is_what_the_records_give():
+    """experiments/results/drift/summary.md is `python experiments/drift.py --summarise` on the committed records."""
+    out = drift.ROOT / "experiments/results/drift"
+    assert (out / "summary.md").read_text().strip() == rules.summarise(out).strip()
