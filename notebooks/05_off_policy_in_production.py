@@ -218,6 +218,31 @@ confirm("a training forward at T = 0.7 puts more of this batch outside the band 
 # > - **verl**: `algorithm.rollout_correction.rollout_is` takes `token` or `sequence`, with `rollout_is_threshold`; the shipped `rollout_correction.yaml` sets it off (`null`), this repository's `examples/verl_respo.sh` sets `sequence`. On an MoE, routing replay (`actor.router_replay.mode: R3`).
 
 # %% [markdown]
+# ## 6. What the evidence decided
+#
+# This project's test of the paper's claim is the drift study (RESULTS.md, pre-registered in
+# `experiments/DRIFT.md`): on `digit_conflict` with the tiny Qwen3, reuse as the paper's (four one-epoch
+# mini-batches) with a sampler 4 iterations stale, every method at one learning rate, 24 paired seeds on
+# each of two CPU settings. It first checks that the mechanism is present on its own sequence-clip runs,
+# then compares methods on early reward. The cell reads its verdicts from the committed records.
+
+# %%
+from experiments.figures import value
+
+print(f"manipulation check: {value('drift_check')}; {value('drift_check_share')} of the positives below w = 0.8, "
+      f"the sequence clip keeping {value('drift_check_clip_keeps')} of their signal per length bin")
+for claim, name in (("M  starvation under the sequence clip costs early reward", "drift_M"),
+                    ("R  ReSPO learns from the drifted positives", "drift_R"),
+                    ("U  ReSPO beats GRPO, GSPO and VESPO", "drift_U")):
+    print(f"{claim:58} {value(name)}")
+print(f"ReSPO - VESPO, early reward: {value('drift_C6_early')} ({value('drift_C6_reads')})")
+
+# %% [markdown]
+# On this small task the starvation is real and costs learning, and ReSPO recovers the lost signal;
+# VESPO, another smooth kernel, does as well or better early. Whether this holds for long reasoning on real
+# models is the paper's claim, which these runs neither confirm nor refute.
+
+# %% [markdown]
 # > **What to remember**
 # > - Three sources make $w\ne1$: reuse, the engine's numerics (and on an MoE its router), staleness; a recomputed $\pi_{old}$ splits $w=w_{trust}\,\rho$ exactly.
 # > - A correction of $\rho$ is per token (near 1, biased where ratios compound) or per sequence (the product: unbiased for a final reward, higher variance); ReSPO's kernel acts on the whole $w$.
