@@ -183,3 +183,33 @@ class DriftStudy:
         phi_t, log_w = coefficients(logp, self.old_logp, self.adv, self.mask, cfg)
         low = (self.adv > 0) & (log_w < math.log(1 - eps))
         return ((self.mu * phi_t.mean(-1))[low].sum() / self.mu[low].sum()).item() if low.any() else float("nan")
+
+
+def draw_policy_timeline(lag: int = 2, reuse: int = 3, iteration: int = 3) -> None:
+    """The three policies of one iteration on a timeline of optimizer updates: mu (the sampler's weights, `lag`
+    iterations old, in its own numerics), pi_old (recomputed at the iteration's start) and pi (its `reuse` updates)."""
+    import matplotlib.pyplot as plt
+
+    k, R, i = lag, reuse, iteration
+    start = {j: j * R for j in range(i + 2)}  # the optimizer update at which iteration j begins
+    fig, ax = plt.subplots(figsize=(9, 2.1))
+    ax.plot([0, start[i + 1] + 0.5], [0, 0], color="0.6", lw=1)
+    for u in range(start[i + 1] + 1):
+        ax.plot([u], [0], "|", color="0.3" if u % R == 0 else "0.7", ms=12 if u % R == 0 else 6)
+    ax.annotate("μ: the learner's weights at the start of\niteration i − k, run by the sampler in its\nown numerics, "
+                "draw the batch", xy=(start[i - k], 0), xytext=(start[i - k] - 2.5, 0.55), fontsize=8,
+                arrowprops=dict(arrowstyle="->"))
+    ax.annotate("π_old: the learner at the start of iteration i\nrecomputes log-probs of that batch\n(one no-grad forward)",
+                xy=(start[i], 0), xytext=(start[i] - 1.5, 0.55), fontsize=8, arrowprops=dict(arrowstyle="->"))
+    ax.axvspan(start[i], start[i + 1], ymin=0.38, ymax=0.62, color="tab:red", alpha=0.2)
+    ax.text((start[i] + start[i + 1]) / 2, -0.65, "π: the R optimizer\nupdates on the batch", ha="center", fontsize=8,
+            color="tab:red")
+    ax.annotate("", xy=(start[i - k], -0.2), xytext=(start[i], -0.2), arrowprops=dict(arrowstyle="<->", color="0.3"))
+    ax.text((start[i - k] + start[i]) / 2, -0.65, "staleness: --lag k iterations\n= k·R optimizer updates", ha="center",
+            fontsize=8)
+    ax.set(xlim=(-0.5, start[i + 1] + 1), ylim=(-1.0, 1.3), yticks=[],
+           xlabel=f"optimizer update (drawn with k = {k}, R = {R}; long ticks: an iteration begins)")
+    ax.set_xticks([start[i - k], start[i], start[i + 1]], ["(i − k)·R", "i·R", "(i + 1)·R"])
+    ax.grid(False)
+    fig.tight_layout()
+    plt.show()
