@@ -30,19 +30,16 @@
 # `--lag k` counts iterations of $R$ updates, so $\mu$'s weights are $kR$ updates older than $\pi_{old}$'s.
 
 # %%
-import contextlib
-import io
 import math
 
 import matplotlib.pyplot as plt
 import torch
 
-from course import confirm, draw_policy_timeline
+from course import confirm, draw_policy_timeline, load_quietly
 from nano_respo.config import TrainConfig
 from nano_respo.kernel import LossConfig, sequence_log_weight
 from nano_respo.offpolicy import LaggedPolicy, OffPolicy, learner_logprobs, router_mismatch
 from nano_respo.rollout import RolloutBatch, policy_logprobs
-from nano_respo.run.session import build_task, initial_model
 from nano_respo.trainer import collect_rollouts, rl_iteration
 
 torch.set_num_threads(1)
@@ -67,13 +64,6 @@ draw_policy_timeline(lag=2, reuse=3, iteration=3)
 # cast does not reproduce. The control: the same rollout drawn by an fp32 copy.
 
 # %%
-def load(cfg):
-    task = build_task(cfg)
-    torch.manual_seed(cfg.seed)
-    with contextlib.redirect_stdout(io.StringIO()):  # the warm start prints where it comes from (shipped)
-        model, tokenizer = initial_model(cfg, task, "cpu", policy_logprobs)
-    return task, model, tokenizer
-
 
 def sampled_batch(sampler, tokenizer, task, cfg):
     """One rollout batch drawn by `sampler`, log mu recorded as it sampled (no advantages needed here)."""
@@ -83,7 +73,7 @@ def sampled_batch(sampler, tokenizer, task, cfg):
 
 
 cfg = TrainConfig(model="tiny-qwen3", prompts_per_iteration=16, reuse=4, epochs=2, seed=0, sampler_dtype="bfloat16")
-task, model, tokenizer = load(cfg)
+task, model, tokenizer = load_quietly(cfg)
 with torch.random.fork_rng():
     bf16_batch = sampled_batch(LaggedPolicy(model, lag=0, dtype=torch.bfloat16).sampler_for(model), tokenizer, task, cfg)
 with torch.random.fork_rng():
@@ -117,7 +107,7 @@ confirm("on this batch the bf16 sampler's 10-90% range of log w lies within +-0.
 
 # %%
 moe_cfg = TrainConfig(model="tiny-qwen3-moe", prompts_per_iteration=8, reuse=1, epochs=1, seed=0, sampler_dtype="bfloat16")
-moe_task, moe, moe_tokenizer = load(moe_cfg)
+moe_task, moe, moe_tokenizer = load_quietly(moe_cfg)
 moe_sampler = LaggedPolicy(moe, lag=0, dtype=torch.bfloat16).sampler_for(moe)
 moe_batch = sampled_batch(moe_sampler, moe_tokenizer, moe_task, moe_cfg)
 share = router_mismatch(moe_sampler, moe, moe_batch)

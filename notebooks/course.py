@@ -213,3 +213,18 @@ def draw_policy_timeline(lag: int = 2, reuse: int = 3, iteration: int = 3) -> No
     ax.grid(False)
     fig.tight_layout()
     plt.show()
+
+
+def load_quietly(cfg):
+    """(task, model, tokenizer) of a TrainConfig as train.py builds them, the warm start's provenance lines silenced."""
+    import contextlib
+    import io
+
+    from nano_respo.rollout import policy_logprobs
+    from nano_respo.run.session import build_task, initial_model
+
+    task = build_task(cfg)
+    torch.manual_seed(cfg.seed)
+    with contextlib.redirect_stdout(io.StringIO()):  # the warm start prints where it comes from (shipped)
+        model, tokenizer = initial_model(cfg, task, "cpu", policy_logprobs)
+    return task, model, tokenizer

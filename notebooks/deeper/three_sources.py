@@ -65,9 +65,7 @@ draw_policy_timeline(lag=2, reuse=3, iteration=3)
 # sequence ($c(\rho)$, $\rho=\prod_t\rho_t$). Both libraries offer both granularities (§4).
 
 # %%
-import contextlib
 import importlib.util
-import io
 import math
 import sys
 from pathlib import Path
@@ -78,12 +76,11 @@ import torch
 from IPython.display import Markdown, display
 
 import nano_respo
-from course import confirm
+from course import confirm, load_quietly
 from nano_respo.kernel import LossConfig, sequence_log_weight
 from nano_respo.config import TrainConfig
 from nano_respo.offpolicy import LaggedPolicy, OffPolicy, learner_logprobs, router_choices, router_mismatch
 from nano_respo.rollout import policy_logprobs
-from nano_respo.run.session import build_task, initial_model
 from nano_respo.trainer import collect_rollouts, rl_iteration
 
 torch.set_num_threads(1)
@@ -93,13 +90,6 @@ spec = importlib.util.spec_from_file_location("figures", ROOT / "experiments" / 
 figures = sys.modules["figures"] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
 spec.loader.exec_module(figures)
 
-
-def load(cfg):
-    task = build_task(cfg)
-    torch.manual_seed(cfg.seed)
-    with contextlib.redirect_stdout(io.StringIO()):  # the warm start prints where it comes from (shipped)
-        model, tokenizer = initial_model(cfg, task, "cpu", policy_logprobs)
-    return task, model, tokenizer
 
 
 # %% [markdown]
@@ -119,7 +109,7 @@ def load(cfg):
 # %%
 cfg = TrainConfig(model="tiny-qwen3", loss=LossConfig(), prompts_per_iteration=16, reuse=4, epochs=2,
                   lr=3e-4, seed=0, sampler_dtype="bfloat16")
-task, model, tokenizer = load(cfg)
+task, model, tokenizer = load_quietly(cfg)
 sampler = LaggedPolicy(model, lag=0, dtype=torch.bfloat16).sampler_for(model)
 samples, rewards, _ = collect_rollouts(sampler, tokenizer, task, cfg, iteration=0)
 from nano_respo.rollout import RolloutBatch  # noqa: E402
@@ -226,7 +216,7 @@ print(f"spread (std) of log pi_old/mu {log_rho.std():.4f}, of log pi/pi_old {log
 # %%
 moe_cfg = TrainConfig(model="tiny-qwen3-moe", loss=LossConfig(), prompts_per_iteration=8, reuse=1, epochs=1,
                       seed=0, sampler_dtype="bfloat16")
-moe_task, moe, moe_tokenizer = load(moe_cfg)
+moe_task, moe, moe_tokenizer = load_quietly(moe_cfg)
 moe_sampler = LaggedPolicy(moe, lag=0, dtype=torch.bfloat16).sampler_for(moe)
 samples, rewards, _ = collect_rollouts(moe_sampler, moe_tokenizer, moe_task, moe_cfg, iteration=0)
 moe_batch = RolloutBatch(samples.input_ids, samples.attention_mask, samples.completion_mask, samples.old_logp,
