@@ -44,6 +44,7 @@ from nano_respo.trainer import collect_rollouts, rl_iteration
 
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})
+ON_THIS_MACHINE = "(bf16 numerics: the digits below depend on the CPU kernels that ran them; the checks hold on both settings)"
 
 draw_policy_timeline(lag=2, reuse=3, iteration=3)
 
@@ -80,6 +81,7 @@ with torch.random.fork_rng():
     fp32_batch = sampled_batch(LaggedPolicy(model, lag=0).sampler_for(model), tokenizer, task, cfg)
 log_rho = {name: sequence_log_weight(learner_logprobs(model, b, cfg), b.old_logp, b.completion_mask)
            for name, b in (("bf16", bf16_batch), ("fp32", fp32_batch))}
+print(ON_THIS_MACHINE)
 print(f"{len(log_rho['bf16'])} responses per batch; largest |log w| at step 0: bf16 sampler {log_rho['bf16'].abs().max():.3f}, "
       f"fp32 sampler below 1e-4 (float noise, its digits depend on the machine)")
 confirm("the fp32 sampler's largest |log w| at step 0 is below 1e-4", max(0.0, log_rho["fp32"].abs().max().item() - 1e-4), 1e-12)
@@ -111,6 +113,7 @@ moe_task, moe, moe_tokenizer = load_quietly(moe_cfg)
 moe_sampler = LaggedPolicy(moe, lag=0, dtype=torch.bfloat16).sampler_for(moe)
 moe_batch = sampled_batch(moe_sampler, moe_tokenizer, moe_task, moe_cfg)
 share = router_mismatch(moe_sampler, moe, moe_batch)
+print(ON_THIS_MACHINE)
 print(f"{int(moe_batch.completion_mask.sum())} response tokens; some layer routes differently at {share:.2%} of them")
 confirm("on this batch the bf16 copy routes some response tokens differently from the fp32 learner", float(share == 0), 1e-12)
 
@@ -139,6 +142,7 @@ log_w = sequence_log_weight(pi_now, batch.old_logp, mask)
 log_trust = sequence_log_weight(pi_now, batch.pi_old_logp, mask)               # reuse: pi / pi_old
 log_rho_seq = sequence_log_weight(batch.pi_old_logp, batch.old_logp, mask)     # mismatch: pi_old / mu
 token_log_rho = (batch.pi_old_logp - batch.old_logp)[mask]
+print(ON_THIS_MACHINE)
 print(f"lr {cfg.lr:g}, {cfg.reuse} updates; spread (std) of log pi/pi_old {log_trust.std():.4f}, of log pi_old/mu "
       f"{log_rho_seq.std():.4f}; per token, the largest |log rho_t| {token_log_rho.abs().max():.3f}, per sequence "
       f"the largest |log rho| {log_rho_seq.abs().max():.3f}")
