@@ -43,6 +43,9 @@ def users_cache_before():
 IDS = [build.name_of(s) for s in SOURCES]
 NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 WIDGET = "application/vnd.jupyter.widget-view+json"
+# Seconds a cell may take here: the slowest takes about a minute on a loaded 2-core machine with the session's warm
+# starts cached, so a stalled kernel (build.execute runs the notebook once more) costs minutes, not a quarter hour.
+CELL_TIMEOUT = 300
 
 
 def test_the_course_is_complete():
@@ -116,7 +119,7 @@ def built_here(notebook) -> bool:
 def test_notebook_outputs_equal_a_fresh_execution(source, warm_start_cache):
     """Every cell runs (the check cells hold); on the notebook's own CPU setting, every printout is the committed one."""
     committed = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
-    fresh = build.execute(nbformat.read(source.with_suffix(".ipynb"), as_version=4))
+    fresh = build.execute(nbformat.read(source.with_suffix(".ipynb"), as_version=4), timeout=CELL_TIMEOUT)
     for index, (old, new) in enumerate(zip(committed.cells, fresh.cells)):
         if old.cell_type != "code":
             continue
@@ -138,3 +141,28 @@ def test_the_users_cache_is_untouched(users_cache_before):
     """Run last in this module: the notebooks above trained and loaded their warm starts elsewhere."""
     path, before = users_cache_before
     assert listing(path) == before, f"the tests wrote to the user's cache {path}"
+
+
+def test_a_stalled_notebook_runs_once_more_from_its_cells_as_given(monkeypatch, capsys):
+    """build.execute: a cell timeout (kernel and client idle, a message lost) runs the notebook again, once, from
+    the cells it was given; a second stall raises."""
+    from nbclient.exceptions import CellTimeoutError
+
+    seen = []
+
+    def stalls(times):
+        def run(nb, timeout):
+            seen.append([len(c.get("outputs", [])) for c in nb.cells])
+            nb.cells[0]["outputs"] = [nbformat.v4.new_output("stream", name="stdout", text="ran\n")]
+            if len(seen) <= times:
+                raise CellTimeoutError("A cell timed out while it was being executed, after 1 seconds.")
+        return run
+
+    monkeypatch.setattr(build, "run_in_kernel", stalls(1))
+    nb = build.execute(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('ran')")]), timeout=1)
+    assert seen == [[0], [0]] and printed(nb.cells[0]) == ["stdout: ran\n"]
+    assert "once more in a fresh kernel" in capsys.readouterr().err
+    seen.clear()
+    monkeypatch.setattr(build, "run_in_kernel", stalls(2))
+    with pytest.raises(CellTimeoutError):
+        build.execute(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('ran')")]), timeout=1)
