@@ -15,8 +15,8 @@
 #
 # **The answer.** A step that pushes every correct answer up still lowers some of them: the
 # positives share weights, and at first order a positive whose gradient points against the
-# batch's push loses probability. Under reuse those become low-$w$, and the sequence clip gives
-# each its $w$, so at most steps it keeps under 0.6 of the positives' push where the published
+# batch's push loses probability. Under reuse some positives end low-$w$ (how many is set by the step's
+# length more than by this count, §2), and the sequence clip gives each its $w$, so at most steps it keeps under 0.6 of the positives' push where the published
 # ReSPO keeps more at every step. On the other side ReSPO gives an over-generated wrong answer less than
 # ignoring $w$ would ($\phi=1$) and less than the exact weight ($\phi=w$). Last, an exact case
 # with nothing sampled shows the limit of the coefficient: a larger one on the starved answer
@@ -386,7 +386,7 @@ confirm("yet at R = 16 pi(y*) is lower under ReSPO than under the clip, and belo
 # > **What to remember**
 # > - A push on the correct answers lowers some of them at first order, through shared weights: on both warm policies here, on every batch; how many end low-$w$ depends on the step's length.
 # > - The sequence clip gives a low-$w$ positive its $w$ and keeps under 0.6 of the positives' push at most steps here; ReSPO's $\phi_+>1$ below $W=1$ keeps more of it at every step.
-# > - ReSPO gives an over-generated negative less than $\phi=1$ and less than $\phi=w$: a trust region above 1, not a harder push. A larger coefficient on a starved answer does not by itself save it (§6).
+# > - ReSPO gives an over-generated negative less than $\phi=1$ and less than $\phi=w$: a trust region above 1, not a harder push. A larger coefficient on a starved answer does not by itself save it under exact SGD steps (§6; with Adam the order reverses, `deeper/branches_explored` §6).
 #
 # ## Quick questions
 #
