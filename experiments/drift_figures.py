@@ -19,8 +19,13 @@ NOT_RUN = "not run"
 
 
 @functools.cache
+def records() -> dict:
+    return load(RECORDS)
+
+
+@functools.cache
 def study() -> dict:
-    return read_all(load(RECORDS))
+    return read_all(records())
 
 
 def per_setting(cell: str) -> dict:
@@ -87,8 +92,7 @@ def checks(cell: str) -> str:
 
 
 def gate(stage: str) -> str:
-    records = load(RECORDS)
-    found = {s: records.get((s, stage), []) for s in SETTINGS}
+    found = {s: records().get((s, stage), []) for s in SETTINGS}
     if not all(found.values()):
         return NOT_RUN
     return ", ".join(f"{s}: {found[s][0]['gate']}" for s in SETTINGS)
