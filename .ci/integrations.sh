@@ -9,12 +9,12 @@ venv=.venv-integrations
 [ -x "$venv/bin/python" ] || "${PYTHON:-python}" -m venv "$venv"
 py="$venv/bin/python"
 "$py" -m pip install -q torch==2.13.0  # first, so nothing below pulls a CUDA build
-"$py" -m pip install -q -r requirements-integrations.txt
+"$py" -m pip install -q -r nano_respo/integrations/requirements.txt
 "$py" -m pip install -q --no-deps verl==0.9.1
-"$py" -m pip install -q --no-deps -e .  # nano_respo importable by scripts run from bench/ and examples/
+"$py" -m pip install -q --no-deps -e .  # nano_respo importable by scripts run from tools/bench/ and examples/
 
 set +e
-"$py" -m pytest -q tests_integrations
+"$py" -m pytest -q tests/integrations/
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

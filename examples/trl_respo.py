@@ -3,7 +3,7 @@
     python examples/trl_respo.py --model Qwen/Qwen3-0.6B                     # one process
     accelerate launch --num_processes 8 examples/trl_respo.py --model Qwen/Qwen3-0.6B --use-vllm
 
-Needs the integrations environment (requirements-integrations.txt). The reward is
+Needs the integrations environment (nano_respo/integrations/requirements.txt). The reward is
 verifiable: 1 when the first number of the completion is the sum, else 0.
 """
 

@@ -23,7 +23,7 @@
 #   kernel would not run.
 # - policy_loss.correction stays none (the kernel's own decoupled correction): the adapter
 #   refuses it under verl's, which would otherwise weigh pi_old / mu twice.
-# tests_integrations/test_examples.py checks these flags against the adapter.
+# tests/integrations/test_examples.py checks these flags against the adapter.
 set -euo pipefail
 DATA=${DATA:-$HOME/data/gsm8k}
 MODEL=${MODEL:-Qwen/Qwen3-0.6B}

@@ -82,7 +82,7 @@ CONVERGED_EXACT = 0.5
 CONVERGED_WINDOW = 20
 # How long the cosine runs (--sft-anneal): budget, a quarter of `steps` (LR_SCHEDULE); the others, a share of
 # the step the model converged at (a quarter of `steps` when it did not), so it stops about when it has what
-# it needs: converged a quarter of that step, converged-half half of it (experiments/WARMSTART.md).
+# it needs: converged a quarter of that step, converged-half half of it (research/WARMSTART.md).
 CONVERGED_SHARE = {"converged": 4, "converged-half": 2}  # annealing = convergence step // this
 ANNEALS = ("budget", *CONVERGED_SHARE)
 

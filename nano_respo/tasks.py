@@ -332,7 +332,7 @@ def mixed_task(small: Task, full: Task, share: float) -> Task:
 
     The warm start's demonstrations with a few from the whole RL task: long answers are then
     demonstrated rarely, so the warm start finds them rarely, at a rate `share` moves smoothly
-    (a size alone moves the rate in steps of one target: experiments/results/gates.md).
+    (a size alone moves the rate in steps of one target: research/results/gates.md).
     """
     def pick(rng: random.Random, draw_small: Callable[[random.Random], Problem]) -> Problem:
         return full.train_problem(rng) if rng.random() < share else draw_small(rng)

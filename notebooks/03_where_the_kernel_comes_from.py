@@ -41,7 +41,7 @@ import torch
 
 from course import SequenceSpace, confirm
 from nano_respo.kernel import LossConfig, power_mean_log, power_tilt, respo_branch, respo_coefficient
-from nano_respo.lab.surrogate import respo_surrogate
+from nano_respo.surrogate import respo_surrogate
 
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})
@@ -277,7 +277,7 @@ confirm("LossConfig()'s defaults are these constants: (2, 1/2, 2) for A > 0 and 
 # $\phi\le e^{\lambda-1}/\lambda=e/2$, so a one-response estimate's second moment is bounded however far
 # $\pi$ drifts (docs/math.md §4.6). And every coefficient is the gradient of a surrogate,
 # $A\,\Phi(W)$ with $\Phi(W)=\int_1^W\phi(u)\,du/u$, which for ReSPO has a closed form
-# (docs/math.md §4.5; `nano_respo/lab/surrogate.py`):
+# (docs/math.md §4.5; `nano_respo/surrogate.py`):
 
 # %%
 Phi_slopes = []

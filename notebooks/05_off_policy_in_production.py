@@ -195,14 +195,14 @@ confirm("a training forward at T = 0.7 puts more of this batch outside the band 
 # %% [markdown]
 # ## 6. What the evidence decided
 #
-# This project's test of the paper's claim is the drift study (RESULTS.md, pre-registered in
-# `experiments/DRIFT.md`): on `digit_conflict` with the tiny Qwen3, reuse as the paper's (four one-epoch
+# This project's test of the paper's claim is the drift study (research/README.md, pre-registered in
+# `research/DRIFT.md`): on `digit_conflict` with the tiny Qwen3, reuse as the paper's (four one-epoch
 # mini-batches) with a sampler 4 iterations stale, every method at one learning rate, 24 paired seeds on
 # each of two CPU settings. It first checks that the mechanism is present on its own sequence-clip runs,
 # then compares methods on early reward. The cell reads its verdicts from the committed records.
 
 # %%
-from experiments.figures import value
+from research.figures import value
 
 print(f"manipulation check: {value('drift_check')}; {value('drift_check_share')} of the positives below w = 0.8, "
       f"the sequence clip keeping {value('drift_check_clip_keeps')} of their signal per length bin")

@@ -18,7 +18,7 @@ import torch
 from course import SequenceSpace
 from nano_respo import kernel
 from nano_respo.kernel import LossConfig
-from nano_respo.lab.surrogate import exp1
+from nano_respo.surrogate import exp1
 
 SAPO_TAU = {True: 1.0, False: 1.05}  # SAPO's gate temperatures for A > 0 and A < 0 (docs/math.md §5)
 

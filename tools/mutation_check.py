@@ -6,7 +6,7 @@
                                                             # two at a time (what CI runs)
 
 Each mutant is one textual edit of nano_respo/kernel.py (or of the surrogate the tests compare
-it with, nano_respo/lab/surrogate.py), applied to a temporary copy of the package; the kernel
+it with, nano_respo/surrogate.py), applied to a temporary copy of the package; the kernel
 tests run against the copy and the families that fail are printed. A mutant that no test
 catches is a hole in the suite. The property tests run with the quick profile (tests/conftest.py),
 what a user's `python -m pytest -q` runs, so a mutant must be caught with the fewer examples. Every
@@ -38,7 +38,7 @@ FAMILIES = {  # test-name prefix -> its family number in tests/derivations/test_
     "test_mu_times": "12", "test_the_tilt": "12", "test_lambda_plus": "12", "test_the_slope": "12",
     "test_the_closed_form": "13", "test_the_loss_gradient": "13",
 }  # tests/derivations/test_kernel_decoupled.py's families print as §7
-KERNEL, SURROGATE = "nano_respo/kernel.py", "nano_respo/lab/surrogate.py"
+KERNEL, SURROGATE = "nano_respo/kernel.py", "nano_respo/surrogate.py"
 MUTANTS = [
     ("flip the sign of the loss", KERNEL, "terms = -(phi * advantages", "terms = (phi * advantages"),
     ("drop the tilt", KERNEL, "log_phi = alpha * log_w - lam * torch.expm1", "log_phi = alpha * log_w - 0 * torch.expm1"),

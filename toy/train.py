@@ -27,7 +27,7 @@ CURVE_KEYS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_mean_pos", "phi_mean_
 
 @dataclass
 class RunSettings:
-    """What every run of one comparison shares (toy.run's flags of the same names)."""
+    """What every run of one comparison shares (research.toy.run's flags of the same names)."""
 
     iterations: int = 60
     """Rollout batches per run (the same for every R: reuse buys more updates per sample)."""
@@ -80,9 +80,9 @@ def heldout_reward(env, policy, samples: int, generator: torch.Generator) -> flo
 def train(job: Job, progress=None, policy=None, skip_silent_steps: bool = False) -> dict:
     """Run one job; returns a JSON-ready record (curves, per-run diagnostics, held-out reward).
 
-    policy: continue training this policy in place instead of a fresh one (notebooks/deeper/starvation_controls, core notebook 04).
+    policy: continue training this policy in place instead of a fresh one (research/notebooks/starvation_controls, core notebook 04).
     skip_silent_steps: take no optimizer step on a mini-batch whose advantages are all 0. Adam
-        still moves the weights there, on its momentum; toy/stuck.py turns that off to see its part.
+        still moves the weights there, on its momentum; research/toy/stuck.py turns that off to see its part.
     """
     torch.manual_seed(job.seed)
     generator = torch.Generator().manual_seed(job.seed)

@@ -71,8 +71,8 @@ import torch
 from course import SequenceSpace, confirm, reuse_one_group
 from nano_respo.kernel import (METHOD_TABLE, LossConfig, coefficients, policy_loss, power_tilt,
                                respo_coefficient)
-from nano_respo.lab.surrogate import power_tilt_surrogate, respo_surrogate
-from nano_respo.lab.report import phi_curve  # phi read back from the gradient of kernel.policy_loss
+from nano_respo.surrogate import power_tilt_surrogate, respo_surrogate
+from research.lab.report import phi_curve  # phi read back from the gradient of kernel.policy_loss
 
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})
@@ -558,7 +558,7 @@ print(f"A > 0 at w = {W[0]:.2f}: clip L(w) - L(1) = {surrogates['seq_clip', True
 # At $\alpha=1$ this is the exact gradient of §1; at $\alpha=0$ the weight is ignored (the
 # on-policy formula applied to stale samples); in between, $w^\alpha$ shrinks the tails.
 # Check, on the 27-response space, with `power_tilt_surrogate` (the surrogate,
-# `nano_respo/lab/surrogate.py`) and the kernel's `power_tilt` (the coefficient $w^\alpha$):
+# `nano_respo/surrogate.py`) and the kernel's `power_tilt` (the coefficient $w^\alpha$):
 
 # %%
 for alpha in (0.0, 0.5, 2.0):
@@ -976,7 +976,7 @@ confirm(f"respo_wtilt: E_mu[phi^2 A^2 |grad log pi|^2] <= max phi^2 E_mu[A^2 |gr
 # $\Phi=(1-e^{\lambda(1-w^\beta)})/(\beta\lambda)$ at $\alpha=1$ and
 # $\Phi=(1-\beta)e^k[E_1(k)-E_1(kw)]+(1-e^{k(1-w)})/\lambda$ at $\alpha=2$.
 # Check `power_tilt_surrogate` on five branches of its family and `respo_surrogate` on ReSPO's two
-# (`nano_respo/lab/surrogate.py`): the derivative in $\log w$ is $\phi$ (autograd), and the value
+# (`nano_respo/surrogate.py`): the derivative in $\log w$ is $\phi$ (autograd), and the value
 # is the integral (quadrature in $\log w$):
 
 # %%
@@ -1059,7 +1059,7 @@ confirm("grad policy_loss = grad of -mean A Phi(w)", (g_loss - g_surrogate).abs(
 # ($\sim e^3w^2$ as $w\to0$). All three kernels are printed below from the kernel.
 #
 # **The reconstruction's defaults $(0,0.1,3,2)$** were the project's toy evidence
-# (`toy/RESULTS.md`): the best-scoring of the settings screened, not separated from its
+# (`research/toy/README.md`): the best-scoring of the settings screened, not separated from its
 # flat-positive-branch neighbours, and not the paper's constants (the abstract gave none).
 
 # %%

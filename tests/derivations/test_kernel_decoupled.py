@@ -16,7 +16,7 @@ from test_kernel_derivations import BASELINE_EPS, grad_of, random_batch, surroga
 
 from nano_respo.kernel import (CORRECTIONS, METHOD_TABLE, METHODS, SEQUENCE, LossConfig, aggregate, correction_log_ratio,
                                policy_loss, sequence_log_weight)
-from nano_respo.lab.surrogate import respo_surrogate
+from nano_respo.surrogate import respo_surrogate
 from nano_respo.offpolicy import off_policy_diagnostics
 
 MODES = [c for c in CORRECTIONS if c != "none"]

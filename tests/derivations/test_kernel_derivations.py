@@ -15,7 +15,7 @@ import torch
 
 from nano_respo.kernel import (AGG_MODES, METHODS, LossConfig, aggregate, policy_loss, power_tilt,
                                power_tilt_branches, sequence_log_weight)
-from nano_respo.lab.surrogate import power_tilt_surrogate, respo_surrogate
+from nano_respo.surrogate import power_tilt_surrogate, respo_surrogate
 
 
 pytestmark = pytest.mark.usefixtures("float64")  # tests/conftest.py

@@ -14,7 +14,7 @@ import torch
 
 from nano_respo.kernel import (LossConfig, policy_loss, power_mean_log, respo_branch, respo_coefficient,
                                sequence_log_weight)
-from nano_respo.lab.surrogate import respo_surrogate
+from nano_respo.surrogate import respo_surrogate
 
 pytestmark = pytest.mark.usefixtures("float64")  # tests/conftest.py
 

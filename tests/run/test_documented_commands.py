@@ -25,67 +25,67 @@ from nano_respo.config import TrainConfig  # noqa: E402
 from nano_respo.run.evaluate_cli import EvalConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = ["README.md", "RESULTS.md", "docs/math.md", "docs/training.md", "docs/scaling.md", "bench/README.md",
-        "toy/RESULTS.md", "nano_respo/integrations/README.md"]
+DOCS = ["README.md", "research/README.md", "docs/math.md", "docs/training.md", "docs/scaling.md", "tools/bench/README.md",
+        "research/toy/README.md", "nano_respo/integrations/README.md"]
 PROGRAMS = ("python", "python3", ".venv-bench/bin/python", "torchrun", "bash", "jupyter")
 # Each script's config class: its documented arguments must parse with it.
 CONFIGS = {
     "train.py": lambda: TrainConfig,
     "eval.py": lambda: EvalConfig,
-    "toy.run": lambda: importlib.import_module("toy.run").RunConfig,
-    "toy.across": lambda: importlib.import_module("toy.across").AcrossConfig,
-    "toy.select": lambda: importlib.import_module("toy.select").SelectConfig,
-    "toy.stuck": lambda: importlib.import_module("toy.stuck").StuckConfig,
-    "experiments/run.py": lambda: script_module("experiments/run.py").ExperimentConfig,
-    "experiments/across.py": lambda: script_module("experiments/across.py").AcrossConfig,
-    "experiments/select_lr.py": lambda: script_module("experiments/select_lr.py").SelectConfig,
-    "experiments/figures.py": lambda: script_module("experiments/figures.py").FiguresConfig,
-    "experiments/offpolicy.py": lambda: script_module("experiments/offpolicy.py").OffPolicyConfig,
-    "experiments/warm_start_stop.py": lambda: script_module("experiments/warm_start_stop.py").WarmStopConfig,
-    "experiments/reread.py": lambda: script_module("experiments/reread.py").RereadConfig,
-    "experiments/conflict.py": lambda: script_module("experiments/conflict.py").ConflictConfig,
-    "experiments/default_run.py": lambda: script_module("experiments/default_run.py").DefaultRunConfig,
-    "experiments/drift.py": lambda: script_module("experiments/drift.py").DriftConfig,
+    "research.toy.run": lambda: importlib.import_module("research.toy.run").RunConfig,
+    "research.toy.across": lambda: importlib.import_module("research.toy.across").AcrossConfig,
+    "research.toy.select": lambda: importlib.import_module("research.toy.select").SelectConfig,
+    "research.toy.stuck": lambda: importlib.import_module("research.toy.stuck").StuckConfig,
+    "research/run.py": lambda: script_module("research/run.py").ExperimentConfig,
+    "research/across.py": lambda: script_module("research/across.py").AcrossConfig,
+    "research/select_lr.py": lambda: script_module("research/select_lr.py").SelectConfig,
+    "research/figures.py": lambda: script_module("research/figures.py").FiguresConfig,
+    "research/offpolicy.py": lambda: script_module("research/offpolicy.py").OffPolicyConfig,
+    "research/warm_start_stop.py": lambda: script_module("research/warm_start_stop.py").WarmStopConfig,
+    "research/reread.py": lambda: script_module("research/reread.py").RereadConfig,
+    "research/conflict.py": lambda: script_module("research/conflict.py").ConflictConfig,
+    "research/default_run.py": lambda: script_module("research/default_run.py").DefaultRunConfig,
+    "research/drift.py": lambda: script_module("research/drift.py").DriftConfig,
 }
 # Scripts this file runs, each with the flags that make it cheap (appended: argparse keeps the last value).
 SHORTENED = {
-    "bench/kernel.py": ["--batch", "8", "--length", "16", "--repeats", "1"],
-    "bench/profile_step.py": ["--prompts", "2", "--group-size", "2", "--max-new-tokens", "4", "--repeats", "1"],
-    "bench/logprobs.py": ["--lengths", "16", "--vocab", "256", "--hidden", "16", "--repeats", "1"],
-    "bench/gpu.py": [],  # --dry-run and the tiny CPU smoke are cheap; on a GPU, see below
+    "tools/bench/kernel.py": ["--batch", "8", "--length", "16", "--repeats", "1"],
+    "tools/bench/profile_step.py": ["--prompts", "2", "--group-size", "2", "--max-new-tokens", "4", "--repeats", "1"],
+    "tools/bench/logprobs.py": ["--lengths", "16", "--vocab", "256", "--hidden", "16", "--repeats", "1"],
+    "tools/bench/gpu.py": [],  # --dry-run and the tiny CPU smoke are cheap; on a GPU, see below
     "tools/step_lines.py": [],
     "docs/make_figures.py": ["--out", "{tmp}/phi.png"],  # never over the committed figure
-    "experiments/warm_start_stop.py": [],  # --summarise reads the committed records; a warm start is measured by hand
-    "toy.select": ["--methods", "respo_wtilt", "grpo", "--reuse", "4", "--seeds", "0", "--lr-grid", "0.01", "0.03",
+    "research/warm_start_stop.py": [],  # --summarise reads the committed records; a warm start is measured by hand
+    "research.toy.select": ["--methods", "respo_wtilt", "grpo", "--reuse", "4", "--seeds", "0", "--lr-grid", "0.01", "0.03",
                    "--respo-grid", "0,0.1,3,2", "0,0,3,2", "--iterations", "2", "--out", "{tmp}"],
 }
 # Scripts run (shortened) by another test, or by CI itself, and what runs them.
 RUN_BY = {
     "train.py": "tests/run/test_commands_after_a_default_run.py",  # the default run and every --help example
     "eval.py": "tests/run/test_commands_after_a_default_run.py",
-    "toy.run": "tests/step/test_toy.py",
-    "toy.across": "tests/step/test_report.py",
-    "toy.stuck": "tests/step/test_toy_stuck.py",
+    "research.toy.run": "tests/step/test_toy.py",
+    "research.toy.across": "research/tests/test_report.py",
+    "research.toy.stuck": "research/tests/test_toy_stuck.py",
     # The grid scripts launch many train.py runs: their parts (the cells' commands, the check
     # against committed records, the choice of learning rate) are run there on small inputs.
-    "experiments/run.py": "tests/course/test_experiments.py",
-    "experiments/across.py": "tests/course/test_experiments.py",
-    "experiments/select_lr.py": "tests/course/test_experiments.py",
-    "experiments/figures.py": "tests/course/test_figures.py",  # --check over the prose
+    "research/run.py": "research/tests/test_experiments.py",
+    "research/across.py": "research/tests/test_experiments.py",
+    "research/select_lr.py": "research/tests/test_experiments.py",
+    "research/figures.py": "research/tests/test_figures.py",  # --check over the prose
     "tools/course_length.py": "tests/course/test_course_length.py",  # the table and its --check
-    "experiments/offpolicy.py": "tests/course/test_offpolicy.py",
-    "experiments/reread.py": "tests/course/test_reread.py",  # its reading of the committed dumps, its commands
-    "experiments/conflict.py": "tests/course/test_conflict.py",  # every stage's runs and rule, on made-up records
-    "experiments/drift.py": "tests/course/test_drift.py",  # its stages' runs, one tiny run, every rule
+    "research/offpolicy.py": "research/tests/test_offpolicy.py",
+    "research/reread.py": "research/tests/test_reread.py",  # its reading of the committed dumps, its commands
+    "research/conflict.py": "research/tests/test_conflict.py",  # every stage's runs and rule, on made-up records
+    "research/drift.py": "research/tests/test_drift.py",  # its stages' runs, one tiny run, every rule
     "tools/mutation_check.py": "tests/course/test_mutation_check.py",
     "tools/ship_warm_starts.py": "tests/conftest.py",  # retrains each from its manifest (tests/run/test_shipped_warm_starts.py)
-    "experiments/default_run.py": "tests/run/test_default_run_record.py",  # one iteration of it
-    "bench/newcomer.py": "tests/run/test_benchmarks.py",  # one step of a fresh clone
+    "research/default_run.py": "research/tests/test_default_run_record.py",  # one iteration of it
+    "tools/bench/newcomer.py": "tests/run/test_benchmarks.py",  # one step of a fresh clone
     "pytest": ".ci/run",
     ".ci/integrations.sh": ".ci/run",
-    "examples/trl_respo.py": "tests_integrations/test_examples.py",  # TRL: the integrations' environment
-    "examples/verl_respo.sh": "tests_integrations/test_examples.py",
-    "bench/step.py": None,  # TRL in .venv-bench (bench/README.md): here its flags are checked with --help only
+    "examples/trl_respo.py": "tests/integrations/test_examples.py",  # TRL: the integrations' environment
+    "examples/verl_respo.sh": "tests/integrations/test_examples.py",
+    "tools/bench/step.py": None,  # TRL in .venv-bench (tools/bench/README.md): here its flags are checked with --help only
     "notebooks/": "tests/course/test_notebooks.py",  # jupyter lab notebooks/: every notebook is executed there
     "notebooks/build.py": "tests/course/test_notebooks.py",  # its execute() runs every notebook there
     "venv": None, "--version": None,  # setting up Python itself
@@ -93,11 +93,11 @@ RUN_BY = {
 
 
 # Arguments that name what an earlier documented command writes, and a committed file of that kind.
-STAND_INS = {"mine=runs/check/records.json": "mine=experiments/results/default/lr3e-4.json"}
+STAND_INS = {"mine=runs/check/records.json": "mine=research/results/default/lr3e-4.json"}
 
 
 def script_module(path: str):
-    """experiments/x.py as the package module experiments.x."""
+    """research/x.py as the package module research.x."""
     return importlib.import_module(path.removesuffix(".py").replace("/", "."))
 
 
@@ -145,7 +145,7 @@ COMMANDS = documented_commands()
 
 def test_the_docs_name_commands_of_every_kind():
     scripts = {script_and_args(command)[0] for _, command in COMMANDS}
-    assert {"train.py", "eval.py", "toy.run", "experiments/run.py", "bench/kernel.py", "tools/mutation_check.py",
+    assert {"train.py", "eval.py", "research.toy.run", "research/run.py", "tools/bench/kernel.py", "tools/mutation_check.py",
             "pytest"} <= scripts
 
 
@@ -164,7 +164,7 @@ def test_every_documented_command_is_checked(doc, command, model_cache, tmp_path
     if script in SHORTENED:
         run = ["-m", script] if is_module(script) else [script]
         shortened = [arg.replace("{tmp}", str(tmp_path)) for arg in SHORTENED[script]]
-        if script == "bench/gpu.py" and not {"--device", "--cpu-smoke"} & set(args):  # the measurement needs CUDA:
+        if script == "tools/bench/gpu.py" and not {"--device", "--cpu-smoke"} & set(args):  # the measurement needs CUDA:
             shortened.append("--dry-run")  # here its flags, shapes and counts are checked on the meta device
         if "--record" in args:  # a shortened run never overwrites the committed record it names
             shortened += ["--record", str(tmp_path / "record.json")]
@@ -172,7 +172,7 @@ def test_every_documented_command_is_checked(doc, command, model_cache, tmp_path
                               text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
         assert done.returncode == 0, f"{doc}: `{command}` failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
         assert done.stdout.strip()
-    if script == "bench/step.py":
+    if script == "tools/bench/step.py":
         done = subprocess.run([sys.executable, script, *args, "--help"], cwd=ROOT, capture_output=True, text=True,
                               timeout=120)
         assert done.returncode == 0 and "--repeats" in done.stdout, done.stderr

@@ -3,9 +3,9 @@ started with the session by tests/conftest.py, which gives the `retrained` folde
 
 On the CPU setting (and torch, transformers) that made a shipped warm start, training it again gives the
 same weights, bit for bit. Elsewhere the warm start's transition rounds differently, so the retrained one
-is held to experiments/WARMSTART.md's pre-registered rule instead: converged, its held-out pass@1 inside
+is held to research/WARMSTART.md's pre-registered rule instead: converged, its held-out pass@1 inside
 the band of today's recipe's records widened by the margin, its greedy accuracy at least the band's least
-less its margin (experiments/warm_start_stop.py).
+less its margin (research/warm_start_stop.py).
 """
 
 import json
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from experiments.warm_start_stop import WarmStopConfig, band
+from research.warm_start_stop import WarmStopConfig, band
 from nano_respo import shipped
 from nano_respo.sft import cpu_setting
 from nano_respo.shipped import SHIPPED_DIR
@@ -44,7 +44,7 @@ def test_retraining_a_shipped_warm_start_gives_it_back(name, retrained):
         assert all((ours[k] == theirs[k]).all() for k in ours), "the same setting gave other weights"
         return
     rule = WarmStopConfig()
-    records = [json.loads(p.read_text()) for p in (ROOT / "experiments/results/warm-start-stop").glob("*.json")]
+    records = [json.loads(p.read_text()) for p in (ROOT / "research/results/warm-start-stop").glob("*.json")]
     today = [r for r in records if r["config"]["model"] == model_name and r["config"]["sft_anneal"] == "budget"]
     low, high, greedy = band(today)
     assert again["report"]["converged_at"] is not None

@@ -15,8 +15,8 @@ from nano_respo.run import cli  # noqa: E402
 from nano_respo.run.cli import TRAIN_GROUPS, build_parser, parse_config  # noqa: E402
 from nano_respo.run.evaluate_cli import EvalConfig, run_eval  # noqa: E402
 from nano_respo.config import TrainConfig  # noqa: E402
-from toy.run import RunConfig  # noqa: E402
-from toy.run import main as toy_main  # noqa: E402
+from research.toy.run import RunConfig  # noqa: E402
+from research.toy.run import main as toy_main  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -87,7 +87,7 @@ def test_toy_run_names_itself_as_a_module(capsys):
     with pytest.raises(SystemExit):
         toy_main(["--help"])
     out = capsys.readouterr().out
-    assert out.startswith("usage: python -m toy.run")
+    assert out.startswith("usage: python -m research.toy.run")
     assert "examples:" in out
 
 

@@ -10,8 +10,8 @@ import torch
 from nano_respo.run.cli import parse_config
 from nano_respo.kernel import LossConfig, power_tilt, respo_branch, reuse_split
 from toy.envs import DigitSum, Episodes, FactorisedBandit, make_env
-from nano_respo.lab.report import mean_ci, paired_table, phi_curve
-from toy.run import KNOBS, RunConfig, run_jobs
+from research.lab.report import mean_ci, paired_table, phi_curve
+from research.toy.run import KNOBS, RunConfig, run_jobs
 from toy.train import TOY_AGG, Job, train
 
 torch.set_num_threads(1)

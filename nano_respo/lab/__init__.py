@@ -1,2 +1,0 @@
-"""Research reporting: the tables, intervals and figures of toy/ and experiments/, and the closed-form
-surrogate the tests and notebooks check the kernel against."""
