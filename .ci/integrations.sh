@@ -11,10 +11,10 @@ py="$venv/bin/python"
 "$py" -m pip install -q torch==2.13.0  # first, so nothing below pulls a CUDA build
 "$py" -m pip install -q -r nano_respo/integrations/requirements.txt
 "$py" -m pip install -q --no-deps verl==0.9.1
-"$py" -m pip install -q --no-deps -e .  # nano_respo importable by scripts run from tools/bench/ and examples/
+"$py" -m pip install -q --no-deps -e .  # nano_respo importable by scripts run from research/bench/ and examples/
 
 set +e
-"$py" -m pytest -q tests/integrations/
+"$py" -m pytest -q --confcutdir tests/integrations tests/integrations
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

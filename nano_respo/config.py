@@ -98,9 +98,9 @@ class TrainConfig(StepConfig):
     model: str = "tiny-qwen3"
     """tiny-qwen3, tiny-qwen3-moe (offline, random init), a hub id (Qwen/Qwen3-0.6B) or a local/run directory."""
     task: str = "reverse"
-    """addition, reverse (long answers), digit_sum (digits 1-3 summing to a target), digit_conflict (digit_sum's short `sum` family against long answers of 1s and 2s), or a .jsonl file of {"prompt": ..., "answer": ...} lines."""
+    """addition, reverse (long answers), a task registered in nano_respo.tasks.TASKS, or a .jsonl file of {"prompt": ..., "answer": ...} lines."""
     task_size: int | None = None
-    """Task difficulty: digits per operand (addition), string length (reverse), largest training target (digit_sum) or largest `ones` target (digit_conflict; 11 = `sum` alone); None = the task's default."""
+    """Task difficulty: digits per operand (addition), string length (reverse); None = the task's default."""
     heldout_file: str | None = None
     """JSONL tasks: held-out problems from this file instead of a hashed tenth of --task."""
     iterations: int = 40

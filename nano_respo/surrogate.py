@@ -1,5 +1,6 @@
-"""The closed forms of the surrogates whose gradients are the kernel's coefficients: what the tests and the
-notebooks check the kernel against (autograd through Phi reproduces phi). Not needed to train.
+"""The closed forms of the surrogates whose gradients are the kernel's coefficients, and the coefficient read
+back from the loss's gradient: what the tests and the notebooks check the kernel against (autograd through Phi
+reproduces phi). Not needed to train.
 
 respo_surrogate: ReSPO's published family, docs/math.md §4.5. power_tilt_surrogate: VESPO's family
 w**alpha exp(-lambda (w - 1)), which the reconstruction respo_wtilt also uses, docs/math.md §8.3."""
@@ -9,6 +10,8 @@ from __future__ import annotations
 import math
 
 import torch
+
+from .kernel import LossConfig, policy_loss
 
 
 def exp1(x: torch.Tensor) -> torch.Tensor:
@@ -70,3 +73,18 @@ def power_tilt_surrogate(log_w: torch.Tensor, alpha: float, lam: float) -> torch
     scale = math.exp(lam - alpha * math.log(lam) + math.lgamma(alpha))
     a = torch.full_like(w, alpha)
     return scale * (torch.special.gammainc(a, lam * w) - torch.special.gammainc(a, torch.full_like(w, lam)))
+
+
+def phi_curve(method: str, log_w: torch.Tensor, positive: bool, **loss_overrides) -> torch.Tensor:
+    """phi(w) read back from the gradient of kernel.policy_loss on one-token responses.
+
+    With seq-mean-token-sum aggregation the loss is -mean_i phi_i A_i log pi_i, so
+    d loss / d log pi_i = -phi_i A_i / B. One token per response makes the token ratio and
+    the sequence weight the same number, so token- and sequence-level methods share an axis.
+    """
+    cfg = LossConfig(method=method, agg="seq-mean-token-sum", **loss_overrides)
+    logp = log_w.double().clone()[:, None].requires_grad_(True)  # [B, 1]
+    advantages = torch.full((len(log_w),), 1.0 if positive else -1.0, dtype=torch.float64)
+    loss, _ = policy_loss(logp, torch.zeros_like(logp), advantages, torch.ones_like(logp, dtype=torch.bool), cfg)
+    loss.backward()
+    return (-logp.grad[:, 0] * len(log_w) / advantages).detach()  # [B]

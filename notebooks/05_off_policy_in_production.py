@@ -202,7 +202,11 @@ confirm("a training forward at T = 0.7 puts more of this batch outside the band 
 # then compares methods on early reward. The cell reads its verdicts from the committed records.
 
 # %%
-from research.figures import value
+import json
+from pathlib import Path
+
+# What research/figures.py reads from the committed records (python -m research.figures --check holds this file).
+value = json.loads(Path("../research/figures.json").read_text()).__getitem__
 
 print(f"manipulation check: {value('drift_check')}; {value('drift_check_share')} of the positives below w = 0.8, "
       f"the sequence clip keeping {value('drift_check_clip_keeps')} of their signal per length bin")

@@ -36,11 +36,12 @@ CPU_SETTING_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")
 
 # --- a record's provenance ---------------------------------------------------------------
 
-def provenance(script: str, argv=None, empty_cache: bool = True) -> dict:
-    """A record's "command" (the CPU variables set, then the arguments as given) and "cpu_setting"."""
+def provenance(module: str, argv=None, empty_cache: bool = True) -> dict:
+    """A record's "command" (the CPU variables set, then python -m module and the arguments as given) and
+    "cpu_setting"."""
     setting = {name: os.environ.get(name) for name in CPU_SETTING_VARIABLES}
     prefix = " ".join(f"{k}={v}" for k, v in setting.items() if v)
-    arguments = shlex.join([script, *(sys.argv[1:] if argv is None else argv)])
+    arguments = shlex.join(["-m", module, *(sys.argv[1:] if argv is None else argv)])
     return {"command": " ".join(filter(None, [prefix, "NANO_RESPO_CACHE=<empty dir>" if empty_cache else "",
                                               "python", arguments])),
             "cpu_setting": {"avx2": "avx2", "default": "unvectorised"}.get(setting["ATEN_CPU_CAPABILITY"], "default")}
@@ -173,7 +174,7 @@ def train_command(cfg: ExperimentConfig, model: str, method: str, reuse: int, la
     sizes = (("--task-size", cfg.task_size), ("--sft-task-size", cfg.sft_task_size),
              ("--sft-full-share", cfg.sft_full_share), ("--sft-steps", cfg.sft_steps))
     task = [item for flag, value in sizes if value is not None for item in (flag, str(value))]
-    return [sys.executable, str(ROOT / "train.py"), "--model", model, "--task", cfg.task, *task, "--method", method,
+    return [sys.executable, "-m", "research.train", "--model", model, "--task", cfg.task, *task, "--method", method,
             "--reuse", str(reuse), "--epochs", str(cfg.epochs_at(reuse)), "--lag", str(lag), *lr, "--seed", str(seed),
             "--iterations", str(cfg.iterations), "--prompts-per-iteration", str(cfg.prompts_per_iteration),
             "--eval-every", str(cfg.eval_every), "--eval-problems", str(cfg.eval_problems),
@@ -207,7 +208,7 @@ def run_grid(cfg: ExperimentConfig) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         command = train_command(cfg, *cell, resume=(path / "checkpoints").exists())
         with open(path.parent / f"{path.name}.log", "a") as log:
-            return cell, subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+            return cell, subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT).returncode
 
     failures = []
     with ThreadPoolExecutor(cfg.workers) as pool, tqdm(total=len(todo), desc="runs", unit="run") as bar:

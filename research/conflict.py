@@ -32,7 +32,7 @@ from nano_respo.kernel import LossConfig
 from nano_respo.run.cli import parse_config
 
 STAGES = ("gate1", "lr", "gate-a")
-SCRIPT = "research/conflict.py"
+SCRIPT = "research.conflict"
 
 
 @dataclass

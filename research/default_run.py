@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from research.common import ROOT, provenance
-from nano_respo.lab.records import write_record
+from research.lab.records import write_record
 from nano_respo.run.cli import parse_config
 from nano_respo.shipped import SHIPPED_DIR
 
@@ -65,7 +65,7 @@ def main(argv=None) -> dict:
         for name in ("metrics.jsonl", "config.json"):
             shutil.copy(run / name, out / name)
         (out / "warm_start.json").write_text(json.dumps(warm_start_of(done.stdout, Path(cache)), indent=1) + "\n")
-    record = {**provenance("research/default_run.py", argv, empty_cache=False), "wall_s": seconds,
+    record = {**provenance("research.default_run", argv, empty_cache=False), "wall_s": seconds,
               "load_average": list(os.getloadavg()), "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
               "printed": [line for line in done.stdout.splitlines() if line.startswith(("warm start", "run:"))]}
     write_record(record, str(out / "record.json"))

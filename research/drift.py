@@ -33,7 +33,7 @@ from nano_respo.kernel import LossConfig
 from nano_respo.models import cache_dir
 from nano_respo.run.cli import parse_config
 
-SCRIPT = "research/drift.py"
+SCRIPT = "research.drift"
 STAGES = ("all", "gate1", "lr", "evaluate", "moe-gate1", "moe", "long", "wtilt", "evaluate-2x2")
 SHARE = 0.04  # the warm start's share of whole-task draws: Study 3's gate 1 passed there on both settings
 DENSE, MOE = "tiny-qwen3", "tiny-qwen3-moe"

@@ -46,7 +46,7 @@ RECONSTRUCTION = "respo_wtilt"
 # ATen's scalar kernels (ATEN_CPU_CAPABILITY=default), which round reductions differently.
 DEFAULT_RUN_SETTINGS = ("default", "unvectorised")
 BASELINES = ("seq_clip", "grpo", "gspo", "vespo")
-PROSE = ("README.md", "research/README.md", "research/toy/README.md", "docs/training.md", "tools/bench/README.md")
+PROSE = ("README.md", "research/README.md", "research/toy/README.md", "docs/training.md", "research/bench/README.md")
 TAG = re.compile(r"<!-- fig:(\w+) -->(.*?)<!-- /fig -->", re.S)
 STUCK_BELOW = 0.1
 
@@ -449,11 +449,11 @@ def offpolicy_figures() -> dict:
     return figures
 
 
-# --- tools/bench/README.md: the benchmarks' records (tools/bench/results/) --------------------------------
+# --- research/bench/README.md: the benchmarks' records (research/bench/results/) --------------------------------
 
 @functools.cache
 def bench(name: str) -> dict:
-    return json.loads((ROOT / "bench" / "results" / f"{name}.json").read_text())
+    return json.loads((ROOT / "research" / "bench" / "results" / f"{name}.json").read_text())
 
 
 def median_span(values, digits: int = 2) -> str:
@@ -471,7 +471,7 @@ LESS_WORK = {"ours": "as is (`--shared-prompts --lean-sampler`)", "plain": "`--n
 
 
 def less_work_ratios(key: str) -> str:
-    """Each variant of tools/bench/step.py --less-work against TRL (key ratio_to_trl) or against ours as is."""
+    """Each variant of research/bench/step.py --less-work against TRL (key ratio_to_trl) or against ours as is."""
     record = bench("step-less-work")
     ratios = record["ratio_to_trl"]
     if key == "ours":
@@ -498,7 +498,7 @@ def logprobs_worst(use: str) -> str:
 
 
 def newcomer_seconds(names) -> str:
-    """tools/bench/newcomer.py's times (fresh clone, empty cache), as minutes and seconds."""
+    """research/bench/newcomer.py's times (fresh clone, empty cache), as minutes and seconds."""
     seconds = bench("newcomer")["seconds"]
     values = [seconds[n] for n in names]
     total = sum(values)
@@ -511,7 +511,7 @@ def newcomer_notebook_span() -> str:
 
 
 def newcomer_figures() -> dict:
-    figures = {"newcomer_train": Figure("tools/bench/newcomer.py: the first `python train.py` of a fresh clone",
+    figures = {"newcomer_train": Figure("research/bench/newcomer.py: the first `python train.py` of a fresh clone",
                                         lambda: newcomer_seconds(["train"])),
                "newcomer_notebooks": Figure("the same: each notebook's build, the quickest to the slowest",
                                             newcomer_notebook_span),
@@ -566,7 +566,7 @@ def bench_figures() -> dict:
                                         f"({profile()['sample_seconds'] / profile()['bare_decode_seconds'] - 1:+.0%})"),
         "bench_profile_ops": Figure("the three largest shares of one mini-batch's self CPU time",
                                     lambda: ", ".join(f"`{k}` {v:.0%}" for k, v in shares())),
-        "bench_logprobs_table": Figure("tools/bench/logprobs.py's table", logprobs_table),
+        "bench_logprobs_table": Figure("research/bench/logprobs.py's table", logprobs_table),
         "bench_logprobs_forward": Figure("peak ours / naive, forward, the worst T", lambda: logprobs_worst("forward (no grad)")),
         "bench_logprobs_train": Figure("peak ours / naive, training (hidden grad), the worst T",
                                        lambda: logprobs_worst("train: hidden grad")),
@@ -630,7 +630,7 @@ FIGURES = {
                                                                  anneal), 3))
        for anneal in ANNEALS for model in ("tiny-qwen3", "tiny-qwen3-moe")},
     # Seconds are compared within one sitting only: converged's cells alternated with today's, converged-half's
-    # ran in a later sitting (tools/bench/README.md times it against today's side by side).
+    # ran in a later sitting (research/bench/README.md times it against today's side by side).
     "warm_stop_time_ratio_converged": Figure(
         "warm-start seconds, converged over budget, per model, setting and seed (range)",
         lambda: span(warm_stop_paired(lambda r: r["warm_start"]["seconds"], "converged", ratio=True), 2)),
@@ -787,13 +787,26 @@ FIGURES = {
 }
 
 
+VALUES = ROOT / "research" / "figures.json"
+
+
 def value(name: str) -> str:
     return FIGURES[name].value()
 
 
+def all_values() -> dict[str, str]:
+    return {name: figure.value() for name, figure in FIGURES.items()}
+
+
 def check(paths=PROSE) -> list[str]:
-    """The tagged figures of the prose that differ from the records, or name no figure: one line each."""
+    """The tagged figures of the prose that differ from the records, or name no figure, and the entries of
+    research/figures.json (what the course reads without importing research/) that do: one line each."""
     problems = []
+    written, values = json.loads(VALUES.read_text()) if VALUES.exists() else {}, all_values()
+    if written != values:
+        stale = sorted(n for n in set(written) | set(values) if written.get(n) != values.get(n))
+        problems.append(f"research/figures.json differs from the records at {', '.join(stale[:5])}: "
+                        f"python -m research.figures --write")
     for path in paths:
         text = (ROOT / path).read_text()
         for match in TAG.finditer(text):
@@ -811,11 +824,17 @@ class FiguresConfig:
     """The measured figures of the prose, from the committed records."""
 
     check: bool = False
-    """Check every <!-- fig:NAME -->value<!-- /fig --> of README.md, research/README.md, research/toy/README.md, docs/ (exit 1 on a mismatch)."""
+    """Check every <!-- fig:NAME -->value<!-- /fig --> of README.md, research/README.md, research/toy/README.md, docs/, and research/figures.json (exit 1 on a mismatch)."""
+    write: bool = False
+    """Write every figure's value to research/figures.json, which the course reads (it never imports research/)."""
 
 
 def main(argv=None) -> int:
     cfg = parse_config(FiguresConfig, argv, prog="python -m research.figures")
+    if cfg.write:
+        VALUES.write_text(json.dumps(all_values(), indent=1) + "\n")
+        print(f"wrote {VALUES.relative_to(ROOT)}")
+        return 0
     if not cfg.check:
         for name, figure in FIGURES.items():
             print(f"{name:38} {figure.value():24} {figure.what}")

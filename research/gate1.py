@@ -25,13 +25,14 @@ from pathlib import Path
 import torch
 
 from research.common import AS_RECORDED, provenance, require_empty_cache, warm_start_here
-from nano_respo.lab.records import write_record
+from research.lab.records import write_record
 from nano_respo.evaluation import pass_at_k
 from nano_respo.rollout import sample, score
 from nano_respo.run.cli import parse_config
 from nano_respo.config import TrainConfig
 from nano_respo.run.session import build_task
-from nano_respo.tasks import DIGIT_SUM_HELDOUT, digit_sum_prompt, hash_seed
+from nano_respo.tasks import hash_seed
+from research.study_tasks import DIGIT_SUM_HELDOUT, digit_sum_prompt
 
 CPU_SETTING_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")
 
@@ -155,7 +156,7 @@ def main(argv=None) -> dict:
     success, pass8 = mean_over(long_targets, "success_per_seed"), mean_over(long_targets, "pass@8_per_seed")
     passed = cfg.min_success <= success <= cfg.max_success and pass8 >= cfg.min_pass8
     record = {
-        **provenance("research/gate1.py", argv),
+        **provenance("research.gate1", argv),
         "config": asdict(cfg),
         "warm_start": warm, "long_targets": long_targets,
         "success_long": success, "pass@8_long": pass8,

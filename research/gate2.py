@@ -25,7 +25,7 @@ from pathlib import Path
 from nano_respo.run.cli import parse_config
 from nano_respo.run.metrics import read_metrics
 from research.common import ExperimentConfig, provenance, run_dir, run_grid
-from nano_respo.lab.records import write_record
+from research.lab.records import write_record
 
 KEYS = ("low_w_pos_frac", "len_low_w_pos", "len_high_w_pos", "len_pos", "phi_low_w_pos", "approx_kl")
 
@@ -126,7 +126,7 @@ def main(argv=None) -> dict:
         per_seed[seed] = {key: mean(r.get(key) for r in steps) for key in KEYS} | {"steps": len(steps)}
     pooled = {key: mean(row[key] for row in per_seed.values()) for key in KEYS}
     passed = pooled["low_w_pos_frac"] >= cfg.min_share and pooled["len_low_w_pos"] > pooled["len_high_w_pos"]
-    record = {**provenance("research/gate2.py", argv, empty_cache=False),
+    record = {**provenance("research.gate2", argv, empty_cache=False),
               "config": asdict(cfg), "per_seed": per_seed, "pooled": pooled, "gate": "PASS" if passed else "FAIL"}
     for seed, row in per_seed.items():
         print(f"seed {seed}: " + ", ".join(f"{k} {v:.3g}" for k, v in row.items()))

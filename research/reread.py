@@ -93,7 +93,7 @@ def rerun(record: dict, name: str) -> dict:
     cfg = gate_config(record)
     start = time.perf_counter()
     runs = {seed: read_run(train_cfg) for seed, train_cfg in seed_runs(record).items()}
-    return {**provenance("research/reread.py", empty_cache=False), "source": name,
+    return {**provenance("research.reread", empty_cache=False), "source": name,
             "source_command": record["command"], "source_cpu_setting": record["cpu_setting"],
             "gate": asdict(cfg), "warm_starts": warm_starts(),
             "committed_pooled": record["pooled"], "rerun_pooled": pooled({s: r.records for s, r in runs.items()}, cfg),
@@ -102,7 +102,7 @@ def rerun(record: dict, name: str) -> dict:
 
 
 def run_all(cfg: RereadConfig) -> None:
-    setting = provenance("research/reread.py")["cpu_setting"]
+    setting = provenance("research.reread")["cpu_setting"]
     sources = [p for p in sorted((ROOT / cfg.source).glob("*.json")) if json.loads(p.read_text())["cpu_setting"] == setting]
     print(f"{len(sources)} gate 2 records of the {setting} setting in {cfg.source}", flush=True)
     for index, path in enumerate(sources, 1):

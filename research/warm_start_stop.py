@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from research.common import AS_RECORDED, provenance, require_empty_cache, warm_start_here
-from nano_respo.lab.records import write_record
+from research.lab.records import write_record
 from nano_respo.run.cli import parse_config
 from nano_respo.config import TrainConfig
 from nano_respo.run.session import build_task, evaluate_heldout
@@ -120,7 +120,7 @@ def main(argv=None) -> dict:
     torch.manual_seed(train_cfg.seed)  # as run.session.start does before the model is built
     model, tokenizer, warm = warm_start_here(train_cfg, task)
     heldout = evaluate_heldout(model, tokenizer, task, train_cfg, contextlib.nullcontext())  # a run's first eval line
-    record = {**provenance("research/warm_start_stop.py", argv), "config": asdict(cfg), "warm_start": warm,
+    record = {**provenance("research.warm_start_stop", argv), "config": asdict(cfg), "warm_start": warm,
               "heldout": heldout, "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
     print(f"warm start: {warm}; CPU setting {record['cpu_setting']}; "
           f"held-out pass@1 {heldout['heldout_pass@1']:.3f} (greedy accuracy {heldout['heldout_acc']:.3f})")

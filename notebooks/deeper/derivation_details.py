@@ -72,7 +72,7 @@ from course import SequenceSpace, confirm, reuse_one_group
 from nano_respo.kernel import (METHOD_TABLE, LossConfig, coefficients, policy_loss, power_tilt,
                                respo_coefficient)
 from nano_respo.surrogate import power_tilt_surrogate, respo_surrogate
-from research.lab.report import phi_curve  # phi read back from the gradient of kernel.policy_loss
+from nano_respo.surrogate import phi_curve  # phi read back from the gradient of kernel.policy_loss
 
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})

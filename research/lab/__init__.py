@@ -1,2 +1,1 @@
-"""Research reporting: the tables, intervals and figures of toy/ and research/, and the closed-form
-surrogate the tests and notebooks check the kernel against."""
+"""Research reporting: the tables, intervals, claims and figures of research/toy/ and the tiny-Qwen3 studies."""

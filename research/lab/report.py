@@ -15,7 +15,8 @@ from typing import NamedTuple
 
 import torch
 
-from ..kernel import METHOD_TABLE, LossConfig, policy_loss
+from nano_respo.kernel import METHOD_TABLE, LossConfig
+from nano_respo.surrogate import phi_curve
 
 # Two-sided 95% Student-t quantiles t_{0.975, df}, df = 1..30 (beyond: the normal 1.96).
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
@@ -322,23 +323,6 @@ def check_report(reference, rerun, claims, stuck_below: float) -> tuple[str, boo
         failures += [] if hold else ["a claim does not hold on the rerun"]
     parts.append("CHECK FAILED: " + "; ".join(failures) if failures else "CHECK PASSED")
     return "\n\n".join(parts), not failures
-
-
-# --- Coefficients as the loss delivers them ---------------------------------------------
-
-def phi_curve(method: str, log_w: torch.Tensor, positive: bool, **loss_overrides) -> torch.Tensor:
-    """phi(w) read back from the gradient of kernel.policy_loss on one-token responses.
-
-    With seq-mean-token-sum aggregation the loss is -mean_i phi_i A_i log pi_i, so
-    d loss / d log pi_i = -phi_i A_i / B. One token per response makes the token ratio and
-    the sequence weight the same number, so token- and sequence-level methods share an axis.
-    """
-    cfg = LossConfig(method=method, agg="seq-mean-token-sum", **loss_overrides)
-    logp = log_w.double().clone()[:, None].requires_grad_(True)  # [B, 1]
-    advantages = torch.full((len(log_w),), 1.0 if positive else -1.0, dtype=torch.float64)
-    loss, _ = policy_loss(logp, torch.zeros_like(logp), advantages, torch.ones_like(logp, dtype=torch.bool), cfg)
-    loss.backward()
-    return (-logp.grad[:, 0] * len(log_w) / advantages).detach()  # [B]
 
 
 # --- Plots ----------------------------------------------------------------------------

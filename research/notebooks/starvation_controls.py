@@ -618,7 +618,7 @@ for m in methods:
 gspo_eps = METHOD_TABLE["gspo"][2]                                            # (eps_low, eps_high), the kernel's own
 print(f"GSPO clips its length-normalised ratio s = w^(1/|y|) to [1 - {gspo_eps[0]:g}, 1 + {gspo_eps[1]:g}]; "
       f"the sequence clip w to [1 - {METHOD_TABLE['seq_clip'][2][0]:g}, 1 + {METHOD_TABLE['seq_clip'][2][1]:g}]")
-spec = importlib.util.spec_from_file_location("figures", ROOT / "experiments" / "figures.py")
+spec = importlib.util.spec_from_file_location("figures", ROOT / "research" / "figures.py")
 figures = sys.modules["figures"] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
 spec.loader.exec_module(figures)
 print("the README's figures, over the toy's evaluation runs (research/figures.py): "

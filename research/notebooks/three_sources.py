@@ -86,7 +86,7 @@ from nano_respo.trainer import collect_rollouts, rl_iteration
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 10, "axes.grid": True, "grid.alpha": 0.3})
 ROOT = Path(nano_respo.__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("figures", ROOT / "experiments" / "figures.py")
+spec = importlib.util.spec_from_file_location("figures", ROOT / "research" / "figures.py")
 figures = sys.modules["figures"] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
 spec.loader.exec_module(figures)
 

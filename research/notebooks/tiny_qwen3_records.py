@@ -78,8 +78,8 @@ def show_figure(fig):
     display(Image(small.getvalue()))
 
 
-figures = load_script("figures", ROOT / "experiments" / "figures.py")             # the committed records, read back
-experiment = load_script("experiment_run", ROOT / "experiments" / "run.py")       # the study's protocol
+figures = load_script("figures", ROOT / "research" / "figures.py")             # the committed records, read back
+experiment = load_script("experiment_run", ROOT / "research" / "run.py")       # the study's protocol
 
 # %% [markdown]
 # ## 1. A few rollout batches, reused, at the study's learning rates

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_default_run_record_holds_the_run_and_the_shipped_warm_start_it_loaded(tmp_path):
     out = tmp_path / "default"
-    done = subprocess.run([sys.executable, "research/default_run.py", "--out", str(out), "--iterations", "1"],
+    done = subprocess.run([sys.executable, "-m", "research.default_run", "--out", str(out), "--iterations", "1"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
     assert {p.name for p in out.iterdir()} == {"metrics.jsonl", "config.json", "warm_start.json", "record.json"}

@@ -12,8 +12,8 @@ from nano_respo.rollout import sample, score
 from nano_respo.config import TrainConfig
 from nano_respo.run.session import build_task
 from nano_respo.sft import curriculum_size
-from nano_respo.tasks import (DIGIT_SUM_EXTRAPOLATION, DIGIT_SUM_HELDOUT, DIGIT_SUM_INTERPOLATION, hash_seed,
-                              digit_sum_targets, make_task, mixed_task, random_decomposition)
+from nano_respo.tasks import hash_seed, make_task, mixed_task
+from research.study_tasks import DIGIT_SUM_EXTRAPOLATION, DIGIT_SUM_HELDOUT, DIGIT_SUM_INTERPOLATION, digit_sum_targets, random_decomposition
 
 
 def target_of(problem) -> int:

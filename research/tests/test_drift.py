@@ -39,7 +39,7 @@ def test_a_tiny_run_is_read_into_per_length_sums_with_its_own_coefficient(model_
                                      "--sft-steps", "8", "--iterations", "6", "--prompts-per-iteration", "4",
                                      "--group-size", "4", "--reuse", "4", "--lag", "1", "--method", "grpo",
                                      "--lr", "3e-3", "--eval-problems", "4", "--seed", "3"])
-    record = digit_runs.run_record(cfg, "research/drift.py", [], rules.READINGS, own=True)
+    record = digit_runs.run_record(cfg, "research.drift", [], rules.READINGS, own=True)
     cells = record["cells"]
     assert cells and all({"n", "adv", "low", "deep", "phi_adv_own", "phi_adv_respo"} <= set(c) for c in cells.values())
     own = rules.retained([record], "own", (2, 32))

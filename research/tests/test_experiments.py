@@ -99,7 +99,7 @@ def test_the_preregistered_lr_rule_skips_collapsed_learning_rates_and_breaks_nea
 
 
 def test_a_rerun_is_checked_against_committed_records_model_by_model(tmp_path):
-    committed = Path(__file__).parents[2] / "experiments" / "results" / "default" / "records.json"
+    committed = Path(__file__).parents[2] / "research" / "results" / "default" / "records.json"
     reference = json.loads(committed.read_text())
     rerun = tmp_path / "records.json"
     rerun.write_text(json.dumps(reference))  # a rerun that agrees exactly
@@ -114,7 +114,7 @@ def test_a_rerun_is_checked_against_committed_records_model_by_model(tmp_path):
 
 
 def test_a_check_never_writes_into_the_records_it_checks_against(tmp_path):
-    committed = str(Path(__file__).parents[2] / "experiments" / "results" / "default" / "records.json")
+    committed = str(Path(__file__).parents[2] / "research" / "results" / "default" / "records.json")
     with pytest.raises(ValueError, match="^records:"):
         common.ExperimentConfig(check=committed, records=committed)
 

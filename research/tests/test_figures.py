@@ -36,7 +36,7 @@ def test_every_table_of_gates_md_is_what_the_command_above_it_prints(monkeypatch
 
     monkeypatch.chdir(ROOT)
     scripts = {"gate1": gate1, "gate2": gate2}
-    text = (ROOT / "experiments" / "results" / "gates.md").read_text()
+    text = (ROOT / "research" / "results" / "gates.md").read_text()
     found = re.findall(r"```bash\npython research/(gate[12])\.py --summarise (\S+)\n```\n\n((?:\|.*\n)+)", text)
     assert len(found) >= 5, "gates.md: each table follows the --summarise command that prints it"
     for script, folder, table in found:
@@ -47,7 +47,7 @@ def test_the_warm_start_result_is_what_its_summarise_prints(monkeypatch):
     """research/WARMSTART.md's result section copies `warm_start_stop.py --summarise`: table and verdict."""
     monkeypatch.chdir(ROOT)
     script = warm_start_stop
-    text = (ROOT / "experiments" / "WARMSTART.md").read_text()
+    text = (ROOT / "research" / "WARMSTART.md").read_text()
     for candidate in CONVERGED_SHARE:
         command = (f"python -m research.warm_start_stop --summarise research/results/warm-start-stop "
                    f"--candidate {candidate}\n```\n\n")

@@ -9,7 +9,7 @@ from test_exercises import checks  # notebooks/checks.py, loaded with the course
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SELECTION = ROOT / "toy" / "results" / "selection"
+SELECTION = ROOT / "research" / "toy" / "results" / "selection"
 METHODS = ("seq_clip", "grpo", "gspo", "cispo", "vespo", "respo_wtilt")  # as the selection records name them
 
 

@@ -18,7 +18,7 @@ from verl.utils.config import omega_conf_to_dataclass  # noqa: E402
 
 from nano_respo.kernel import LossConfig, policy_loss  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_trl_example_trains_two_steps(tiny_qwen3_dir, tmp_path, monkeypatch):
@@ -115,12 +115,12 @@ def test_verl_example_applies_the_rollout_correction_once(tmp_path):
 
 
 def test_the_step_benchmark_against_trl_runs_quick(tmp_path):
-    """tools/bench/step.py needs TRL, which this environment has: its --quick smoke test keeps it from rotting unseen."""
+    """research/bench/step.py needs TRL, which this environment has: its --quick smoke test keeps it from rotting unseen."""
     record = tmp_path / "step.json"
     env = {**os.environ, "NANO_RESPO_CACHE": str(tmp_path / "cache"), "TMPDIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "tools/bench/step.py", "--quick", "--record", str(record)], cwd=ROOT, env=env,
+    done = subprocess.run([sys.executable, "research/bench/step.py", "--quick", "--record", str(record)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "ratio ours / TRL:" in done.stdout and "overhead ratio" in done.stdout
     made = json.loads(record.read_text())
-    assert made["command"].startswith("python tools/bench/step.py --quick") and len(made["ratio_to_trl"]["ours"]) == 1
+    assert made["command"].startswith("python -m research.bench.step --quick") and len(made["ratio_to_trl"]["ours"]) == 1

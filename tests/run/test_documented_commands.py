@@ -1,4 +1,5 @@
-"""Every command that README.md and the docs name, checked here, so that none can rot unseen.
+"""Every command that README.md and the docs name, checked here (the research wing's scripts by
+research/tests/test_documented_commands.py, which reads these docs too), so that none can rot unseen.
 
 Each documented command is found by reading the markdown (code blocks and `inline code`);
 its arguments must parse with the script's own parser (a renamed flag fails), and then:
@@ -7,8 +8,6 @@ another environment are run, shortened, by the test named for their script in RU
 A documented command whose script has no entry fails, naming it.
 """
 
-import importlib
-import importlib.util
 import os
 import re
 import shlex
@@ -25,80 +24,35 @@ from nano_respo.config import TrainConfig  # noqa: E402
 from nano_respo.run.evaluate_cli import EvalConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = ["README.md", "research/README.md", "docs/math.md", "docs/training.md", "docs/scaling.md", "tools/bench/README.md",
-        "research/toy/README.md", "nano_respo/integrations/README.md"]
+DOCS = ["README.md", "docs/math.md", "docs/training.md", "docs/scaling.md", "nano_respo/integrations/README.md"]
 PROGRAMS = ("python", "python3", ".venv-bench/bin/python", "torchrun", "bash", "jupyter")
 # Each script's config class: its documented arguments must parse with it.
 CONFIGS = {
     "train.py": lambda: TrainConfig,
     "eval.py": lambda: EvalConfig,
-    "research.toy.run": lambda: importlib.import_module("research.toy.run").RunConfig,
-    "research.toy.across": lambda: importlib.import_module("research.toy.across").AcrossConfig,
-    "research.toy.select": lambda: importlib.import_module("research.toy.select").SelectConfig,
-    "research.toy.stuck": lambda: importlib.import_module("research.toy.stuck").StuckConfig,
-    "research/run.py": lambda: script_module("research/run.py").ExperimentConfig,
-    "research/across.py": lambda: script_module("research/across.py").AcrossConfig,
-    "research/select_lr.py": lambda: script_module("research/select_lr.py").SelectConfig,
-    "research/figures.py": lambda: script_module("research/figures.py").FiguresConfig,
-    "research/offpolicy.py": lambda: script_module("research/offpolicy.py").OffPolicyConfig,
-    "research/warm_start_stop.py": lambda: script_module("research/warm_start_stop.py").WarmStopConfig,
-    "research/reread.py": lambda: script_module("research/reread.py").RereadConfig,
-    "research/conflict.py": lambda: script_module("research/conflict.py").ConflictConfig,
-    "research/default_run.py": lambda: script_module("research/default_run.py").DefaultRunConfig,
-    "research/drift.py": lambda: script_module("research/drift.py").DriftConfig,
 }
 # Scripts this file runs, each with the flags that make it cheap (appended: argparse keeps the last value).
 SHORTENED = {
-    "tools/bench/kernel.py": ["--batch", "8", "--length", "16", "--repeats", "1"],
-    "tools/bench/profile_step.py": ["--prompts", "2", "--group-size", "2", "--max-new-tokens", "4", "--repeats", "1"],
-    "tools/bench/logprobs.py": ["--lengths", "16", "--vocab", "256", "--hidden", "16", "--repeats", "1"],
-    "tools/bench/gpu.py": [],  # --dry-run and the tiny CPU smoke are cheap; on a GPU, see below
     "tools/step_lines.py": [],
     "docs/make_figures.py": ["--out", "{tmp}/phi.png"],  # never over the committed figure
-    "research/warm_start_stop.py": [],  # --summarise reads the committed records; a warm start is measured by hand
-    "research.toy.select": ["--methods", "respo_wtilt", "grpo", "--reuse", "4", "--seeds", "0", "--lr-grid", "0.01", "0.03",
-                   "--respo-grid", "0,0.1,3,2", "0,0,3,2", "--iterations", "2", "--out", "{tmp}"],
 }
+# The research wing's scripts (python -m research.<script>) named here are checked, the same way, by
+RESEARCH_CHECK = "research/tests/test_documented_commands.py"
 # Scripts run (shortened) by another test, or by CI itself, and what runs them.
 RUN_BY = {
     "train.py": "tests/run/test_commands_after_a_default_run.py",  # the default run and every --help example
     "eval.py": "tests/run/test_commands_after_a_default_run.py",
-    "research.toy.run": "tests/step/test_toy.py",
-    "research.toy.across": "research/tests/test_report.py",
-    "research.toy.stuck": "research/tests/test_toy_stuck.py",
-    # The grid scripts launch many train.py runs: their parts (the cells' commands, the check
-    # against committed records, the choice of learning rate) are run there on small inputs.
-    "research/run.py": "research/tests/test_experiments.py",
-    "research/across.py": "research/tests/test_experiments.py",
-    "research/select_lr.py": "research/tests/test_experiments.py",
-    "research/figures.py": "research/tests/test_figures.py",  # --check over the prose
     "tools/course_length.py": "tests/course/test_course_length.py",  # the table and its --check
-    "research/offpolicy.py": "research/tests/test_offpolicy.py",
-    "research/reread.py": "research/tests/test_reread.py",  # its reading of the committed dumps, its commands
-    "research/conflict.py": "research/tests/test_conflict.py",  # every stage's runs and rule, on made-up records
-    "research/drift.py": "research/tests/test_drift.py",  # its stages' runs, one tiny run, every rule
     "tools/mutation_check.py": "tests/course/test_mutation_check.py",
     "tools/ship_warm_starts.py": "tests/conftest.py",  # retrains each from its manifest (tests/run/test_shipped_warm_starts.py)
-    "research/default_run.py": "research/tests/test_default_run_record.py",  # one iteration of it
-    "tools/bench/newcomer.py": "tests/run/test_benchmarks.py",  # one step of a fresh clone
     "pytest": ".ci/run",
     ".ci/integrations.sh": ".ci/run",
     "examples/trl_respo.py": "tests/integrations/test_examples.py",  # TRL: the integrations' environment
     "examples/verl_respo.sh": "tests/integrations/test_examples.py",
-    "tools/bench/step.py": None,  # TRL in .venv-bench (tools/bench/README.md): here its flags are checked with --help only
     "notebooks/": "tests/course/test_notebooks.py",  # jupyter lab notebooks/: every notebook is executed there
     "notebooks/build.py": "tests/course/test_notebooks.py",  # its execute() runs every notebook there
     "venv": None, "--version": None,  # setting up Python itself
 }
-
-
-# Arguments that name what an earlier documented command writes, and a committed file of that kind.
-STAND_INS = {"mine=runs/check/records.json": "mine=research/results/default/lr3e-4.json"}
-
-
-def script_module(path: str):
-    """research/x.py as the package module research.x."""
-    return importlib.import_module(path.removesuffix(".py").replace("/", "."))
 
 
 def commands_in(text: str) -> list[str]:
@@ -113,12 +67,14 @@ def commands_in(text: str) -> list[str]:
     return [c for c in found if c.split(" ", 1)[0] in PROGRAMS and " " in c and not c.startswith("python -c")]
 
 
-def documented_commands() -> list[tuple[str, str]]:
-    return sorted({(doc, command) for doc in DOCS for command in commands_in((ROOT / doc).read_text())})
+def documented_commands(docs=DOCS) -> list[tuple[str, str]]:
+    return sorted({(doc, command) for doc in docs for command in commands_in((ROOT / doc).read_text())})
 
 
-def script_and_args(command: str) -> tuple[str, list[str]]:
-    """('train.py', its arguments) of one command line; shell setup before && is dropped."""
+def script_and_args(command: str, stand_ins: dict | None = None) -> tuple[str, list[str]]:
+    """('train.py', its arguments) of one command line; shell setup before && is dropped; `stand_ins` replaces an
+    argument that names what an earlier documented command writes with a committed file of that kind."""
+    stand_ins = stand_ins or {}
     command = re.sub(r"\$\(seq (\d+) (\d+)\)", lambda m: " ".join(map(str, range(int(m[1]), int(m[2]) + 1))),
                      command.split("&&")[0])
     words = []
@@ -126,7 +82,7 @@ def script_and_args(command: str) -> tuple[str, list[str]]:
         if word == "..." and words[-1].startswith("--"):  # `--claims ...`: a flag whose values the prose elides
             words.pop()
         elif word != "...":
-            words.append(STAND_INS.get(word, word))
+            words.append(stand_ins.get(word, word))
     if words[0] == "jupyter":
         return words[2], words[3:]
     if words[0] == "torchrun":
@@ -145,39 +101,47 @@ COMMANDS = documented_commands()
 
 def test_the_docs_name_commands_of_every_kind():
     scripts = {script_and_args(command)[0] for _, command in COMMANDS}
-    assert {"train.py", "eval.py", "research.toy.run", "research/run.py", "tools/bench/kernel.py", "tools/mutation_check.py",
-            "pytest"} <= scripts
+    assert {"train.py", "eval.py", "tools/mutation_check.py", "pytest"} <= scripts
 
 
-@pytest.mark.parametrize("doc, command", COMMANDS, ids=[f"{d}: {c[:60]}" for d, c in COMMANDS])
-def test_every_documented_command_is_checked(doc, command, model_cache, tmp_path):
-    script, args = script_and_args(command)
-    assert script in CONFIGS or script in SHORTENED or script in RUN_BY, \
-        f"{doc} names `{command}`: add its script {script!r} to tests/run/test_documented_commands.py"
-    if script in CONFIGS:
-        cls = CONFIGS[script]()
+def check_command(doc, command, tmp_path, configs, shortened, run_by, stand_ins=None):
+    """The documented command parses with its script's config, runs shortened, or is run by the test named for it."""
+    script, args = script_and_args(command, stand_ins)
+    assert script in configs or script in shortened or script in run_by, \
+        f"{doc} names `{command}`: add its script {script!r} to the tables of the test that checks {doc}"
+    if script in configs:
+        cls = configs[script]()
         try:
             parse_config(cls, args)
         except SystemExit as stop:  # --help exits 0 once it has printed
             if stop.code != 0 or "--help" not in args:
                 pytest.fail(f"{doc}: `{command}` does not parse ({stop})")
-    if script in SHORTENED:
+    if script in shortened:
         run = ["-m", script] if is_module(script) else [script]
-        shortened = [arg.replace("{tmp}", str(tmp_path)) for arg in SHORTENED[script]]
-        if script == "tools/bench/gpu.py" and not {"--device", "--cpu-smoke"} & set(args):  # the measurement needs CUDA:
-            shortened.append("--dry-run")  # here its flags, shapes and counts are checked on the meta device
+        extra = [arg.replace("{tmp}", str(tmp_path)) for arg in shortened[script]]
+        if script == "research.bench.gpu" and not {"--device", "--cpu-smoke"} & set(args):  # the measurement needs
+            extra.append("--dry-run")  # CUDA: here its flags, shapes and counts are checked on the meta device
         if "--record" in args:  # a shortened run never overwrites the committed record it names
-            shortened += ["--record", str(tmp_path / "record.json")]
-        done = subprocess.run([sys.executable, *run, *args, *shortened], cwd=ROOT, capture_output=True,
+            extra += ["--record", str(tmp_path / "record.json")]
+        done = subprocess.run([sys.executable, *run, *args, *extra], cwd=ROOT, capture_output=True,
                               text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
         assert done.returncode == 0, f"{doc}: `{command}` failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
         assert done.stdout.strip()
-    if script == "tools/bench/step.py":
-        done = subprocess.run([sys.executable, script, *args, "--help"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=120)
+    if script == "research.bench.step":
+        done = subprocess.run([sys.executable, "-m", script, *args, "--help"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
         assert done.returncode == 0 and "--repeats" in done.stdout, done.stderr
-    runner = RUN_BY.get(script)
+    runner = run_by.get(script)
     if runner:
         assert (ROOT / runner).exists(), f"{runner} (which runs {script}) is missing"
-        needle = script if is_module(script) else Path(script).stem
+        needle = script.rsplit(".", 1)[-1] if is_module(script) else Path(script).stem  # research.drift: drift
         assert needle in (ROOT / runner).read_text(), f"{runner} does not run {script}"
+
+
+@pytest.mark.parametrize("doc, command", COMMANDS, ids=[f"{d}: {c[:60]}" for d, c in COMMANDS])
+def test_every_documented_command_is_checked(doc, command, model_cache, tmp_path):
+    script, _ = script_and_args(command)
+    if script.startswith("research."):  # the research wing's scripts are imported only by its own tests
+        assert "import DOCS as REFERENCE_DOCS" in (ROOT / RESEARCH_CHECK).read_text(), f"{RESEARCH_CHECK} skips {doc}"
+        return
+    check_command(doc, command, tmp_path, CONFIGS, SHORTENED, RUN_BY)

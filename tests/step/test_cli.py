@@ -15,8 +15,6 @@ from nano_respo.run import cli  # noqa: E402
 from nano_respo.run.cli import TRAIN_GROUPS, build_parser, parse_config  # noqa: E402
 from nano_respo.run.evaluate_cli import EvalConfig, run_eval  # noqa: E402
 from nano_respo.config import TrainConfig  # noqa: E402
-from research.toy.run import RunConfig  # noqa: E402
-from research.toy.run import main as toy_main  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,7 +49,7 @@ def help_of(cls, **kwargs) -> str:
     return build_parser(cls, **kwargs).format_help()
 
 
-@pytest.mark.parametrize("cls", [TrainConfig, EvalConfig, RunConfig])
+@pytest.mark.parametrize("cls", [TrainConfig, EvalConfig])
 def test_help_has_no_unexpanded_placeholder(cls):
     text = help_of(cls)
     constants = {name for module in (kernel, trainer, cli) for name in vars(module)
@@ -83,14 +81,6 @@ def test_every_example_in_the_train_help_parses():
         assert isinstance(parse_config(TrainConfig, args), TrainConfig)
 
 
-def test_toy_run_names_itself_as_a_module(capsys):
-    with pytest.raises(SystemExit):
-        toy_main(["--help"])
-    out = capsys.readouterr().out
-    assert out.startswith("usage: python -m research.toy.run")
-    assert "examples:" in out
-
-
 def test_eval_without_a_model_lists_the_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match="no runs under runs/ yet"):
@@ -114,7 +104,7 @@ def test_bare_eval_py_exits_nonzero_with_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("cls, flag, value", [(TrainConfig, "--iteration", "2"), (TrainConfig, "--lambda", "1"),
-                                               (EvalConfig, "--sample", "8"), (RunConfig, "--seed", "3")])
+                                               (EvalConfig, "--sample", "8")])
 def test_an_abbreviated_flag_is_refused_not_guessed(cls, flag, value, capsys):
     with pytest.raises(SystemExit) as stop:
         parse_config(cls, [flag, value])

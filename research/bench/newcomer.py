@@ -1,8 +1,8 @@
 """What a newcomer waits for: a fresh clone with an empty cache, timed command by command.
 
-    python tools/bench/newcomer.py                                   # clone this checkout's HEAD into a temporary folder
-    python tools/bench/newcomer.py --record tools/bench/results/newcomer.json
-    python tools/bench/newcomer.py --only "pytest -q"                # one step (tests/run/test_benchmarks.py)
+    python -m research.bench.newcomer                                   # clone this checkout's HEAD into a temporary folder
+    python -m research.bench.newcomer --record research/bench/results/newcomer.json
+    python -m research.bench.newcomer --only "pytest -q"                # one step (tests/run/test_benchmarks.py)
 
 In a fresh clone of HEAD (this environment's packages, the clone first on PYTHONPATH, NANO_RESPO_CACHE at a
 new empty directory, one torch thread, progress bars on), it runs, in order, and times each: the README's `python train.py`,
@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # The core slots, one notebook each (notebooks/build.py matches a slot number in the core only), then the exercises;
 # the deeper tier is read on demand, not on a newcomer's first path.
 NOTEBOOKS = ("01", "02", "03", "04", "05", "exercises.py", "exercises_solutions")
@@ -49,7 +49,7 @@ def main(argv=None) -> dict:
                         help="time only these steps (names as printed: train, 'notebook 01', 'pytest -q', tests/step)")
     parser.add_argument("--record", help="also write the times to this JSON file")
     args = parser.parse_args(argv)
-    from nano_respo.lab.records import measurement, write_record
+    from research.lab.records import measurement, write_record
 
     seconds, failed, load = {}, {}, {"before": list(os.getloadavg())}
     with tempfile.TemporaryDirectory() as tmp:
@@ -74,7 +74,7 @@ def main(argv=None) -> dict:
                   flush=True)
     load["after"] = list(os.getloadavg())
     print(f"load average before {load['before'][0]:.1f}, after {load['after'][0]:.1f}")
-    record = measurement("tools/bench/newcomer.py", {"commit": commit, "seconds": seconds, "load_average": load,
+    record = measurement("research.bench.newcomer", {"commit": commit, "seconds": seconds, "load_average": load,
                                                "failed": {name: tests for name, tests in failed.items() if tests}}, argv)
     write_record(record, args.record)
     return record

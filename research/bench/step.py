@@ -1,7 +1,7 @@
 """Time per RL step: nano-respo against TRL's GRPOTrainer on the same work, alternating in one run.
 
-    .venv-bench/bin/python tools/bench/step.py [--repeats 5]      # TRL from tools/bench/requirements.txt
-    .venv-bench/bin/python tools/bench/step.py --quick            # every part at a tiny size, in seconds (a smoke test)
+    .venv-bench/bin/python -m research.bench.step [--repeats 5]      # TRL from research/bench/requirements.txt
+    .venv-bench/bin/python -m research.bench.step --quick            # every part at a tiny size, in seconds (a smoke test)
 
 One RL step = one rollout batch (P prompts x G samples, up to --max-new-tokens tokens each)
 and `reuse` optimizer steps on it (epochs x mini-batches). TRL gets the same local tiny
@@ -40,7 +40,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch
 
 from nano_respo.kernel import LossConfig, minibatch_order, reuse_split
-from nano_respo.lab.records import measurement, write_record
+from research.lab.records import measurement, write_record
 from nano_respo.models import load_model, resolve_model_path
 from nano_respo.rollout import encode_prompts
 from nano_respo.config import TrainConfig
@@ -66,7 +66,7 @@ def parse_args():
                              "and with --packed-forward --lean-sampler")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke test: 2 prompts x 2 samples, 8 new tokens, 1 repeat (its figures mean nothing)")
-    parser.add_argument("--record", help="also write what is printed to this JSON file (tools/bench/README.md reads it)")
+    parser.add_argument("--record", help="also write what is printed to this JSON file (research/bench/README.md reads it)")
     args = parser.parse_args()
     if args.quick:
         args.prompts, args.group_size, args.max_new_tokens, args.repeats = 2, 2, 8, 1
@@ -126,8 +126,8 @@ def trl_trainer(args, cfg, task, tokenizer, callback, model_path):
         from datasets import Dataset
         from trl import GRPOConfig, GRPOTrainer
     except ImportError:
-        raise SystemExit("tools/bench/step.py needs TRL: python -m venv --system-site-packages .venv-bench && "
-                         ".venv-bench/bin/pip install -r tools/bench/requirements.txt") from None
+        raise SystemExit("research/bench/step.py needs TRL: python -m venv --system-site-packages .venv-bench && "
+                         ".venv-bench/bin/pip install -r research/bench/requirements.txt") from None
     problems = task.train_batch(args.prompts * (args.repeats + 2), seed=123)
     prompts = [tokenizer.apply_chat_template([{"role": "user", "content": p.prompt}], add_generation_prompt=True,
                                              tokenize=False) for p in problems]
@@ -216,7 +216,7 @@ def main():
           f"median {statistics.median(overhead):.2f}  max {max(overhead):.2f}")
     settings = {k: getattr(args, k) for k in ("model", "prompts", "group_size", "max_new_tokens", "epochs",
                                               "minibatches", "repeats", "warm_start")}
-    write_record(measurement("tools/bench/step.py", {"settings": settings, "seconds": measured,
+    write_record(measurement("research.bench.step", {"settings": settings, "seconds": measured,
                                               "ratio_to_trl": {name: [v / t for v, t in zip(measured[name], measured["trl"])]
                                                                for name in variants},
                                               "overhead": overhead}), args.record)

@@ -1,9 +1,9 @@
 """Qwen3-shaped models at real sizes with random weights on one GPU: generation and training throughput.
 
-    python tools/bench/gpu.py                              # qwen3-0.6b, qwen3-1.7b, qwen3-moe-small
-    python tools/bench/gpu.py --models qwen3-4b --batch 8 --length 1024
-    python tools/bench/gpu.py --dry-run                    # no GPU: shapes, parameter and FLOP counts only
-    python tools/bench/gpu.py --cpu-smoke                  # no GPU: the whole script on a tiny shape (CPU_SMOKE)
+    python -m research.bench.gpu                              # qwen3-0.6b, qwen3-1.7b, qwen3-moe-small
+    python -m research.bench.gpu --models qwen3-4b --batch 8 --length 1024
+    python -m research.bench.gpu --dry-run                    # no GPU: shapes, parameter and FLOP counts only
+    python -m research.bench.gpu --cpu-smoke                  # no GPU: the whole script on a tiny shape (CPU_SMOKE)
 
 Nothing is downloaded: each model is Qwen3Config / Qwen3MoeConfig with the published
 shape, randomly initialised in bfloat16 on the GPU. Per model it prints, each route with its
@@ -194,7 +194,7 @@ def main():
         raise SystemExit(f"--batch {args.batch} must be a multiple of --group-size {args.group_size}, and --length "
                          f"{args.length} longer than --prompt-len {args.prompt_len}")
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("tools/bench/gpu.py needs a CUDA GPU; --dry-run counts parameters and FLOPs without one")
+        raise SystemExit("research/bench/gpu.py needs a CUDA GPU; --dry-run counts parameters and FLOPs without one")
     if not args.dry_run:
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU (smoke test: MFU meaningless)"
         print(f"{name}, peak {args.peak_tflops:.0f} TFLOP/s bf16 assumed; "

@@ -1,8 +1,8 @@
-"""Where one RL step's time goes on the tiny model: what tools/bench/step.py's "where the time goes" cites.
+"""Where one RL step's time goes on the tiny model: what research/bench/step.py's "where the time goes" cites.
 
-    python tools/bench/profile_step.py [--model tiny-qwen3] [--repeats 3]
+    python -m research.bench.profile_step [--model tiny-qwen3] [--repeats 3]
 
-Prints, for a rollout batch shaped like tools/bench/step.py's (8 prompts x 8 samples, 32 new tokens):
+Prints, for a rollout batch shaped like research/bench/step.py's (8 prompts x 8 samples, 32 new tokens):
 - generation: our sampler (rollout.sample: the KV-cache decode loop with log mu, EOS handling
   and text decoding) against a bare decode loop of the same number of steps (one forward per
   token and a multinomial draw, no stopping): the difference is the sampler's bookkeeping;
@@ -20,7 +20,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 
-from nano_respo.lab.records import measurement, write_record
+from research.lab.records import measurement, write_record
 from nano_respo.models import load_model
 from nano_respo.rollout import RolloutBatch, encode_prompts, kv_cache, policy_logprobs, sample
 from nano_respo.tasks import make_task
@@ -58,7 +58,7 @@ def main():
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--record", help="also write what is printed to this JSON file (tools/bench/README.md reads it)")
+    parser.add_argument("--record", help="also write what is printed to this JSON file (research/bench/README.md reads it)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -76,7 +76,7 @@ def main():
           f"bare decode loop {bare:.2f} s (the sampler's own overhead {ours / bare - 1:+.0%})")
 
     model.train()
-    half = torch.arange(len(prompts) // 2)  # one of tools/bench/step.py's two mini-batches
+    half = torch.arange(len(prompts) // 2)  # one of research/bench/step.py's two mini-batches
     mini = RolloutBatch(samples.input_ids, samples.attention_mask, samples.completion_mask, samples.old_logp,
                         torch.zeros(len(prompts)), torch.zeros(len(prompts))).select(half)
 
@@ -93,7 +93,7 @@ def main():
     top = sorted(events, key=lambda e: -e.self_cpu_time_total)[:8]
     for event in top:
         print(f"  {event.key[:60]:60s} {event.self_cpu_time_total / total:6.1%}")
-    write_record(measurement("tools/bench/profile_step.py", {
+    write_record(measurement("research.bench.profile_step", {
         "samples": len(prompts), "tokens": width, "sample_seconds": ours, "bare_decode_seconds": bare,
         "minibatch": len(half), "self_cpu_seconds": total / 1e6,
         "self_cpu_share": {event.key: event.self_cpu_time_total / total for event in top}}), args.record)

@@ -1,5 +1,5 @@
-"""The benchmarks run, so they cannot rot unseen; their figures in tools/bench/README.md are read from tools/bench/results/
-by research/figures.py --check (research/tests/test_figures.py). tools/bench/step.py needs TRL: its --quick smoke test
+"""The benchmarks run, so they cannot rot unseen; their figures in research/bench/README.md are read from research/bench/results/
+by research/figures.py --check (research/tests/test_figures.py). research/bench/step.py needs TRL: its --quick smoke test
 runs in the TRL environment (tests/integrations/test_examples.py)."""
 
 import json
@@ -14,9 +14,9 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
 def test_the_gpu_benchmark_times_both_routes_of_each_change_on_a_tiny_cpu_shape():
-    """tools/bench/gpu.py --cpu-smoke (the GPU script, run on a GPU when one is lent) at a tiny size on the CPU: decode
+    """research/bench/gpu.py --cpu-smoke (the GPU script, run on a GPU when one is lent) at a tiny size on the CPU: decode
     against decode_lean, the padded against the packed step, each with tokens/s, and the two time ratios."""
-    out = subprocess.run([sys.executable, "tools/bench/gpu.py", "--cpu-smoke"], cwd=ROOT, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "research.bench.gpu", "--cpu-smoke"], cwd=ROOT, capture_output=True, text=True,
                          timeout=300, env=ENV)
     assert out.returncode == 0, out.stderr[-2000:]
     for route in ("generation decode ", "generation decode_lean", "training padded", "training packed"):
@@ -26,9 +26,9 @@ def test_the_gpu_benchmark_times_both_routes_of_each_change_on_a_tiny_cpu_shape(
 
 
 def test_the_readmes_parameter_and_flop_counts_are_what_the_dry_run_prints():
-    out = subprocess.run([sys.executable, "tools/bench/gpu.py", "--dry-run"], cwd=ROOT, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "research.bench.gpu", "--dry-run"], cwd=ROOT, capture_output=True, text=True,
                          timeout=300, env=ENV, check=True).stdout
-    row = next(line for line in (ROOT / "bench" / "README.md").read_text().splitlines()
+    row = next(line for line in (ROOT / "research" / "bench" / "README.md").read_text().splitlines()
                if line.startswith("| parameter and FLOP counts"))
     figures = row.split("|")[2]
     for model, numbers in re.findall(r"(qwen3-[\w.-]+) ([^;]+)", figures):
@@ -39,17 +39,17 @@ def test_the_readmes_parameter_and_flop_counts_are_what_the_dry_run_prints():
 
 def test_a_benchmark_writes_the_record_it_printed(tmp_path):
     record = tmp_path / "kernel.json"
-    subprocess.run([sys.executable, "tools/bench/kernel.py", "--batch", "4", "--length", "8", "--repeats", "2", "--record",
+    subprocess.run([sys.executable, "-m", "research.bench.kernel", "--batch", "4", "--length", "8", "--repeats", "2", "--record",
                     str(record)], cwd=ROOT, capture_output=True, text=True, timeout=300, env=ENV, check=True)
     made = json.loads(record.read_text())
-    assert made["command"] == f"python tools/bench/kernel.py --batch 4 --length 8 --repeats 2 --record {record}"
+    assert made["command"] == f"python -m research.bench.kernel --batch 4 --length 8 --repeats 2 --record {record}"
     assert len(made["ratio_respo_wtilt_grpo"]) == 2 and made["shape"] == [4, 8] and made["cpu_setting"]
 
 
 def test_the_newcomer_benchmark_times_a_step_of_a_fresh_clone(tmp_path):
-    """tools/bench/newcomer.py, one step of it: a fresh clone of HEAD with an empty cache, `python -m pytest -q` timed."""
+    """research/bench/newcomer.py, one step of it: a fresh clone of HEAD with an empty cache, `python -m pytest -q` timed."""
     record = tmp_path / "newcomer.json"
-    done = subprocess.run([sys.executable, "tools/bench/newcomer.py", "--only", "pytest -q", "--record", str(record)],
+    done = subprocess.run([sys.executable, "-m", "research.bench.newcomer", "--only", "pytest -q", "--record", str(record)],
                           cwd=ROOT, capture_output=True, text=True, timeout=600, env=ENV)
     assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
     made = json.loads(record.read_text())

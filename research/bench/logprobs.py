@@ -1,6 +1,6 @@
 """Peak memory and time of nano_respo.scale.logprobs.token_logprobs against the naive log-softmax.
 
-    python tools/bench/logprobs.py [--lengths 256 1024 2048] [--vocab 151936] [--hidden 1024] [--chunk-mb 16]
+    python -m research.bench.logprobs [--lengths 256 1024 2048] [--vocab 151936] [--hidden 1024] [--chunk-mb 16]
 
 Both start where the trainer does, from the LM head's input: hidden states [1, T, H] and
 the head's weight [V, H] (Qwen3-0.6B's shape by default; bfloat16 on a GPU, float32 on a CPU).
@@ -27,10 +27,11 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 
-from nano_respo.lab.records import measurement, write_record
+from research.lab.records import measurement, write_record
 from nano_respo.scale.logprobs import token_logprobs
 
 
@@ -98,11 +99,11 @@ def measure(args) -> dict:
 
 
 def measure_in_subprocess(args, routine: str, length: int, grad: str) -> dict:
-    command = [sys.executable, __file__, "--measure", "--routine", routine, "--length", str(length),
+    command = [sys.executable, "-m", "research.bench.logprobs", "--measure", "--routine", routine, "--length", str(length),
                "--vocab", str(args.vocab), "--hidden", str(args.hidden), "--dtype", args.dtype,
                "--device", args.device, "--repeats", str(args.repeats), "--threads", str(args.threads),
                "--chunk-mb", str(args.chunk_mb), "--grad", grad]
-    out = subprocess.run(command, check=True, capture_output=True, text=True)
+    out = subprocess.run(command, check=True, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -120,7 +121,7 @@ def main():
                         help="our chunk (the trainer's --logprob-chunk-mb); 0 = its default")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--record", help="also write what is printed to this JSON file (tools/bench/README.md reads it)")
+    parser.add_argument("--record", help="also write what is printed to this JSON file (research/bench/README.md reads it)")
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--routine", choices=list(ROUTINES), help=argparse.SUPPRESS)
     parser.add_argument("--length", type=int, help=argparse.SUPPRESS)
@@ -152,7 +153,7 @@ def main():
         measured = [r for r in ratios if r == r]
         worst = f"max {max(measured):.3f}" if measured else "not measurable (the naive peak stayed below RSS resolution)"
         print(f"peak memory ours / naive, {USES[grad]}: {worst} over T = {args.lengths}")
-    write_record(measurement("tools/bench/logprobs.py", {"vocab": args.vocab, "hidden": args.hidden, "dtype": args.dtype,
+    write_record(measurement("research.bench.logprobs", {"vocab": args.vocab, "hidden": args.hidden, "dtype": args.dtype,
                                                   "rows": rows}), args.record)
 
 if __name__ == "__main__":

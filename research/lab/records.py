@@ -14,12 +14,13 @@ from pathlib import Path
 
 import torch
 
-from ..sft import cpu_setting
+from nano_respo.sft import cpu_setting
 
 
-def measurement(script: str, figures: dict, argv=None) -> dict:
-    """A record of one measurement: the command as run, the CPU setting, torch, when it finished, the figures."""
-    return {"command": shlex.join(["python", script, *(sys.argv[1:] if argv is None else argv)]),
+def measurement(module: str, figures: dict, argv=None) -> dict:
+    """A record of one measurement: the command as run (python -m module ...), the CPU setting, torch, when it
+    finished, the figures."""
+    return {"command": shlex.join(["python", "-m", module, *(sys.argv[1:] if argv is None else argv)]),
             "cpu_setting": cpu_setting(), "torch": torch.__version__,
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), **figures}
 

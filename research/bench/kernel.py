@@ -1,13 +1,13 @@
 """A ReSPO loss against the token-level clip loss (grpo) at a large batch.
 
-    python tools/bench/kernel.py [--batch 256] [--length 1024] [--repeats 7] [--record tools/bench/results/kernel.json]
-    python tools/bench/kernel.py --method respo             # the published kernel
+    python -m research.bench.kernel [--batch 256] [--length 1024] [--repeats 7] [--record research/bench/results/kernel.json]
+    python -m research.bench.kernel --method respo             # the published kernel
 
 Both are elementwise work over [B, T] plus reductions, so the ratio should be near 1; the
 diagnostics (quantiles, one host sync) are timed too, since policy_loss always returns them.
 Prints min / median / max over repeats of forward + backward, alternating the two methods.
 
-The committed record (tools/bench/results/kernel.json) timed this project's reconstruction, respo_wtilt, with the
+The committed record (research/bench/results/kernel.json) timed this project's reconstruction, respo_wtilt, with the
 aggregation of the time, seq-mean-token-sum-norm, for both methods: the defaults here, so that its command
 reruns that measurement.
 """
@@ -19,7 +19,7 @@ import time
 import torch
 
 from nano_respo.kernel import LossConfig, policy_loss
-from nano_respo.lab.records import measurement, write_record
+from research.lab.records import measurement, write_record
 
 
 def time_once(cfg, logp_leaf, old_logp, adv, mask):
@@ -39,7 +39,7 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--method", default="respo_wtilt", help="the ReSPO method timed against grpo")
     parser.add_argument("--agg", default="seq-mean-token-sum-norm", help="the loss aggregation of both")
-    parser.add_argument("--record", help="also write what is printed to this JSON file (tools/bench/README.md reads it)")
+    parser.add_argument("--record", help="also write what is printed to this JSON file (research/bench/README.md reads it)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     g = torch.Generator().manual_seed(0)
@@ -59,7 +59,7 @@ def main():
         print(f"{name:6s} forward+backward at [{B}, {T}]: median {statistics.median(ts) * 1e3:.1f} ms")
     ratios = [r / g for r, g in zip(times[args.method], times["grpo"])]
     print(f"ratio {args.method} / grpo: min {min(ratios):.2f}  median {statistics.median(ratios):.2f}  max {max(ratios):.2f}")
-    write_record(measurement("tools/bench/kernel.py", {"shape": [B, T], "seconds": times,
+    write_record(measurement("research.bench.kernel", {"shape": [B, T], "seconds": times,
                                                  f"ratio_{args.method}_grpo": ratios}), args.record)
 
 
