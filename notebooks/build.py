@@ -45,13 +45,13 @@ def name_of(source: Path) -> str:
     return source.relative_to(HERE).with_suffix("").as_posix()
 
 
-def run_in_kernel(nb: nbformat.NotebookNode, timeout: int) -> None:
+def run_in_kernel(nb: nbformat.NotebookNode, timeout: int, cwd: Path = HERE) -> None:
     NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
-                   resources={"metadata": {"path": str(HERE)}}).execute()
+                   resources={"metadata": {"path": str(cwd)}}).execute()
 
 
-def execute(nb: nbformat.NotebookNode, timeout: int = 900) -> nbformat.NotebookNode:
-    """Run every cell in a python3 kernel whose working directory is notebooks/.
+def execute(nb: nbformat.NotebookNode, timeout: int = 900, cwd: Path = HERE) -> nbformat.NotebookNode:
+    """Run every cell in a python3 kernel whose working directory is `cwd` (notebooks/).
 
     timeout: seconds per cell; a tiny-Qwen3 notebook's first cell trains the warm start when it is
     neither shipped nor cached yet (minutes on a loaded 2-core CPU).
@@ -61,14 +61,14 @@ def execute(nb: nbformat.NotebookNode, timeout: int = 900) -> nbformat.NotebookN
     os.environ.setdefault("TQDM_DISABLE", "1")  # progress bars print timings: not a reproducible output
     untouched = copy.deepcopy(nb)
     try:
-        run_in_kernel(nb, timeout)
+        run_in_kernel(nb, timeout, cwd)
     except CellTimeoutError as stall:
         # The kernel and its client both idle, each waiting on the other: a message lost between them (seen here
         # under load). The notebook runs once more, from its cells as given, in a fresh kernel; a second stall raises.
         print(f"{stall.__class__.__name__}: {str(stall).splitlines()[0]} - running the notebook once more in a fresh "
               "kernel", file=sys.stderr)
         nb = untouched
-        run_in_kernel(nb, timeout)
+        run_in_kernel(nb, timeout, cwd)
     # Where its numbers come from: RL runs round differently on another CPU setting, so a fresh execution can
     # be compared digit by digit only on this one (tests/course/test_notebooks.py).
     nb.metadata["nano_respo"] = {"built_on": cpu_setting(), "torch": torch.__version__}

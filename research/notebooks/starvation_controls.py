@@ -30,10 +30,8 @@
 
 # %%
 import copy
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -618,9 +616,7 @@ for m in methods:
 gspo_eps = METHOD_TABLE["gspo"][2]                                            # (eps_low, eps_high), the kernel's own
 print(f"GSPO clips its length-normalised ratio s = w^(1/|y|) to [1 - {gspo_eps[0]:g}, 1 + {gspo_eps[1]:g}]; "
       f"the sequence clip w to [1 - {METHOD_TABLE['seq_clip'][2][0]:g}, 1 + {METHOD_TABLE['seq_clip'][2][1]:g}]")
-spec = importlib.util.spec_from_file_location("figures", ROOT / "research" / "figures.py")
-figures = sys.modules["figures"] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
-spec.loader.exec_module(figures)
+from research import figures  # noqa: E402
 print("the README's figures, over the toy's evaluation runs (research/figures.py): "
       + "; ".join(f"{figures.FIGURES[name].what} {figures.value(name)}"
                   for name in ("toy_phi_low_w_seq_clip", "toy_phi_low_w_respo")))
@@ -1438,4 +1434,4 @@ checks.check_starved_prediction(my_starved, log_weights(one_step)[1], positive)
 #   (arXiv:2512.02556, §3.1).
 # - The negative branch's shape (§10): VESPO's $(3,2)$.
 #
-# One line per work: [docs/bibliography.md](../docs/bibliography.md).
+# One line per work: [docs/bibliography.md](../../docs/bibliography.md).

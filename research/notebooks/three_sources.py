@@ -65,17 +65,13 @@ draw_policy_timeline(lag=2, reuse=3, iteration=3)
 # sequence ($c(\rho)$, $\rho=\prod_t\rho_t$). Both libraries offer both granularities (§4).
 
 # %%
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from IPython.display import Markdown, display
 
-import nano_respo
 from course import confirm, load_quietly
 from nano_respo.kernel import LossConfig, sequence_log_weight
 from nano_respo.config import TrainConfig
@@ -85,10 +81,7 @@ from nano_respo.trainer import collect_rollouts, rl_iteration
 
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 10, "axes.grid": True, "grid.alpha": 0.3})
-ROOT = Path(nano_respo.__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("figures", ROOT / "research" / "figures.py")
-figures = sys.modules["figures"] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
-spec.loader.exec_module(figures)
+from research import figures  # noqa: E402  (the committed records, read back)
 
 
 
@@ -517,4 +510,4 @@ for m in MODELS:
 # - VESPO's recipe and its token-mean aggregation: Shen et al. (arXiv:2602.10693),
 #   `recipe/vespo/code/core_algos.py` in github.com/FloyedShen/VESPO.
 #
-# One line per work: [docs/bibliography.md](../docs/bibliography.md).
+# One line per work: [docs/bibliography.md](../../docs/bibliography.md).

@@ -30,12 +30,10 @@
 
 # %%
 import contextlib
-import importlib.util
 import io
 import json
 import math
 import re
-import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -61,14 +59,6 @@ plt.rcParams.update({"figure.dpi": 100, "font.size": 11, "axes.titlesize": 11, "
 ROOT = Path(toy.__file__).resolve().parent.parent
 
 
-def load_script(name, path):
-    """A script of research/ as a module (they run as scripts, not installed); dataclasses need it registered."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = sys.modules[name] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def show_figure(fig):
     """Show a figure as a 256-colour PNG: full size and sharp, a third of the bytes (the notebook stays small)."""
     buffer, small = io.BytesIO(), io.BytesIO()
@@ -78,8 +68,8 @@ def show_figure(fig):
     display(Image(small.getvalue()))
 
 
-figures = load_script("figures", ROOT / "research" / "figures.py")             # the committed records, read back
-experiment = load_script("experiment_run", ROOT / "research" / "run.py")       # the study's protocol
+from research import figures                  # the committed records, read back
+from research import run as experiment       # the study's protocol
 
 # %% [markdown]
 # ## 1. A few rollout batches, reused, at the study's learning rates
@@ -960,4 +950,4 @@ checks.check_coefficient_by_hand(my_coefficient, v["logp"], v["old_logp"], v["ma
 #   research/README.md: this project's protocol (research/PREREGISTRATION.md).
 # - The retained-signal-by-length statistic and the shared-prefix test: this course's.
 #
-# One line per work: [docs/bibliography.md](../docs/bibliography.md).
+# One line per work: [docs/bibliography.md](../../docs/bibliography.md).
