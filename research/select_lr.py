@@ -144,7 +144,7 @@ def main(argv=None):
                     if finished(read_metrics(run_dir(experiment, *cell)), experiment.iterations)]
     best, table = (choose_final if cfg.rule == "final" else choose)(records, cfg.methods, cfg.lr_grid)
     print(table)
-    print("\nexperiments/run.py --lrs " + " ".join(f"{m}={lr:g}" for m, lr in best.items()))
+    print("\npython -m research.run --lrs " + " ".join(f"{m}={lr:g}" for m, lr in best.items()))
     if cfg.records:
         Path(cfg.records).parent.mkdir(parents=True, exist_ok=True)
         command = shlex.join(["python", "research/select_lr.py", *(sys.argv[1:] if argv is None else argv)])

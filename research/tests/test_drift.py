@@ -10,7 +10,7 @@ import pytest
 from research import decision, digit_runs, drift, drift_rules as rules
 from nano_respo.config import TrainConfig
 from nano_respo.run.cli import parse_config
-from conftest import parity_reward  # noqa: F401  (the parity_runs fixture's reward)
+from tests.conftest import parity_reward  # noqa: F401  (the parity_runs fixture's reward)
 
 
 def test_each_stage_runs_its_cells_as_preregistered():

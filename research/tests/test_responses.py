@@ -9,7 +9,7 @@ from research.responses import family_and_target, read_run
 from nano_respo.config import TrainConfig
 from nano_respo.run.cli import parse_config
 from nano_respo.trainer import train
-from conftest import parity_reward  # shared with the parity_runs fixture
+from tests.conftest import parity_reward  # shared with the parity_runs fixture
 
 FLAGS = ["--task", "digit_conflict", "--task-size", "14", "--max-new-tokens", "30", "--sft-steps", "8",
          "--iterations", "3", "--prompts-per-iteration", "4", "--group-size", "4", "--reuse", "4", "--epochs", "2",
