@@ -41,9 +41,9 @@ from pathlib import Path
 import torch
 
 from experiments.common import AS_RECORDED, AS_RECORDED_AGG, ROOT
+from nano_respo.diagnostics import effective_sample_share
 from nano_respo.kernel import (LossConfig, coefficients, correction_log_ratio, decoupled_coefficients,
-                               effective_sample_share, loss_denominator, off_policy_sequence_mask, outside_bounds,
-                               sequence_log_weight)
+                               loss_denominator, off_policy_sequence_mask, outside_bounds, sequence_log_weight)
 from nano_respo.rollout import policy_logprobs
 from nano_respo.run.cli import parse_config
 
@@ -161,7 +161,7 @@ def applied_coefficients(logp, mu, adv, mask, loss: LossConfig, pi_old) -> torch
     if loss.correction == "none":
         phi, _ = coefficients(logp, mu, adv, mask, loss)  # [B, T]
     else:
-        phi = decoupled_coefficients(logp, mu, adv, mask, loss, pi_old)  # [B, T]
+        phi, _ = decoupled_coefficients(logp, mu, adv, mask, loss, pi_old)  # [B, T]
     if loss.opsm_delta is not None:
         phi = phi * off_policy_sequence_mask(logp, mu, adv, mask, loss.opsm_delta)[:, None]
     return phi
