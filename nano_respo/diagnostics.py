@@ -31,15 +31,11 @@ GROUP_KEYS = ("len_excess_low_w_pos", "len_excess_high_w_pos")  # with group_siz
 
 
 @torch.no_grad()
-def diagnostics(phi: torch.Tensor, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
-                mask: torch.Tensor, cfg: LossConfig, group_size: int | None = None) -> dict[str, float]:
+def diagnostics(phi, logp, old_logp, advantages, mask, cfg: LossConfig, group_size=None) -> dict[str, float]:
     """docs/math.md §6 statistics of one batch, as python floats (one host sync); nan where a set is empty.
 
-    phi:  [B, T] the coefficient the loss applied (policy_loss's stats["phi"]); logp, old_logp, advantages,
-          mask and cfg as policy_loss took them; group_size: the rows come in contiguous groups of this size
-          (the samples of one prompt), which only the within-group lengths read (GROUP_KEYS).
-    """
-    mask = mask.bool()
+    phi [B, T] is policy_loss's stats["phi"], the rest as policy_loss took them (mask bool); group_size: rows in
+    contiguous groups of this size (one prompt each), read only by the within-group lengths (GROUP_KEYS)."""
     lengths = mask.sum(-1)  # [B]
     if group_size and len(lengths) % group_size:
         raise ValueError(f"group_size: {group_size} does not divide the batch's {len(lengths)} rows")

@@ -435,11 +435,10 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     cfg:        the method and its knobs, LossConfig() for ReSPO's defaults
     pi_old_logp: [B, T] the learner's log-probs recomputed at the start of the updates on this batch; only the
                 decoupled form (cfg.correction, docs/math.md §7) reads it
-    stats:      detached tensors the loss computed anyway, no host sync: "phi" [B, T] the coefficient as
-                applied (after any correction and off-policy mask), "log_w" [B] the sequence log-weight the
-                method read (log pi / mu; log pi / pi_old in the decoupled form; / |y| where it length-normalises).
-                docs/math.md §6's statistics are nano_respo.diagnostics.diagnostics(stats["phi"], logp,
-                old_logp, advantages, mask, cfg, group_size), once per logged step.
+    stats:      detached, no host sync: "phi" [B, T] the coefficient as applied (after any correction and mask),
+                "log_w" [B] the log-weight the method read (log pi/mu; pi/pi_old decoupled; / |y| if normalised).
+                docs/math.md §6's statistics: nano_respo.diagnostics.diagnostics(stats["phi"], logp, old_logp,
+                advantages, mask, cfg, group_size), once per logged step.
     """
     mask = check_inputs(logp, old_logp, advantages, mask)
     if cfg.correction == "none":  # the coupled form: the method's coefficient of w = pi / mu

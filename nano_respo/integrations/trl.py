@@ -85,7 +85,7 @@ class ReSPOGRPOTrainer(GRPOTrainer):
         behaviour = self.behaviour_logps(inputs, per_token_logps)  # [B, T]
         loss, applied = policy_loss(per_token_logps, behaviour, advantages, mask.bool(), self.loss_config,
                                     pi_old_logp=pi_old)
-        stats = diagnostics(applied["phi"], per_token_logps, behaviour, advantages, mask, self.loss_config)
+        stats = diagnostics(applied["phi"], per_token_logps, behaviour, advantages, mask.bool(), self.loss_config)
 
         mode = "train" if self.model.training else "eval"
         # HF's automatic scaling is off for GRPO: TRL divides by the accumulation steps itself.
