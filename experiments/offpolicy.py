@@ -74,7 +74,7 @@ ARMS = {
 }
 QUANTILES = (0.01, 0.1, 0.5, 0.9, 0.99)
 HIST_EDGES = [round(-1.0 + 0.05 * i, 2) for i in range(41)]  # log w bins; outside [-1, 1] counts in the end bins
-LOW_W, HIGH_W = math.log(0.8), math.log(1.2)  # kernel.diagnostics' thresholds at diag_eps = 0.2
+LOW_W, HIGH_W = math.log(0.8), math.log(1.2)  # diagnostics.diagnostics' thresholds at diag_eps = 0.2
 
 
 def cpu_setting() -> str:
