@@ -99,7 +99,8 @@ class LossConfig:
     """DeepSeek-V3.2's off-policy sequence mask: drop negatives whose mean log(mu/pi) per token exceeds this."""
 
     def __post_init__(self):
-        for name, choices in (("method", METHODS), ("agg", AGG_MODES), ("correction", CORRECTIONS)):
+        # METHOD_TABLE itself, read now (not a tuple frozen at import): a row registered later by name is accepted.
+        for name, choices in (("method", METHOD_TABLE), ("agg", AGG_MODES), ("correction", CORRECTIONS)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name}: unknown {name} {getattr(self, name)!r}; choose one of {', '.join(choices)}")
         for f in fields(self):
@@ -179,25 +180,15 @@ def respo_coefficient(log_w: torch.Tensor, positive: torch.Tensor, alpha_pos: fl
                        respo_branch(log_w, alpha_neg, beta_neg, lambda_neg, log_w_max))
 
 
-# --- docs/math.md §8: VESPO's family w**alpha exp(-lambda (w - 1)), and the reconstruction on it ---
-
-def power_tilt(log_w: torch.Tensor, alpha: float, lam: float, log_w_max: float = 20.0) -> torch.Tensor:
-    """w**alpha * exp(-lam (w - 1)), in log space and capped at log_w_max: finite for every finite log w."""
-    log_phi = alpha * log_w - lam * torch.expm1(log_w.clamp(max=log_w_max))
-    return torch.exp(log_phi.clamp(max=log_w_max))
-
-
-def power_tilt_branches(log_w: torch.Tensor, positive: torch.Tensor, pos: tuple[float, float],
-                        neg: tuple[float, float], log_w_max: float = 20.0) -> torch.Tensor:
-    """w**alpha exp(-lambda (w - 1)) with (alpha, lambda) = pos where the advantage is positive, neg elsewhere."""
-    return torch.where(positive,
-                       power_tilt(log_w, *pos, log_w_max),
-                       power_tilt(log_w, *neg, log_w_max))
-
-
-# --- docs/math.md §5: the baselines, as coefficients of the same shape ------------------
+# --- docs/math.md §5 and §8: the baselines, as coefficients of the same shape -----------
 # Each takes (log-ratio, positive, cfg, eps) where the log-ratio is per token [B, T] or per
 # sequence [B] as METHOD_TABLE says, and returns the coefficient phi of the same shape.
+
+def respo_method_coefficient(log_w, positive, cfg, eps):
+    """ReSPO's kernel (§3) with cfg's constants."""
+    return respo_coefficient(log_w, positive, cfg.alpha_pos, cfg.beta_pos, cfg.lambda_pos,
+                             cfg.alpha_neg, cfg.beta_neg, cfg.lambda_neg, cfg.log_w_max)
+
 
 def clip_coefficient(log_r, positive, cfg, eps):
     """PPO's min(r A, clip(r) A): r inside the trust region, 0 where the clip is active."""
@@ -224,15 +215,20 @@ def sapo_coefficient(log_r, positive, cfg, eps):
     return r / torch.cosh(tau * (r - 1) / 2) ** 2
 
 
-def respo_method_coefficient(log_w, positive, cfg, eps):
-    return respo_coefficient(log_w, positive, cfg.alpha_pos, cfg.beta_pos, cfg.lambda_pos,
-                             cfg.alpha_neg, cfg.beta_neg, cfg.lambda_neg, cfg.log_w_max)
+# docs/math.md §8: VESPO's family w**alpha exp(-lambda (w - 1)).
+
+def power_tilt(log_w: torch.Tensor, alpha: float, lam: float, log_w_max: float = 20.0) -> torch.Tensor:
+    """w**alpha * exp(-lam (w - 1)), in log space and capped at log_w_max: finite for every finite log w."""
+    log_phi = alpha * log_w - lam * torch.expm1(log_w.clamp(max=log_w_max))
+    return torch.exp(log_phi.clamp(max=log_w_max))
 
 
-def respo_wtilt_coefficient(log_w, positive, cfg, eps):
-    """This project's reconstruction from the abstract, kept for its records: VESPO's family, a flat positive branch."""
-    return power_tilt_branches(log_w, positive, (cfg.wtilt_alpha_pos, cfg.wtilt_lambda_pos),
-                               (cfg.wtilt_alpha_neg, cfg.wtilt_lambda_neg), cfg.log_w_max)
+def power_tilt_branches(log_w: torch.Tensor, positive: torch.Tensor, pos: tuple[float, float],
+                        neg: tuple[float, float], log_w_max: float = 20.0) -> torch.Tensor:
+    """w**alpha exp(-lambda (w - 1)) with (alpha, lambda) = pos where the advantage is positive, neg elsewhere."""
+    return torch.where(positive,
+                       power_tilt(log_w, *pos, log_w_max),
+                       power_tilt(log_w, *neg, log_w_max))
 
 
 def vespo_coefficient(log_w, positive, cfg, eps):
@@ -244,6 +240,22 @@ def vespo_coefficient(log_w, positive, cfg, eps):
 def topr_coefficient(log_w, positive, cfg, eps):
     """TOPR: 1 on positives, truncated IS min(w, 1) on negatives."""
     return torch.where(positive, torch.ones_like(log_w), torch.exp(log_w.clamp(max=0.0)))
+
+
+def is_coefficient(log_w, positive, cfg, eps):
+    return torch.exp(log_w.clamp(max=cfg.log_w_max))
+
+
+def no_is_coefficient(log_w, positive, cfg, eps):
+    return torch.ones_like(log_w)
+
+
+# --- study-only rows (moving to research/) ---
+
+def respo_wtilt_coefficient(log_w, positive, cfg, eps):
+    """This project's reconstruction from the abstract, kept for its records: VESPO's family, a flat positive branch."""
+    return power_tilt_branches(log_w, positive, (cfg.wtilt_alpha_pos, cfg.wtilt_lambda_pos),
+                               (cfg.wtilt_alpha_neg, cfg.wtilt_lambda_neg), cfg.log_w_max)
 
 
 def respo_pos_clip_neg_coefficient(log_w, positive, cfg, eps):
@@ -258,12 +270,7 @@ def seq_clip_lowpos1_coefficient(log_w, positive, cfg, eps):
     return torch.where(starved, torch.ones_like(log_w), clip_coefficient(log_w, positive, cfg, eps))
 
 
-def is_coefficient(log_w, positive, cfg, eps):
-    return torch.exp(log_w.clamp(max=cfg.log_w_max))
-
-
-def no_is_coefficient(log_w, positive, cfg, eps):
-    return torch.ones_like(log_w)
+# --- end of the study-only rows ---
 
 
 TOKEN, SEQUENCE = "token", "sequence"
@@ -278,35 +285,32 @@ METHOD_TABLE = {
     "cispo":               (TOKEN,    cispo_coefficient,               (0.2, 0.28),  False),
     "sapo":                (TOKEN,    sapo_coefficient,                (0.2, 0.2),   False),
     "vespo":               (SEQUENCE, vespo_coefficient,               (0.2, 0.2),   False),
-    "respo_wtilt":         (SEQUENCE, respo_wtilt_coefficient,         (0.2, 0.2),   False),
     "topr":                (SEQUENCE, topr_coefficient,                (0.2, 0.2),   False),
-    "respo_pos_clip_neg":  (SEQUENCE, respo_pos_clip_neg_coefficient,  (0.2, 0.2),   False),
-    "seq_clip_lowpos1":    (SEQUENCE, seq_clip_lowpos1_coefficient,    (0.2, 0.2),   False),
     "is":                  (SEQUENCE, is_coefficient,                  (0.2, 0.2),   False),
     "no_is":               (SEQUENCE, no_is_coefficient,               (0.2, 0.2),   False),
+    # --- study-only rows (moving to research/) ---
+    "respo_wtilt":         (SEQUENCE, respo_wtilt_coefficient,         (0.2, 0.2),   False),
+    "respo_pos_clip_neg":  (SEQUENCE, respo_pos_clip_neg_coefficient,  (0.2, 0.2),   False),
+    "seq_clip_lowpos1":    (SEQUENCE, seq_clip_lowpos1_coefficient,    (0.2, 0.2),   False),
+    # --- end of the study-only rows ---
 }
-METHODS = tuple(METHOD_TABLE)
+METHODS = tuple(METHOD_TABLE)  # the rows defined here; LossConfig validates against METHOD_TABLE itself
 
 
-# --- Aggregation (verl's loss_agg_mode names) ----------------------------------------
-
-def loss_denominator(mask: torch.Tensor, mode: str, norm_len: int | None = None) -> torch.Tensor:
-    """What `aggregate` divides by: tokens (token-mean) or non-empty responses (x norm_len). docs/math.md §1."""
-    lengths = mask.sum(-1)  # [B]
-    if mode == "token-mean":
-        return lengths.sum()
-    n_seq = (lengths > 0).sum()
-    return n_seq * (norm_len or mask.shape[-1]) if mode == "seq-mean-token-sum-norm" else n_seq
-
-
-def aggregate(terms: torch.Tensor, mask: torch.Tensor, mode: str, norm_len: int | None = None) -> torch.Tensor:
-    """Reduce per-token terms [B, T] to a scalar; empty responses count as no sequence. docs/math.md §1."""
-    terms = torch.where(mask, terms, torch.zeros_like(terms))  # [B, T]
-    if mode == "seq-mean-token-mean":
-        total = (terms.sum(-1) / mask.sum(-1).clamp(min=1)).sum()
+def coefficients(logp, old_logp, advantages, mask, cfg):
+    """The coupled form: per-token coefficient phi [B, T] (sequence methods broadcast theirs), log-weight s [B]."""
+    level, coefficient, (eps_low, eps_high), length_norm = METHOD_TABLE[cfg.method]
+    eps = (eps_low if cfg.eps_low is None else cfg.eps_low,  # None: the method's own clip range
+           eps_high if cfg.eps_high is None else cfg.eps_high)
+    length_norm = length_norm if cfg.length_norm is None else cfg.length_norm
+    positive = advantages > 0  # [B]
+    log_w = sequence_log_weight(logp, old_logp, mask, length_norm)  # [B]
+    if level == SEQUENCE:
+        phi = coefficient(log_w, positive, cfg, eps)[:, None].expand_as(logp)  # [B, T]
     else:
-        total = terms.sum()
-    return total / loss_denominator(mask, mode, norm_len).clamp(min=1)
+        log_r = torch.where(mask, logp.detach() - old_logp, torch.zeros_like(logp)).to(log_w.dtype)  # [B, T]
+        phi = coefficient(log_r, positive[:, None].expand_as(log_r), cfg, eps)  # [B, T]
+    return phi, log_w
 
 
 # --- docs/math.md §7: three policies, the decoupled form -------------------------------
@@ -368,16 +372,37 @@ def off_policy_sequence_mask(logp: torch.Tensor, old_logp: torch.Tensor, advanta
     return (~((advantages < 0) & (kl > delta))).to(dtype)
 
 
-def decoupled_coefficients(logp, old_logp, advantages, mask, cfg, pi_old_logp) -> torch.Tensor:
-    """phi [B, T] of the decoupled form: the method's coefficient of pi / pi_old (its trust region), times the
-    correction weight c of pi_old / mu. docs/math.md §7."""
+def decoupled_coefficients(logp, old_logp, advantages, mask, cfg, pi_old_logp) -> tuple[torch.Tensor, torch.Tensor]:
+    """(phi [B, T], log-weight [B]) of the decoupled form: the method's coefficient of pi / pi_old (its trust
+    region), times the correction weight c of pi_old / mu. docs/math.md §7."""
     if pi_old_logp is None:
         raise ValueError(f"pi_old_logp: correction {cfg.correction!r} needs the learner's log-probs "
                          f"recomputed at the start of the updates on this batch")
     if pi_old_logp.shape != logp.shape:
         raise ValueError(f"pi_old_logp: shape {tuple(pi_old_logp.shape)} does not match logp's {tuple(logp.shape)}")
-    phi, _ = coefficients(logp, pi_old_logp, advantages, mask, cfg)  # [B, T] trust region on pi / pi_old
-    return phi * correction_weight(pi_old_logp, old_logp, mask, cfg)  # [B, T]
+    phi, log_w = coefficients(logp, pi_old_logp, advantages, mask, cfg)  # [B, T] trust region on pi / pi_old
+    return phi * correction_weight(pi_old_logp, old_logp, mask, cfg), log_w  # [B, T], [B]
+
+
+# --- Aggregation (verl's loss_agg_mode names) ----------------------------------------
+
+def loss_denominator(mask: torch.Tensor, mode: str, norm_len: int | None = None) -> torch.Tensor:
+    """What `aggregate` divides by: tokens (token-mean) or non-empty responses (x norm_len). docs/math.md §1."""
+    lengths = mask.sum(-1)  # [B]
+    if mode == "token-mean":
+        return lengths.sum()
+    n_seq = (lengths > 0).sum()
+    return n_seq * (norm_len or mask.shape[-1]) if mode == "seq-mean-token-sum-norm" else n_seq
+
+
+def aggregate(terms: torch.Tensor, mask: torch.Tensor, mode: str, norm_len: int | None = None) -> torch.Tensor:
+    """Reduce per-token terms [B, T] to a scalar; empty responses count as no sequence. docs/math.md §1."""
+    terms = torch.where(mask, terms, torch.zeros_like(terms))  # [B, T]
+    if mode == "seq-mean-token-mean":
+        total = (terms.sum(-1) / mask.sum(-1).clamp(min=1)).sum()
+    else:
+        total = terms.sum()
+    return total / loss_denominator(mask, mode, norm_len).clamp(min=1)
 
 
 # --- The loss ------------------------------------------------------------------------
@@ -399,25 +424,8 @@ def check_inputs(logp, old_logp, advantages, mask):
     return mask
 
 
-def coefficients(logp, old_logp, advantages, mask, cfg):
-    """Per-token coefficient phi [B, T] (sequence methods broadcast theirs) and the log-weight s [B]."""
-    level, coefficient, (eps_low, eps_high), length_norm = METHOD_TABLE[cfg.method]
-    eps = (eps_low if cfg.eps_low is None else cfg.eps_low,  # None: the method's own clip range
-           eps_high if cfg.eps_high is None else cfg.eps_high)
-    length_norm = length_norm if cfg.length_norm is None else cfg.length_norm
-    positive = advantages > 0  # [B]
-    log_w = sequence_log_weight(logp, old_logp, mask, length_norm)  # [B]
-    if level == SEQUENCE:
-        phi = coefficient(log_w, positive, cfg, eps)[:, None].expand_as(logp)  # [B, T]
-    else:
-        log_r = torch.where(mask, logp.detach() - old_logp, torch.zeros_like(logp)).to(log_w.dtype)  # [B, T]
-        phi = coefficient(log_r, positive[:, None].expand_as(log_r), cfg, eps)  # [B, T]
-    return phi, log_w
-
-
 def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
-                cfg: LossConfig, with_stats: bool = True, pi_old_logp: torch.Tensor | None = None,
-                group_size: int | None = None):
+                cfg: LossConfig, pi_old_logp: torch.Tensor | None = None):
     """loss = -agg(stopgrad(phi) * A * log pi_theta); returns (loss, stats).
 
     logp:       [B, T] per-token log-probs under the current policy (requires grad)
@@ -427,22 +435,22 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     cfg:        the method and its knobs, LossConfig() for ReSPO's defaults
     pi_old_logp: [B, T] the learner's log-probs recomputed at the start of the updates on this batch; only the
                 decoupled form (cfg.correction, docs/math.md §7) reads it
-    group_size: the rows come in contiguous groups of this size (the samples of one prompt); only the
-                within-group length statistics read it (GROUP_KEYS, docs/math.md §6)
-    stats:      dict of python floats, docs/math.md §6 (nan where a set is empty); {} without with_stats,
-                which also skips their host sync (a caller that accumulates micro-batches logs once per step)
+    stats:      detached, no host sync: "phi" [B, T] the coefficient as applied (after any correction and mask),
+                "log_w" [B] the log-weight the method read (log pi/mu; pi/pi_old decoupled; / |y| if normalised).
+                docs/math.md §6's statistics: nano_respo.diagnostics.diagnostics(stats["phi"], logp, old_logp,
+                advantages, mask, cfg, group_size), once per logged step.
     """
     mask = check_inputs(logp, old_logp, advantages, mask)
     if cfg.correction == "none":  # the coupled form: the method's coefficient of w = pi / mu
-        phi, _ = coefficients(logp, old_logp, advantages, mask, cfg)  # [B, T]
+        phi, log_w = coefficients(logp, old_logp, advantages, mask, cfg)  # [B, T], [B]
     else:  # the decoupled form, docs/math.md §7
-        phi = decoupled_coefficients(logp, old_logp, advantages, mask, cfg, pi_old_logp)  # [B, T]
+        phi, log_w = decoupled_coefficients(logp, old_logp, advantages, mask, cfg, pi_old_logp)  # [B, T], [B]
     if cfg.opsm_delta is not None:  # DeepSeek-V3.2 drops the negatives far off policy, docs/math.md §7
         phi = phi * off_policy_sequence_mask(logp, old_logp, advantages, mask, cfg.opsm_delta)[:, None]  # [B, T]
     dtype = compute_dtype(logp)
     terms = -(phi * advantages.to(dtype)[:, None]).detach() * logp.to(dtype)  # [B, T]
     loss = aggregate(terms, mask, cfg.agg, cfg.norm_len)
-    return loss, diagnostics(phi, logp, old_logp, advantages, mask, cfg, group_size) if with_stats else {}
+    return loss, {"phi": phi.detach(), "log_w": log_w.detach()}
 
 
 # --- docs/math.md §1: groups, advantages and reuse -------------------------------------
@@ -479,85 +487,3 @@ def minibatch_order(n_groups: int, group_size: int, minibatches: int, generator:
     """One epoch: whole groups in a fresh random order, cut into mini-batches of episode rows (M x [rows])."""
     groups = torch.randperm(n_groups, generator=generator).view(minibatches, -1)  # [M, groups per mini-batch]
     return list((groups[:, :, None] * group_size + torch.arange(group_size)).flatten(1))
-
-
-# --- docs/math.md §6: what to watch ---------------------------------------------------
-
-# The statistics `diagnostics` returns, in its order (then WEIGHT_SPREAD_KEYS, and GROUP_KEYS given a group size).
-DIAGNOSTIC_KEYS = (
-    "frac_pos", "frac_neg", "low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "len_low_w_pos",
-    "len_high_w_pos", "len_pos", "phi_mean_pos", "phi_mean_neg", "phi_max_neg", "clip_frac_token", "clip_frac_seq",
-    "approx_kl",
-    *(f"log_w_q{q}_{sign}" for sign in ("pos", "neg") for q in (10, 50, 90)),
-    "lost_low_w_pos", "lost_high_w_pos", "deep_low_w_pos_frac", "deep_low_w_pos_phi_mass",
-)
-WEIGHT_SPREAD_KEYS = ("ess", "ess_pos", "ess_neg", "vespo_outliers")
-GROUP_KEYS = ("len_excess_low_w_pos", "len_excess_high_w_pos")  # with group_size only
-
-
-@torch.no_grad()
-def diagnostics(phi, logp, old_logp, advantages, mask, cfg, group_size=None) -> dict[str, float]:
-    """docs/math.md §6 statistics of one batch, as python floats (one host sync)."""
-    lengths = mask.sum(-1)  # [B]
-    if group_size and len(lengths) % group_size:
-        raise ValueError(f"group_size: {group_size} does not divide the batch's {len(lengths)} rows")
-    pos, neg = (advantages > 0) & (lengths > 0), (advantages < 0) & (lengths > 0)  # [B]
-    phi_seq = masked_sum(phi, mask) / lengths.clamp(min=1)  # [B] mean coefficient of a response
-    d = torch.where(mask, logp.detach().to(phi.dtype) - old_logp.to(phi.dtype), torch.zeros_like(phi))  # [B, T]
-    true_log_w = d.sum(-1)  # [B] always the true product, whatever the method uses
-    low_w = pos & (true_log_w < math.log(1 - cfg.diag_eps))  # [B] what a sequence clip starves
-    high_w = pos & (true_log_w > math.log1p(cfg.diag_eps))  # [B] the control: drift sends long ones both ways
-    r, w_true = torch.exp(d.clamp(max=cfg.log_w_max)), torch.exp(true_log_w.clamp(max=cfg.log_w_max))  # [B, T], [B]
-    tok_pos, tok_neg = pos[:, None] & mask, neg[:, None] & mask  # [B, T]
-    tok_clipped = (tok_pos & (r > 1 + cfg.diag_eps)) | (tok_neg & (r < 1 - cfg.diag_eps))  # [B, T]
-    seq_clipped = (pos & (w_true > 1 + cfg.diag_eps)) | (neg & (w_true < 1 - cfg.diag_eps))  # [B]
-    nan, n_tok = phi.new_tensor(float("nan")), mask.sum().clamp(min=1)
-    stats = {
-        "frac_pos": pos.float().mean(),
-        "frac_neg": neg.float().mean(),
-        "low_w_pos_frac": low_w.sum() / pos.sum() if pos.any() else nan,
-        "low_w_pos_phi_mass": phi_seq[low_w].sum() / phi_seq[pos].sum().clamp(min=1e-30) if pos.any() else nan,
-        "phi_low_w_pos": phi_seq[low_w].mean() if low_w.any() else nan,  # what one starved positive gets
-        "len_low_w_pos": lengths[low_w].float().mean() if low_w.any() else nan,  # are the starved ones long?
-        "len_high_w_pos": lengths[high_w].float().mean() if high_w.any() else nan,  # log w sums |y| terms
-        "len_pos": lengths[pos].float().mean() if pos.any() else nan,
-        "phi_mean_pos": phi_seq[pos].mean() if pos.any() else nan,
-        "phi_mean_neg": phi_seq[neg].mean() if neg.any() else nan,
-        "phi_max_neg": phi_seq[neg].max() if neg.any() else nan,
-        "clip_frac_token": (tok_clipped.sum() / (tok_pos | tok_neg).sum().clamp(min=1)),
-        "clip_frac_seq": seq_clipped.sum() / (pos | neg).sum().clamp(min=1),
-        "approx_kl": (torch.expm1(d.clamp(max=cfg.log_w_max)) - d)[mask].sum() / n_tok,  # k3 of KL(mu || pi)
-    }
-    for sign, keep in (("pos", pos), ("neg", neg)):
-        qs = torch.quantile(true_log_w[keep], true_log_w.new_tensor((0.1, 0.5, 0.9))) if keep.any() else [nan] * 3
-        stats.update({f"log_w_q{q}_{sign}": value for q, value in zip((10, 50, 90), qs)})
-    # What a sequence clip takes per positive (each gets 1 on-policy): 1 - w below the band, all of it above.
-    stats["lost_low_w_pos"] = (1 - w_true[low_w]).sum() / pos.sum() if pos.any() else nan
-    stats["lost_high_w_pos"] = high_w.sum() / pos.sum() if pos.any() else nan
-    deep = pos & (true_log_w < -1.0)  # [B] the paper's low tail, log W < -1 (W < 0.37)
-    stats["deep_low_w_pos_frac"] = deep.sum() / pos.sum() if pos.any() else nan
-    stats["deep_low_w_pos_phi_mass"] = phi_seq[deep].sum() / phi_seq[pos].sum().clamp(min=1e-30) if pos.any() else nan
-    assert tuple(stats) == DIAGNOSTIC_KEYS
-    stats.update({  # the spread of the weights (docs/math.md §7): effective sample share, VESPO's outlier count
-        "ess": effective_sample_share(true_log_w[lengths > 0]), "ess_pos": effective_sample_share(true_log_w[pos]),
-        "ess_neg": effective_sample_share(true_log_w[neg]), "vespo_outliers": (neg & (true_log_w > math.log(100.0))).sum()})
-    if group_size:  # one prompt per group, so one target: a tail's length with which target it answers taken out
-        excess = length_excess_in_group(lengths, pos, group_size)  # [B]
-        stats.update({"len_excess_low_w_pos": excess[low_w].mean() if low_w.any() else nan,
-                      "len_excess_high_w_pos": excess[high_w].mean() if high_w.any() else nan})
-    values = torch.stack([v.float().reshape(()) for v in stats.values()]).tolist()
-    return dict(zip(stats, values))
-
-
-def effective_sample_share(log_w: torch.Tensor) -> torch.Tensor:
-    """(sum w)^2 / (n sum w^2) in (0, 1], in log space: 1 when every w is equal. docs/math.md §7."""
-    if not len(log_w):
-        return log_w.new_tensor(float("nan"))
-    return torch.exp(2 * torch.logsumexp(log_w, 0) - math.log(len(log_w)) - torch.logsumexp(2 * log_w, 0))
-
-
-def length_excess_in_group(lengths: torch.Tensor, positive: torch.Tensor, group_size: int) -> torch.Tensor:
-    """[B] each response's length minus the mean length of the positives of its group (read on positives only)."""
-    grouped, pos = lengths.float().view(-1, group_size), positive.view(-1, group_size)  # [G, group_size]
-    mean_pos = (grouped * pos).sum(-1, keepdim=True) / pos.sum(-1, keepdim=True).clamp(min=1)  # [G, 1]
-    return (grouped - mean_pos).view(-1)  # [B]

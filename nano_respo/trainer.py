@@ -23,7 +23,8 @@ import torch
 from tqdm import tqdm
 
 from .config import StepConfig, TrainConfig
-from .kernel import group_advantages, loss_denominator, minibatch_order, policy_loss, reuse_split
+from .diagnostics import diagnostics
+from .kernel import compute_dtype, group_advantages, loss_denominator, minibatch_order, policy_loss, reuse_split
 from .rollout import RolloutBatch, decode, policy_logprobs, sample, score
 from .run.session import open_run
 from .tasks import hash_seed
@@ -67,6 +68,7 @@ def rl_step(model, optimizer, batch: RolloutBatch, cfg: StepConfig, logprobs=pol
     denominator = loss_denominator(full_mask, loss_cfg.agg, loss_cfg.norm_len)
     loss_factor = ranks.loss_factor(denominator)  # 1 on one device; this rank's share of the global loss
     logp_all = torch.zeros_like(batch.old_logp)  # [B, C] detached, for the mini-batch statistics
+    phi_all = torch.zeros_like(batch.old_logp, dtype=compute_dtype(batch.old_logp))  # [B, C] the loss's coefficient
     entropy_all = torch.zeros_like(batch.old_logp)  # [B, C]
     loss_total, aux_total = 0.0, None
     optimizer.zero_grad(set_to_none=True)
@@ -79,8 +81,9 @@ def rl_step(model, optimizer, batch: RolloutBatch, cfg: StepConfig, logprobs=pol
             optimizer.zero_grad(set_to_none=True)
             return {"skipped": 1, "skip_reason": "non-finite log-prob"}
         # ReSPO: the method lives in this one call (loss_cfg.method); everything around it is plain RL.
-        loss, _ = policy_loss(logp, micro.old_logp, micro.advantages, micro.completion_mask, loss_cfg,
-                              with_stats=False, pi_old_logp=micro.pi_old_logp)
+        loss, applied = policy_loss(logp, micro.old_logp, micro.advantages, micro.completion_mask, loss_cfg,
+                                    pi_old_logp=micro.pi_old_logp)
+        phi_all[rows, :width] = applied["phi"]
         share = loss_denominator(micro.completion_mask, loss_cfg.agg, loss_cfg.norm_len) / denominator.clamp(min=1)
         loss = loss * share * loss_factor
         if aux_loss is not None:
@@ -92,9 +95,9 @@ def rl_step(model, optimizer, batch: RolloutBatch, cfg: StepConfig, logprobs=pol
             return {"skipped": 1, "skip_reason": "non-finite loss"}
         loss.backward()
         loss_total += loss.item()
-    # The kernel's diagnostics of the whole mini-batch (docs/math.md §6); the loss value is not used.
-    _, stats = policy_loss(logp_all, batch.old_logp, batch.advantages, full_mask, loss_cfg,
-                           pi_old_logp=batch.pi_old_logp, group_size=cfg.group_size)  # whole groups, in order
+    # The diagnostics of the whole mini-batch (docs/math.md §6), from the coefficient the loss applied.
+    stats = diagnostics(phi_all, logp_all, batch.old_logp, batch.advantages, full_mask, loss_cfg,
+                        cfg.group_size)  # whole groups, in order
     if off_policy is not None:
         stats.update(off_policy.step_stats(logp_all, batch, loss_cfg))
     stats.update(loss=loss_total, entropy=entropy_all[full_mask].mean().item() if full_mask.any() else float("nan"))

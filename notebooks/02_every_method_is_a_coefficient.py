@@ -202,7 +202,7 @@ phis, grads = {}, {}
 for method in METHOD_TABLE:
     theta = theta_end.clone().requires_grad_(True)
     logp = space.token_log_probs(theta)[picks]
-    loss, _ = policy_loss(logp, logp_mu, adv, mask, LossConfig(method=method), with_stats=False)
+    loss, _ = policy_loss(logp, logp_mu, adv, mask, LossConfig(method=method))
     (grads[method],) = torch.autograd.grad(-loss, theta)                       # the ascent direction it takes
     phis[method], _ = coefficients(logp.detach(), logp_mu, adv, mask, LossConfig(method=method))
 print(f"{'response':<19}" + "".join(f"{''.join(map(str, space.seqs[y].tolist())):>7}" for y in picks.tolist()))

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nano_respo.config import TrainConfig
-from nano_respo.kernel import DIAGNOSTIC_KEYS, reuse_split
+from nano_respo.diagnostics import DIAGNOSTIC_KEYS
+from nano_respo.kernel import reuse_split
 from research.lab.report import parse_claim, parse_setting
 from nano_respo.models import cache_dir
 from nano_respo.run.metrics import read_metrics

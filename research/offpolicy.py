@@ -40,10 +40,10 @@ from pathlib import Path
 
 import torch
 
+from nano_respo.diagnostics import effective_sample_share
 from research.common import AS_RECORDED, AS_RECORDED_AGG, ROOT
 from nano_respo.kernel import (LossConfig, coefficients, correction_log_ratio, decoupled_coefficients,
-                               effective_sample_share, loss_denominator, off_policy_sequence_mask, outside_bounds,
-                               sequence_log_weight)
+                               loss_denominator, off_policy_sequence_mask, outside_bounds, sequence_log_weight)
 from nano_respo.rollout import policy_logprobs
 from nano_respo.run.cli import parse_config
 
@@ -74,7 +74,7 @@ ARMS = {
 }
 QUANTILES = (0.01, 0.1, 0.5, 0.9, 0.99)
 HIST_EDGES = [round(-1.0 + 0.05 * i, 2) for i in range(41)]  # log w bins; outside [-1, 1] counts in the end bins
-LOW_W, HIGH_W = math.log(0.8), math.log(1.2)  # kernel.diagnostics' thresholds at diag_eps = 0.2
+LOW_W, HIGH_W = math.log(0.8), math.log(1.2)  # diagnostics.diagnostics' thresholds at diag_eps = 0.2
 
 
 def cpu_setting() -> str:
@@ -161,7 +161,7 @@ def applied_coefficients(logp, mu, adv, mask, loss: LossConfig, pi_old) -> torch
     if loss.correction == "none":
         phi, _ = coefficients(logp, mu, adv, mask, loss)  # [B, T]
     else:
-        phi = decoupled_coefficients(logp, mu, adv, mask, loss, pi_old)  # [B, T]
+        phi, _ = decoupled_coefficients(logp, mu, adv, mask, loss, pi_old)  # [B, T]
     if loss.opsm_delta is not None:
         phi = phi * off_policy_sequence_mask(logp, mu, adv, mask, loss.opsm_delta)[:, None]
     return phi

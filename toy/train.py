@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from nano_respo.kernel import DIAGNOSTIC_KEYS, LossConfig, group_advantages, minibatch_order, policy_loss, reuse_split
+from nano_respo.diagnostics import DIAGNOSTIC_KEYS, diagnostics
+from nano_respo.kernel import LossConfig, group_advantages, minibatch_order, policy_loss, reuse_split
 from toy.envs import make_env
 
 TOY_AGG = "seq-mean-token-sum-norm"
@@ -112,7 +113,8 @@ def train(job: Job, progress=None, policy=None, skip_silent_steps: bool = False)
             for rows in minibatch_order(n_groups, job.group_size, per_epoch, generator):  # [b] whole groups
                 batch = episodes[rows]
                 logp = env.log_probs(policy, batch)  # [b, T]
-                loss, stats = policy_loss(logp, batch.old_logp, advantages[rows], batch.mask, cfg)
+                loss, applied = policy_loss(logp, batch.old_logp, advantages[rows], batch.mask, cfg)
+                stats = diagnostics(applied["phi"], logp, batch.old_logp, advantages[rows], batch.mask, cfg)
                 optimizer.zero_grad()
                 loss.backward()
                 grad_norms.append(torch.nn.utils.clip_grad_norm_(policy.parameters(), job.max_grad_norm).item())

@@ -27,6 +27,7 @@ from __future__ import annotations
 import torch
 from trl import GRPOTrainer
 
+from nano_respo.diagnostics import diagnostics
 from nano_respo.kernel import LossConfig, policy_loss
 
 
@@ -81,8 +82,10 @@ class ReSPOGRPOTrainer(GRPOTrainer):
             if pi_old is None:
                 raise ValueError("correction: needs TRL's old_per_token_logps (use_vllm with "
                                  "vllm_importance_sampling_correction, or num_iterations > 1)")
-        loss, stats = policy_loss(per_token_logps, self.behaviour_logps(inputs, per_token_logps),
-                                  advantages, mask.bool(), self.loss_config, pi_old_logp=pi_old)
+        behaviour = self.behaviour_logps(inputs, per_token_logps)  # [B, T]
+        loss, applied = policy_loss(per_token_logps, behaviour, advantages, mask.bool(), self.loss_config,
+                                    pi_old_logp=pi_old)
+        stats = diagnostics(applied["phi"], per_token_logps, behaviour, advantages, mask.bool(), self.loss_config)
 
         mode = "train" if self.model.training else "eval"
         # HF's automatic scaling is off for GRPO: TRL divides by the accumulation steps itself.

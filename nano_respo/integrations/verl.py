@@ -36,6 +36,7 @@ import torch
 from verl.trainer.ppo.core_algos import register_policy_loss
 from verl.workers.config import PolicyLossConfig
 
+from nano_respo.diagnostics import diagnostics
 from nano_respo.kernel import AGG_MODES, METHODS, LossConfig, loss_denominator, policy_loss
 
 SET_BY_VERL = ("method", "agg", "norm_len")  # from loss_mode, loss_agg_mode, loss_scale_factor
@@ -142,7 +143,8 @@ def make_policy_loss(method: str):
         policy_cfg = config.get("policy_loss", None) if config is not None else None
         level = policy_cfg.get("rollout_is_level", "sequence") if policy_cfg is not None else "sequence"
         behaviour, adv = fold_rollout_is(old_log_prob, adv, mask, rollout_is_weights, level)
-        loss, stats = policy_loss(log_prob, behaviour, adv, mask, cfg)
+        loss, applied = policy_loss(log_prob, behaviour, adv, mask, cfg)
+        stats = diagnostics(applied["phi"], log_prob, behaviour, adv, mask, cfg)  # docs/math.md §6
         global_info = (config.get("global_batch_info", None) if config is not None else None) or {}
         loss = loss * global_batch_scale(mask, cfg, global_info)
         return loss, {f"actor/nano_respo/{name}": value for name, value in stats.items()}

@@ -743,7 +743,7 @@ confirm("the near-1 cosine is the norms' doing: at these norms and factor no ang
 confirm("the two constants differ by more than 10%, so the splice re-weights the signs", max(0.0, 0.1 - abs(reweighting - 1)), 1e-12)
 (kernel_grad,) = torch.autograd.grad(
     policy_loss(space.token_log_probs(theta), tok_logp_mu, A, all_tokens,
-                LossConfig(method="respo_wtilt", agg="seq-mean-token-sum"), with_stats=False)[0], theta)
+                LossConfig(method="respo_wtilt", agg="seq-mean-token-sum"))[0], theta)
 confirm("respo_wtilt's step is the spliced sum (1/N) sum_y phi_s A grad log pi, constants dropped",
         (kernel_grad + (power_tilt(w.log(), 0.0, 0.1) * positive + power_tilt(w.log(), 3.0, 2.0) * (A < 0))
          .mul(A) @ grad_log_pi / len(A)).abs().max(), 1e-12)

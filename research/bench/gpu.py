@@ -143,8 +143,7 @@ def measure_training(model, args, device, batch: RolloutBatch, packed: bool) -> 
 
     def step():
         logp, _, _ = chunked_policy_logprobs(model, batch, 1.0, packed=packed)  # [B, C] the [B, C, V] logits never built
-        loss, _ = policy_loss(logp, logp.detach(), batch.advantages, batch.completion_mask, LossConfig(method="respo"),
-                              with_stats=False)
+        loss, _ = policy_loss(logp, logp.detach(), batch.advantages, batch.completion_mask, LossConfig(method="respo"))
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

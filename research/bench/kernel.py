@@ -4,7 +4,7 @@
     python -m research.bench.kernel --method respo             # the published kernel
 
 Both are elementwise work over [B, T] plus reductions, so the ratio should be near 1; the
-diagnostics (quantiles, one host sync) are timed too, since policy_loss always returns them.
+diagnostics (quantiles, one host sync) are timed too, as the trainer computes them once per mini-batch.
 Prints min / median / max over repeats of forward + backward, alternating the two methods.
 
 The committed record (research/bench/results/kernel.json) timed this project's reconstruction, respo_wtilt, with the
@@ -18,6 +18,7 @@ import time
 
 import torch
 
+from nano_respo.diagnostics import diagnostics
 from nano_respo.kernel import LossConfig, policy_loss
 from research.lab.records import measurement, write_record
 
@@ -25,7 +26,8 @@ from research.lab.records import measurement, write_record
 def time_once(cfg, logp_leaf, old_logp, adv, mask):
     logp_leaf.grad = None
     start = time.perf_counter()
-    loss, _ = policy_loss(logp_leaf, old_logp, adv, mask, cfg)
+    loss, applied = policy_loss(logp_leaf, old_logp, adv, mask, cfg)
+    diagnostics(applied["phi"], logp_leaf, old_logp, adv, mask, cfg)
     loss.backward()
     return time.perf_counter() - start
 

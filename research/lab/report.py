@@ -24,7 +24,7 @@ T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
         2.052, 2.048, 2.045, 2.042)
 OUTCOMES = (("early_auc", "early AUC"), ("full_auc", "full AUC"), ("final_reward", "final train"),
             ("heldout_reward", "held-out"))
-# The kernel statistics (kernel.DIAGNOSTIC_KEYS) that describe the tails of the weights under reuse (all trivial
+# The kernel statistics (diagnostics.DIAGNOSTIC_KEYS) that describe the tails of the weights under reuse (all trivial
 # at w = 1): what the tables show.
 TAIL_KEYS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "phi_max_neg", "clip_frac_seq",
              "clip_frac_token", "approx_kl", "log_w_q10_pos", "log_w_q90_pos", "log_w_q10_neg", "log_w_q90_neg")

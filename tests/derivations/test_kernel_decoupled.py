@@ -14,6 +14,7 @@ import torch
 
 from test_kernel_derivations import BASELINE_EPS, grad_of, random_batch, surrogate_terms
 
+from nano_respo.diagnostics import diagnostics
 from nano_respo.kernel import (CORRECTIONS, METHOD_TABLE, METHODS, SEQUENCE, LossConfig, aggregate, correction_log_ratio,
                                policy_loss, sequence_log_weight)
 from nano_respo.surrogate import respo_surrogate
@@ -135,7 +136,7 @@ def test_the_off_policy_sequence_mask_drops_exactly_the_far_negatives(method):
     assert dropped.any() and ((adv < 0) & ~dropped & mask.any(-1)).any()
     full, _ = policy_loss(logp_fn(), mu, adv, mask, LossConfig(method=method, agg=agg))
     kept_only, _ = policy_loss(logp_fn(), mu, adv, mask & ~dropped[:, None], LossConfig(method=method, agg=agg))
-    masked, stats = policy_loss(logp_fn(), mu, adv, mask, LossConfig(method=method, agg=agg, opsm_delta=delta))
+    masked, _ = policy_loss(logp_fn(), mu, adv, mask, LossConfig(method=method, agg=agg, opsm_delta=delta))
     if agg == "token-mean":  # a dropped response still counts in the denominator, as in TRL
         reference = kept_only * (mask & ~dropped[:, None]).sum() / mask.sum()
     else:
@@ -153,7 +154,8 @@ def test_effective_sample_size_per_sign_and_overall_matches_its_definition():
     _, logp_fn, mu, pi_old, adv, mask = three_policies(7, drift=0.8)
     logp = logp_fn().detach()
     cfg = LossConfig(correction="sequence-mask")
-    _, stats = policy_loss(logp, mu, adv, mask, cfg, pi_old_logp=pi_old)  # the weights' spread: kernel diagnostics
+    _, applied = policy_loss(logp, mu, adv, mask, cfg, pi_old_logp=pi_old)
+    stats = diagnostics(applied["phi"], logp, mu, adv, mask, cfg)  # the weights' spread: the §6 diagnostics
     stats.update(off_policy_diagnostics(logp, mu, adv, mask, cfg, pi_old))  # what pi_old adds
     w = torch.exp(torch.where(mask, logp - mu, 0.0).sum(-1))
     nonempty = mask.any(-1)
@@ -165,8 +167,8 @@ def test_effective_sample_size_per_sign_and_overall_matches_its_definition():
     assert stats["sampler_kl"] == pytest.approx(((torch.exp(d) - 1 - d)[mask]).mean().item(), rel=1e-6)
     rho = torch.exp(d.sum(-1))
     assert stats["correction_outside_frac"] == pytest.approx(((rho > 3.0) & nonempty).sum().item() / nonempty.sum().item())
-    _, equal = policy_loss(mu, mu, adv, mask, LossConfig())
-    assert equal["ess"] == pytest.approx(1.0)
+    _, applied = policy_loss(mu, mu, adv, mask, LossConfig())
+    assert diagnostics(applied["phi"], mu, mu, adv, mask, LossConfig())["ess"] == pytest.approx(1.0)
     assert off_policy_diagnostics(mu, mu, adv, mask, LossConfig()) == {}  # nothing without pi_old or an option
 
 
@@ -175,8 +177,9 @@ def test_vespo_outliers_count_the_negatives_above_one_hundred():
     log_w = torch.tensor([5.0, 4.0, 5.0, 4.7, -3.0])  # w = e^5 > 100 > e^4 > ... and e^4.7 > 100
     adv = torch.tensor([-1.0, -1.0, 1.0, -0.5, -1.0])
     mu = torch.zeros(5, 2)
-    _, stats = policy_loss(torch.stack([log_w / 2] * 2, 1), mu, adv, mask, LossConfig())
-    assert stats["vespo_outliers"] == 2  # rows 0 and 3; row 2 is a positive
+    logp = torch.stack([log_w / 2] * 2, 1)
+    _, applied = policy_loss(logp, mu, adv, mask, LossConfig())
+    assert diagnostics(applied["phi"], logp, mu, adv, mask, LossConfig())["vespo_outliers"] == 2  # rows 0 and 3; row 2 is a positive
 
 
 # --- 5. With the options off the coefficient is untouched --------------------------------
@@ -188,8 +191,8 @@ def test_without_a_correction_pi_old_is_unread_bit_for_bit(method):
     coupled, coupled_stats = policy_loss(logp_fn(), mu, adv, mask, cfg)
     given, given_stats = policy_loss(logp_fn(), mu, adv, mask, cfg, pi_old_logp=pi_old)
     assert torch.equal(coupled, given) and torch.equal(grad_of(coupled, params), grad_of(given, params))
-    assert coupled_stats == given_stats or all(a == b or (a != a and b != b) for a, b in
-                                               zip(coupled_stats.values(), given_stats.values()))
+    assert coupled_stats.keys() == given_stats.keys() == {"phi", "log_w"}
+    assert all(torch.equal(coupled_stats[key], given_stats[key]) for key in coupled_stats)
 
 
 # --- 6. VESPO under TRL's vLLM correction is the coupled vespo on w = pi / mu ---------------

@@ -13,6 +13,7 @@ import math
 import pytest
 import torch
 
+from nano_respo.diagnostics import diagnostics
 from nano_respo.kernel import (AGG_MODES, METHODS, LossConfig, aggregate, policy_loss, power_tilt,
                                power_tilt_branches, sequence_log_weight)
 from nano_respo.surrogate import power_tilt_surrogate, respo_surrogate
@@ -64,8 +65,10 @@ def test_on_policy_every_method_is_the_policy_gradient(method, agg):
     params, logp_fn, _, adv, mask = batch = random_batch(0)
     plain = aggregate(-adv[:, None] * logp_fn(), mask, agg)
     logp = logp_fn()
-    loss, stats = policy_loss(logp, logp.detach(), adv, mask, LossConfig(method=method, agg=agg))
+    cfg = LossConfig(method=method, agg=agg)
+    loss, applied = policy_loss(logp, logp.detach(), adv, mask, cfg)
     torch.testing.assert_close(grad_of(loss, params), grad_of(plain, params))
+    stats = diagnostics(applied["phi"], logp, logp.detach(), adv, mask, cfg)
     assert stats["clip_frac_token"] == 0 and stats["clip_frac_seq"] == 0
 
 

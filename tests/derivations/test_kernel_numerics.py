@@ -10,6 +10,7 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from nano_respo.diagnostics import diagnostics
 from nano_respo.kernel import AGG_MODES, METHODS, LossConfig, group_advantages, policy_loss
 
 finite_log_ratio = st.floats(min_value=-1e4, max_value=1e4, allow_nan=False, allow_infinity=False)
@@ -47,7 +48,8 @@ def test_loss_and_gradient_are_finite_for_every_finite_input(batch, pos, neg, wt
         for agg in AGG_MODES:
             logp = (old_logp + log_ratio).requires_grad_(True)
             cfg = LossConfig(method=method, agg=agg, **branches)  # the corners (beta, lambda) = (1, 0), (0, 0) too
-            loss, stats = policy_loss(logp, old_logp, adv, mask, cfg)
+            loss, applied = policy_loss(logp, old_logp, adv, mask, cfg)
+            stats = diagnostics(applied["phi"], logp, old_logp, adv, mask, cfg)
             loss.backward()
             assert torch.isfinite(loss), (method, agg)
             assert torch.isfinite(logp.grad).all(), (method, agg)
@@ -152,13 +154,39 @@ def test_importing_the_kernel_does_not_import_transformers():
     assert out.stdout.strip() == "False"
 
 
+def diagnosed(logp, old_logp, adv, mask, cfg, group_size=None):
+    """docs/math.md §6's statistics of the coefficient policy_loss applies, as the trainer computes them."""
+    _, applied = policy_loss(logp, old_logp, adv, mask, cfg)
+    return diagnostics(applied["phi"], logp, old_logp, adv, mask, cfg, group_size)
+
+
+@pytest.mark.parametrize("method", ["respo", "grpo", "gspo"])
+@pytest.mark.parametrize("correction", ["none", "sequence-truncate"])
+def test_stats_are_the_detached_coefficient_the_gradient_applies_and_the_log_weight(method, correction):
+    """d loss / d logp = -phi A / (token count) under token-mean: stats["phi"] is what the loss applied."""
+    torch.manual_seed(0)
+    mask = torch.arange(5)[None] < torch.tensor([5, 3, 4, 1])[:, None]  # [4, 5]
+    old, pi_old = torch.randn(4, 5) * 0.3 - 1, torch.randn(4, 5) * 0.3 - 1
+    logp = (old + torch.randn(4, 5) * 0.3).requires_grad_(True)
+    adv = torch.tensor([1.0, -0.5, 2.0, -1.0])
+    cfg = LossConfig(method=method, correction=correction)
+    loss, stats = policy_loss(logp, old, adv, mask, cfg, pi_old_logp=pi_old)
+    assert set(stats) == {"phi", "log_w"} and not any(t.requires_grad for t in stats.values())
+    assert stats["phi"].shape == (4, 5) and stats["log_w"].shape == (4,)
+    (grad,) = torch.autograd.grad(loss, logp)
+    torch.testing.assert_close(grad[mask], (-stats["phi"] * adv[:, None] / mask.sum())[mask])
+    reference = pi_old if correction != "none" else old  # the decoupled form's trust region reads pi / pi_old
+    log_w = torch.where(mask, logp.detach() - reference, 0.0).sum(-1)
+    torch.testing.assert_close(stats["log_w"], log_w / mask.sum(-1) if method == "gspo" else log_w)
+
+
 def test_diagnostics_on_a_hand_sized_batch():
     """Two positives (one drifted to w = e^-0.8, 4 tokens; one at w = 1, then e^0.4, 2 tokens), one negative."""
     old = torch.zeros(3, 4)
     old[0] = 0.2
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0]], dtype=torch.bool)
     adv = torch.tensor([1.0, 1.0, -1.0])
-    _, stats = policy_loss(torch.zeros(3, 4, requires_grad=True), old, adv, mask, LossConfig(method="seq_clip"))
+    stats = diagnosed(torch.zeros(3, 4, requires_grad=True), old, adv, mask, LossConfig(method="seq_clip"))
     w = torch.exp(torch.tensor(-0.8)).item()
     assert stats["low_w_pos_frac"] == pytest.approx(0.5)
     assert stats["phi_low_w_pos"] == pytest.approx(w)  # the sequence clip gives it its own weight
@@ -168,13 +196,13 @@ def test_diagnostics_on_a_hand_sized_batch():
     assert stats["log_w_q50_pos"] == pytest.approx(-0.4) and stats["phi_max_neg"] == pytest.approx(1.0)
     assert stats["clip_frac_token"] == 0 and stats["clip_frac_seq"] == 0
     old[1] = -0.2  # the short positive drifts up to w = e^0.4 > 1.2
-    _, stats = policy_loss(torch.zeros(3, 4, requires_grad=True), old, adv, mask, LossConfig(method="seq_clip"))
+    stats = diagnosed(torch.zeros(3, 4, requires_grad=True), old, adv, mask, LossConfig(method="seq_clip"))
     assert (stats["len_low_w_pos"], stats["len_high_w_pos"], stats["len_pos"]) == (4.0, 2.0, 3.0)
     # What the sequence clip takes, per positive: 1 - w from the low one, the whole 1 from the high one.
     assert stats["lost_low_w_pos"] == pytest.approx((1 - w) / 2) and stats["lost_high_w_pos"] == pytest.approx(0.5)
     assert stats["deep_low_w_pos_frac"] == 0 and stats["deep_low_w_pos_phi_mass"] == 0  # log w = -0.8 is above -1
     old[0] = 0.3  # the long positive now at log w = -1.2, in the paper's tail log W < -1
-    _, stats = policy_loss(torch.zeros(3, 4, requires_grad=True), old, adv, mask, LossConfig())
+    stats = diagnosed(torch.zeros(3, 4, requires_grad=True), old, adv, mask, LossConfig())
     phi_deep, phi_high = ((1 + w_) / 2 * math.exp(1 - w_) for w_ in (math.exp(-1.2), math.exp(0.4)))
     assert stats["deep_low_w_pos_frac"] == pytest.approx(0.5)
     assert stats["deep_low_w_pos_phi_mass"] == pytest.approx(phi_deep / (phi_deep + phi_high))
@@ -191,11 +219,11 @@ def test_within_group_lengths_take_out_which_prompt_a_positive_answers():
     old = torch.zeros(6, 8)
     old[0], old[3] = 0.8 / 6, -0.4 / 3
     logp = torch.zeros(6, 8, requires_grad=True)
-    _, stats = policy_loss(logp, old, adv, mask, LossConfig(method="seq_clip"), group_size=3)
+    stats = diagnosed(logp, old, adv, mask, LossConfig(method="seq_clip"), group_size=3)
     assert stats["len_low_w_pos"] - stats["len_pos"] == pytest.approx(1.5)
     assert stats["len_excess_low_w_pos"] == pytest.approx(2.0)
     assert stats["len_excess_high_w_pos"] == pytest.approx(-2.0)
-    _, without = policy_loss(logp, old, adv, mask, LossConfig(method="seq_clip"))
+    without = diagnosed(logp, old, adv, mask, LossConfig(method="seq_clip"))
     assert "len_excess_low_w_pos" not in without  # rows of unknown grouping: not computed
     with pytest.raises(ValueError, match="group_size"):
-        policy_loss(logp, old, adv, mask, LossConfig(method="seq_clip"), group_size=4)
+        diagnosed(logp, old, adv, mask, LossConfig(method="seq_clip"), group_size=4)

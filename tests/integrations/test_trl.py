@@ -12,6 +12,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 from trl import GRPOConfig  # noqa: E402
 
 from nano_respo.integrations.trl import ReSPOGRPOTrainer  # noqa: E402
+from nano_respo.diagnostics import diagnostics  # noqa: E402
 from nano_respo.kernel import LossConfig, policy_loss  # noqa: E402
 
 PROMPTS = ["1+2=", "3+4=", "5+1=", "2+2=", "7+1=", "4+4=", "6+2=", "1+1="]
@@ -74,7 +75,8 @@ def test_trl_loss_and_gradients_equal_the_kernel(tiny_qwen3_dir, tmp_path, metho
 
     model.zero_grad()
     logp = completion_logps(model, prompt_ids, completion_ids, attention_mask)
-    ref_loss, ref_stats = policy_loss(logp, old, advantages, completion_mask.bool(), cfg)
+    ref_loss, applied = policy_loss(logp, old, advantages, completion_mask.bool(), cfg)
+    ref_stats = diagnostics(applied["phi"], logp, old, advantages, completion_mask.bool(), cfg)
     ref_loss.backward()
 
     assert torch.allclose(trl_loss, ref_loss, rtol=1e-5, atol=1e-7)

@@ -12,6 +12,7 @@ from verl.trainer.ppo.core_algos import agg_loss, get_policy_loss_fn  # noqa: E4
 from verl.utils.config import omega_conf_to_dataclass  # noqa: E402
 
 import nano_respo.integrations.verl as respo_verl  # noqa: E402  (registers the losses)
+from nano_respo.diagnostics import diagnostics  # noqa: E402
 from nano_respo.kernel import AGG_MODES, METHODS, LossConfig, coefficients, policy_loss  # noqa: E402
 
 B, T = 6, 7
@@ -63,7 +64,9 @@ def test_verl_loss_equals_kernel(method, agg):
     # verl hands per-token advantages, constant along a response; padding may hold anything
     token_adv = torch.where(mask, adv[:, None].expand(B, T), torch.full((B, T), 9.0))
     loss, metrics = get_policy_loss_fn(loss_mode)(old, logp, token_adv, mask.float(), agg, None, None)
-    ref, stats = policy_loss(logp, old, adv, mask, LossConfig(method=method, agg=agg))
+    cfg = LossConfig(method=method, agg=agg)
+    ref, applied = policy_loss(logp, old, adv, mask, cfg)
+    stats = diagnostics(applied["phi"], logp, old, adv, mask, cfg)
     assert torch.allclose(loss, ref, rtol=1e-6, atol=1e-8)
     assert torch.allclose(grads(loss, logp), grads(ref, logp), rtol=1e-6, atol=1e-8)
     assert metrics.keys() == {f"actor/nano_respo/{k}" for k in stats}
@@ -121,7 +124,9 @@ def test_sequence_level_rollout_is_weight_counts_once():
     ref, _ = policy_loss(logp, old - (log_rho / lengths)[:, None], adv, mask, LossConfig(agg="seq-mean-token-sum"))
     assert torch.allclose(grads(loss, logp), grads(ref, logp), rtol=1e-6)
     # median log w of the positives moved by exactly their log rho: rows 0, 2 (rows 4, 5: A = 0 / empty)
-    _, plain = policy_loss(logp, old, adv, mask, LossConfig(agg="seq-mean-token-sum"))
+    plain_cfg = LossConfig(agg="seq-mean-token-sum")
+    _, applied = policy_loss(logp, old, adv, mask, plain_cfg)
+    plain = diagnostics(applied["phi"], logp, old, adv, mask, plain_cfg)
     assert metrics["actor/nano_respo/log_w_q50_pos"] == pytest.approx(
         plain["log_w_q50_pos"] + (0.5 + 0.2) / 2, abs=1e-5)
 

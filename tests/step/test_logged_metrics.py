@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from nano_respo.config import StepConfig
-from nano_respo.kernel import GROUP_KEYS, length_excess_in_group
+from nano_respo.diagnostics import GROUP_KEYS, length_excess_in_group
 from nano_respo.models import load_model
 from nano_respo.tasks import make_task
 from nano_respo.trainer import rl_iteration

@@ -27,7 +27,9 @@ from step_lines import Walker, executed_functions, span  # noqa: E402
 # reconstruction had two and one, the reconstruction stays as respo_wtilt for the records made with it, and the
 # paper's own low-tail diagnostic joined §6 (about 50 lines of kernel.py, 27 of them on the default step).
 DEFAULT_STEP = 610  # what `python tools/step_lines.py --default` reaches
-KERNEL, ROLLOUT, ANY_SOURCE = 570, 220, 600
+# The §6 diagnostics live in nano_respo/diagnostics.py so that kernel.py holds the loss alone: kernel.py's budget
+# fell by what moved (about 95 lines), and a default step opens one file more (6).
+KERNEL, ROLLOUT, ANY_SOURCE = 490, 220, 600
 
 
 def reached(method: str, roots=("trainer.rl_iteration",), executed=None) -> set[str]:
@@ -55,7 +57,7 @@ def test_a_default_run_reaches_no_route_or_off_policy_code_and_stays_in_its_budg
     assert "nano_respo.kernel.decoupled_coefficients" not in names  # the correction's branch is not taken
     total = sum(span(node, methods_apart=True) for node in walker.reached.values())  # as the tool totals it
     assert total <= DEFAULT_STEP, f"the default step is {total} lines, over its budget of {DEFAULT_STEP}"
-    assert len({module for module, _ in walker.reached}) <= 5  # files a reader opens
+    assert len({module for module, _ in walker.reached}) <= 6  # files a reader opens
 
 
 def test_the_systems_routes_and_the_off_policy_code_are_the_runs_choice_not_the_steps():
