@@ -53,14 +53,6 @@ class LossConfig:
     """ReSPO negative branch: weight beta_- in [0, 1] of W in the power mean."""
     lambda_neg: float = 2.0
     """ReSPO negative branch: tilt lambda_- >= 0; > 0 sends the weight of high-W negatives to 0."""
-    wtilt_alpha_pos: float = 0.0
-    """respo_wtilt (this project's reconstruction, w**alpha exp(-lambda (w - 1))): positive power in [0, 1]."""
-    wtilt_lambda_pos: float = 0.1
-    """respo_wtilt: positive tilt."""
-    wtilt_alpha_neg: float = 3.0
-    """respo_wtilt: negative power."""
-    wtilt_lambda_neg: float = 2.0
-    """respo_wtilt: negative tilt."""
     eps_low: float | None = None
     """Lower clip range (ratio >= 1 - eps_low) of the clipped methods; None = the method's own: 0.2, gspo 3e-4."""
     eps_high: float | None = None
@@ -107,11 +99,11 @@ class LossConfig:
             value = getattr(self, f.name)
             if isinstance(value, float) and not math.isfinite(value):
                 raise ValueError(f"{f.name}: must be finite, got {value}")
-        for name in ("beta_pos", "beta_neg", "wtilt_alpha_pos"):
+        for name in ("beta_pos", "beta_neg"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}: must lie in [0, 1], got {getattr(self, name)}")
-        for name in ("lambda_pos", "lambda_neg", "wtilt_lambda_pos", "wtilt_alpha_neg", "wtilt_lambda_neg", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg",
-                     "vespo_lambda_neg", "sapo_tau_pos", "sapo_tau_neg", "eps_low", "eps_high", "diag_eps", "opsm_delta"):
+        for name in ("lambda_pos", "lambda_neg", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
+                     "sapo_tau_pos", "sapo_tau_neg", "eps_low", "eps_high", "diag_eps", "opsm_delta"):
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ValueError(f"{name}: must be >= 0, got {value}")
@@ -250,29 +242,6 @@ def no_is_coefficient(log_w, positive, cfg, eps):
     return torch.ones_like(log_w)
 
 
-# --- study-only rows (moving to research/) ---
-
-def respo_wtilt_coefficient(log_w, positive, cfg, eps):
-    """This project's reconstruction from the abstract, kept for its records: VESPO's family, a flat positive branch."""
-    return power_tilt_branches(log_w, positive, (cfg.wtilt_alpha_pos, cfg.wtilt_lambda_pos),
-                               (cfg.wtilt_alpha_neg, cfg.wtilt_lambda_neg), cfg.log_w_max)
-
-
-def respo_pos_clip_neg_coefficient(log_w, positive, cfg, eps):
-    """The branch ablation: ReSPO's phi_+ on positives, the sequence clip's w (0 below 1 - eps_low) on negatives."""
-    return torch.where(positive, respo_branch(log_w, cfg.alpha_pos, cfg.beta_pos, cfg.lambda_pos, cfg.log_w_max),
-                       clip_coefficient(log_w, positive, cfg, eps))
-
-
-def seq_clip_lowpos1_coefficient(log_w, positive, cfg, eps):
-    """The sequence clip, but 1 for a positive below 1 - eps_low: it differs from seq_clip only on the starved."""
-    starved = positive & (torch.exp(log_w.clamp(max=cfg.log_w_max)) < 1 - eps[0])
-    return torch.where(starved, torch.ones_like(log_w), clip_coefficient(log_w, positive, cfg, eps))
-
-
-# --- end of the study-only rows ---
-
-
 TOKEN, SEQUENCE = "token", "sequence"
 METHOD_TABLE = {
     # method:              (ratio level, coefficient,                    (eps_low, eps_high), length_norm)
@@ -288,13 +257,8 @@ METHOD_TABLE = {
     "topr":                (SEQUENCE, topr_coefficient,                (0.2, 0.2),   False),
     "is":                  (SEQUENCE, is_coefficient,                  (0.2, 0.2),   False),
     "no_is":               (SEQUENCE, no_is_coefficient,               (0.2, 0.2),   False),
-    # --- study-only rows (moving to research/) ---
-    "respo_wtilt":         (SEQUENCE, respo_wtilt_coefficient,         (0.2, 0.2),   False),
-    "respo_pos_clip_neg":  (SEQUENCE, respo_pos_clip_neg_coefficient,  (0.2, 0.2),   False),
-    "seq_clip_lowpos1":    (SEQUENCE, seq_clip_lowpos1_coefficient,    (0.2, 0.2),   False),
-    # --- end of the study-only rows ---
 }
-METHODS = tuple(METHOD_TABLE)  # the rows defined here; LossConfig validates against METHOD_TABLE itself
+METHODS = tuple(METHOD_TABLE)  # the rows defined here; more may be registered by name (LossConfig reads the table)
 
 
 def coefficients(logp, old_logp, advantages, mask, cfg):

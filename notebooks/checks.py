@@ -301,9 +301,10 @@ def check_mutant(name: str, property_name: str, value) -> bool:
 # =========================================================================================
 
 COLLAPSE_LR, COLLAPSE_REUSE, STUCK_BELOW = 0.03, 16, 0.1
-# The toy's selection records ran this project's reconstruction, respo_wtilt; its default kernel is the one compared.
-RECONSTRUCTION_DEFAULT_KERNEL = {k: getattr(LossConfig(), k)
-                                 for k in ("wtilt_alpha_pos", "wtilt_lambda_pos", "wtilt_alpha_neg", "wtilt_lambda_neg")}
+# The toy's selection records ran this project's reconstruction, respo_wtilt (research/study_rows.py), whose
+# default kernel is the one compared: its knobs as each record names them.
+RECONSTRUCTION_DEFAULT_KERNEL = {"wtilt_alpha_pos": 0.0, "wtilt_lambda_pos": 0.1, "wtilt_alpha_neg": 3.0,
+                                 "wtilt_lambda_neg": 2.0}
 
 
 def collapsed_methods(records_path) -> set:

@@ -8,3 +8,4 @@ root as modules: python -m research.<script>.
 """
 
 from . import study_tasks  # noqa: F401  (registers digit_sum, digit_conflict)
+from . import study_rows  # noqa: F401  (registers respo_wtilt, respo_pos_clip_neg, seq_clip_lowpos1)

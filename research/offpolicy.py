@@ -37,15 +37,14 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-
 import torch
 
 from nano_respo.diagnostics import effective_sample_share
-from research.common import AS_RECORDED, AS_RECORDED_AGG, ROOT
 from nano_respo.kernel import (LossConfig, coefficients, correction_log_ratio, decoupled_coefficients,
                                loss_denominator, off_policy_sequence_mask, outside_bounds, sequence_log_weight)
 from nano_respo.rollout import policy_logprobs
 from nano_respo.run.cli import parse_config
+from research.common import AS_RECORDED, AS_RECORDED_AGG, ROOT
 
 # mu, pi_old, pi made to differ one way at a time (docs/math.md §7), sizes fixed by research/OFFPOLICY.md.
 SOURCES = {

@@ -57,7 +57,7 @@ class Job(RunSettings):
     reuse: int
     seed: int
     lr: float
-    loss: dict = field(default_factory=dict)  # LossConfig overrides, e.g. wtilt_alpha_neg (agg: TOY_AGG unless named)
+    loss: dict = field(default_factory=dict)  # LossConfig overrides, e.g. beta_neg (agg: TOY_AGG unless named)
 
     def key(self) -> str:
         extra = ",".join(f"{k}={v}" for k, v in sorted(self.loss.items()))
@@ -78,19 +78,21 @@ def heldout_reward(env, policy, samples: int, generator: torch.Generator) -> flo
     return env.reward(env.sample(policy, prompts, generator)).mean().item()
 
 
-def train(job: Job, progress=None, policy=None, skip_silent_steps: bool = False) -> dict:
+def train(job: Job, progress=None, policy=None, skip_silent_steps: bool = False,
+          config_class: type[LossConfig] = LossConfig) -> dict:
     """Run one job; returns a JSON-ready record (curves, per-run diagnostics, held-out reward).
 
     policy: continue training this policy in place instead of a fresh one (research/notebooks/starvation_controls, core notebook 04).
     skip_silent_steps: take no optimizer step on a mini-batch whose advantages are all 0. Adam
         still moves the weights there, on its momentum; research/toy/stuck.py turns that off to see its part.
+    config_class: what job.loss configures; a subclass carries the knobs of a row registered elsewhere.
     """
     torch.manual_seed(job.seed)
     generator = torch.Generator().manual_seed(job.seed)
     env = make_env(job.env, job.seed)
     policy = env.make_policy(job.hidden) if policy is None else policy
     optimizer = torch.optim.Adam(policy.parameters(), lr=job.lr)
-    cfg = LossConfig(method=job.method, **{"agg": TOY_AGG, **job.loss})
+    cfg = config_class(method=job.method, **{"agg": TOY_AGG, **job.loss})
     epochs, per_epoch = reuse_split(job.reuse, minibatches=job.minibatches)
 
     rewards, zero_var, lengths, entropies, grad_norms, tokens_per_s, update_norms = [], [], [], [], [], [], []

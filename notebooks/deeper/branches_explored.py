@@ -35,7 +35,9 @@ from nano_respo.kernel import METHOD_TABLE, LossConfig, coefficients, power_tilt
 
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})
-DEFAULT = LossConfig()
+# This project's reconstruction, respo_wtilt (docs/math.md §8; a row of the research wing): VESPO's family
+# w**alpha exp(-lambda (w - 1)) at these constants.
+WTILT_ALPHA_POS, WTILT_LAMBDA_POS, WTILT_ALPHA_NEG, WTILT_LAMBDA_NEG = 0.0, 0.1, 3.0, 2.0
 
 
 def phi(log_w, positive, **params):
@@ -54,11 +56,11 @@ def phi(log_w, positive, **params):
 # %%
 log_w = torch.linspace(math.log(1e-3), math.log(1e2), 800, dtype=torch.float64)
 w = log_w.exp()
-wtilt = {True: power_tilt(log_w, DEFAULT.wtilt_alpha_pos, DEFAULT.wtilt_lambda_pos),
-         False: power_tilt(log_w, DEFAULT.wtilt_alpha_neg, DEFAULT.wtilt_lambda_neg)}
-w_star = DEFAULT.wtilt_alpha_neg / DEFAULT.wtilt_lambda_neg
-peak = power_tilt(torch.tensor([math.log(w_star)], dtype=torch.float64), DEFAULT.wtilt_alpha_neg,
-                  DEFAULT.wtilt_lambda_neg).item()
+wtilt = {True: power_tilt(log_w, WTILT_ALPHA_POS, WTILT_LAMBDA_POS),
+         False: power_tilt(log_w, WTILT_ALPHA_NEG, WTILT_LAMBDA_NEG)}
+w_star = WTILT_ALPHA_NEG / WTILT_LAMBDA_NEG
+peak = power_tilt(torch.tensor([math.log(w_star)], dtype=torch.float64), WTILT_ALPHA_NEG,
+                  WTILT_LAMBDA_NEG).item()
 fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
 for ax, xscale, xmax in zip(axes, ("log", "linear"), (1e2, 5.0)):
     keep = w <= xmax
@@ -70,15 +72,15 @@ for ax, xscale, xmax in zip(axes, ("log", "linear"), (1e2, 5.0)):
     ax.plot(w[keep], phi(log_w, False)[keep], "--", color="tab:blue", lw=1, label="ReSPO φ₋ (published)")
     ax.plot([w_star], [peak], "o", color="tab:blue")
     ax.set(xscale=xscale, xlabel="w", ylim=(0, 2.2))
-limit_label = (f"respo_wtilt: φ₊ → e^λ₊ = {math.exp(DEFAULT.wtilt_lambda_pos):.2f} as w → 0,\n"
+limit_label = (f"respo_wtilt: φ₊ → e^λ₊ = {math.exp(WTILT_LAMBDA_POS):.2f} as w → 0,\n"
                "the most a low-w positive gets (never below 1)")
 axes[0].annotate(limit_label, xy=(2e-3, 1.11), xytext=(2e-3, 1.75), fontsize=8, arrowprops=dict(arrowstyle="->"))
 axes[0].annotate("φ₋ → 0: over-generated\nnegatives are released", xy=(8, 0.02), xytext=(4, 0.6), fontsize=8,
                  arrowprops=dict(arrowstyle="->"))
 axes[1].annotate(f"peak {peak:.2f} at w* = α₋/λ₋ = {w_star:.1f}", xy=(w_star, peak), xytext=(2.2, 1.7),
                  fontsize=8, arrowprops=dict(arrowstyle="->"))
-half = power_tilt(torch.tensor([math.log(0.5)], dtype=torch.float64), DEFAULT.wtilt_alpha_neg,
-                  DEFAULT.wtilt_lambda_neg).item()
+half = power_tilt(torch.tensor([math.log(0.5)], dtype=torch.float64), WTILT_ALPHA_NEG,
+                  WTILT_LAMBDA_NEG).item()
 axes[1].annotate(f"φ₋(0.5) = {half:.2f}: a trust region\nfor negatives pushed down", xy=(0.5, half),
                  xytext=(1.5, 0.25), fontsize=8, arrowprops=dict(arrowstyle="->"))
 axes[0].set_ylabel("coefficient φ(w)")

@@ -17,6 +17,7 @@ def config_of(module: str, name: str):
 
 
 CONFIGS = {
+    "research.train": config_of("nano_respo.config", "TrainConfig"),  # train.py with the study rows registered
     "research.toy.run": config_of("research.toy.run", "RunConfig"),
     "research.toy.across": config_of("research.toy.across", "AcrossConfig"),
     "research.toy.select": config_of("research.toy.select", "SelectConfig"),

@@ -29,8 +29,9 @@ from multiprocessing import get_context
 from tqdm import tqdm
 
 from nano_respo.run.cli import parse_config
-from nano_respo.kernel import AGG_MODES, METHODS, SCALES, LossConfig, reuse_split
+from nano_respo.kernel import AGG_MODES, METHOD_TABLE, SCALES, LossConfig, reuse_split
 from toy.envs import ENVS
+from research.study_rows import StudyLossConfig
 from research.lab.report import (check_report, claims_table, diagnostics_table, load_records, outcome_table, paired_table,
                                parse_claim, plot_low_w, plot_phi, plot_rewards)
 from toy.train import TOY_AGG, Job, RunSettings
@@ -105,8 +106,8 @@ class RunConfig(RunSettings):
         if self.env not in ENVS:
             raise ValueError(f"env: unknown environment {self.env!r}; choose one of {', '.join(ENVS)}")
         for method in self.methods:
-            if method not in METHODS:
-                raise ValueError(f"methods: unknown method {method!r}; choose from {', '.join(METHODS)}")
+            if method not in METHOD_TABLE:
+                raise ValueError(f"methods: unknown method {method!r}; choose from {', '.join(METHOD_TABLE)}")
         for reuse in self.reuse:
             if reuse < 1:
                 raise ValueError(f"reuse: every R must be >= 1, got {reuse}")
@@ -130,14 +131,14 @@ class RunConfig(RunSettings):
         self.lr_of = {}
         for item in self.lrs:
             method, _, value = item.partition("=")
-            if method not in METHODS or not value:
+            if method not in METHOD_TABLE or not value:
                 raise ValueError(f"lrs: expected method=lr with a known method, got {item!r}")
             self.lr_of[method] = float(value)
 
     def kernel_overrides(self, method: str) -> dict:
         """Every knob of the method's kernel (KNOBS; none for other methods), resolved against LossConfig, so every
         record names its kernel."""
-        defaults = LossConfig()
+        defaults = StudyLossConfig()
         return {k: getattr(defaults, k) if getattr(self, k) is None else getattr(self, k) for k in KNOBS.get(method, ())}
 
     def jobs(self) -> list[Job]:
@@ -156,7 +157,7 @@ def init_worker(threads: int):
 def run_one(job: Job, skip_silent_steps: bool = False) -> dict:
     from toy.train import train
 
-    return train(job, skip_silent_steps=skip_silent_steps)
+    return train(job, skip_silent_steps=skip_silent_steps, config_class=StudyLossConfig)
 
 
 def job_id(job: Job, skip_silent_steps: bool = False) -> str:

@@ -3,7 +3,8 @@
 Families, with the section each checks: 1 on-policy equality (§3), 2 each baseline against
 the autograd gradient of its own surrogate (§5), 3 the surrogate Phi of VESPO's family (§8.3), 4 the
 corners of that family (§8), 5 the alpha-divergence identity (§8.1), 6 VESPO's variational proposal
-(§8.2), 7 the branch properties of the reconstruction respo_wtilt (§8). ReSPO's published kernel has
+(§8.2), 7 the branch properties of that family at the constants of this project's reconstruction (§8;
+the reconstruction's own row, respo_wtilt, is research/study_rows.py's, checked in research/tests/). ReSPO's published kernel has
 families 8-12 of its own in test_published_kernel.py.
 """
 
@@ -16,7 +17,7 @@ import torch
 from nano_respo.diagnostics import diagnostics
 from nano_respo.kernel import (AGG_MODES, METHODS, LossConfig, aggregate, policy_loss, power_tilt,
                                power_tilt_branches, sequence_log_weight)
-from nano_respo.surrogate import power_tilt_surrogate, respo_surrogate
+from nano_respo.surrogate import power_tilt_surrogate
 
 
 pytestmark = pytest.mark.usefixtures("float64")  # tests/conftest.py
@@ -116,16 +117,8 @@ def surrogate_terms(method, logp, old_logp, adv, mask, cfg):
     if method == "vespo":
         log_w = d.sum(-1)
         return torch.where(adv > 0, power_tilt_surrogate(log_w, 2.0, 3.0), power_tilt_surrogate(log_w, 3.0, 2.0)) * adv
-    if method == "respo_wtilt":
-        log_w = d.sum(-1)
-        return torch.where(adv > 0, power_tilt_surrogate(log_w, 0.0, 0.1), power_tilt_surrogate(log_w, 3.0, 2.0)) * adv
     if method == "topr":
         return torch.where(adv > 0, adv * log_pi_y, w.clamp(max=1).detach() * adv * log_pi_y)
-    if method == "respo_pos_clip_neg":  # ReSPO's positive surrogate, the sequence clip's negative objective
-        return torch.where(adv > 0, respo_surrogate(d.sum(-1), 2.0, 0.5, 2.0) * adv,
-                           torch.minimum(w * adv, w.clamp(1 - el, 1 + eh) * adv))
-    if method == "seq_clip_lowpos1":  # the sequence clip's objective, but the plain log-likelihood for starved positives
-        return torch.where((adv > 0) & (w < 1 - el), adv * log_pi_y, torch.minimum(w * adv, w.clamp(1 - el, 1 + eh) * adv))
     if method == "is":
         return w * adv
     if method == "no_is":
@@ -134,9 +127,8 @@ def surrogate_terms(method, logp, old_logp, adv, mask, cfg):
 
 
 BASELINE_EPS = {"grpo": (0.2, 0.2), "dapo": (0.2, 0.28), "dual_clip": (0.2, 0.2), "seq_clip": (0.2, 0.2),
-                "gspo": (3e-4, 4e-4), "cispo": (0.2, 0.28), "sapo": (0.2, 0.2), "vespo": (0.2, 0.2), "respo_wtilt": (0.2, 0.2),
-                "topr": (0.2, 0.2), "respo_pos_clip_neg": (0.2, 0.2), "seq_clip_lowpos1": (0.2, 0.2),
-                "is": (0.2, 0.2), "no_is": (0.2, 0.2)}
+                "gspo": (3e-4, 4e-4), "cispo": (0.2, 0.28), "sapo": (0.2, 0.2), "vespo": (0.2, 0.2),
+                "topr": (0.2, 0.2), "is": (0.2, 0.2), "no_is": (0.2, 0.2)}
 
 
 def baseline_case(method, seed):
@@ -175,25 +167,6 @@ def test_clip_table_of_section_2():
     loss, _ = policy_loss(logp, torch.zeros(6, 1), adv, mask, LossConfig(method="seq_clip", agg="seq-mean-token-sum"))
     coefficient = -grad_of(loss, logp)[:, 0] * 6 / adv
     torch.testing.assert_close(coefficient, torch.tensor([0.5, 1.0, 0.0, 0.0, 1.0, 2.0]))
-
-
-def test_the_starved_positives_are_all_that_seq_clip_lowpos1_changes():
-    """Against seq_clip on a grid of weights, each sign: 1 instead of w for a positive below 1 - eps_low, the same
-    coefficient everywhere else (the negatives, the trust region, the clipped high positives)."""
-    log_w = torch.linspace(-3, 1.5, 91)
-    w = torch.exp(log_w)
-    for sign in (1.0, -1.0):
-        adv = torch.full((91,), sign)
-        coefficient = {}
-        for method in ("seq_clip", "seq_clip_lowpos1"):
-            logp = log_w[:, None].clone().requires_grad_(True)
-            loss, _ = policy_loss(logp, torch.zeros(91, 1), adv, torch.ones(91, 1, dtype=torch.bool),
-                                  LossConfig(method=method, agg="seq-mean-token-sum"))
-            coefficient[method] = -grad_of(loss, logp)[:, 0] * 91 / adv
-        starved = (w < 0.8) & (sign > 0)
-        assert starved.sum() > 30 if sign > 0 else not starved.any()
-        torch.testing.assert_close(coefficient["seq_clip_lowpos1"][starved], torch.ones(int(starved.sum())))
-        torch.testing.assert_close(coefficient["seq_clip_lowpos1"][~starved], coefficient["seq_clip"][~starved])
 
 
 # --- 3. The surrogate Phi of VESPO's family has its coefficient as its gradient ----------
@@ -239,9 +212,9 @@ def test_corners(corner, method):
     params, logp_fn, old_logp, adv, mask = batch
     alpha, lam = corner
     for agg in AGG_MODES:
-        wtilt = kernel_grad(batch, method="respo_wtilt", agg=agg, wtilt_alpha_pos=alpha, wtilt_lambda_pos=lam,
-                            wtilt_alpha_neg=alpha, wtilt_lambda_neg=lam)
-        torch.testing.assert_close(wtilt, kernel_grad(batch, method=method, agg=agg))
+        family = kernel_grad(batch, method="vespo", agg=agg, vespo_k_pos=alpha, vespo_lambda_pos=lam,
+                             vespo_k_neg=alpha, vespo_lambda_neg=lam)
+        torch.testing.assert_close(family, kernel_grad(batch, method=method, agg=agg))
 
 
 # --- 5. The alpha-divergence identity, exactly on a discrete space --------------------
@@ -313,7 +286,7 @@ def test_variational_proposal_matches_phi(alpha, lam):
     assert phi.std() / phi.mean() > 0.05
 
 
-# --- 7. The two branches of the reconstruction respo_wtilt (§8) ---------------------------
+# --- 7. The two branches of VESPO's family at the reconstruction's constants (§8) -------------
 
 @pytest.mark.parametrize("alpha,lam", [(0.0, 0.1), (0.0, 0.0), (0.5, 0.0), (0.3, 0.5), (0.9, 0.05)])
 def test_positive_branch_keeps_low_w_positives(alpha, lam):

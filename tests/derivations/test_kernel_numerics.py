@@ -28,22 +28,22 @@ def extreme_batches(draw):
 
 published_branch = st.tuples(st.sampled_from([-1.0, 0.5, 1.0, 2.0, 3.0]), st.sampled_from([0.0, 0.5, 1.0]),
                               st.sampled_from([0.0, 2.0]))  # (alpha, beta, lambda): orders below, at and above 1
-wtilt_branches = st.tuples(st.sampled_from([0.0, 0.3, 1.0]), st.sampled_from([0.0, 0.1, 2.0]),
+power_tilt_branches = st.tuples(st.sampled_from([0.0, 0.3, 1.0]), st.sampled_from([0.0, 0.1, 2.0]),
                            st.sampled_from([0.0, 1.0, 3.0]), st.sampled_from([0.0, 2.0]))
 
 
-@given(extreme_batches(), published_branch, published_branch, wtilt_branches)
+@given(extreme_batches(), published_branch, published_branch, power_tilt_branches)
 # The largest weights on the untilted corners, every profile: e^(alpha log w) overflows without the log-space guard.
 @example((torch.full((2, 2), 1e4), torch.tensor([2, 2]), torch.tensor([1.0, -1.0])), (3.0, 1.0, 0.0), (1.0, 1.0, 0.0),
          (1.0, 0.0, 3.0, 0.0))
-def test_loss_and_gradient_are_finite_for_every_finite_input(batch, pos, neg, wtilt):
+def test_loss_and_gradient_are_finite_for_every_finite_input(batch, pos, neg, tilt):
     log_ratio, lengths, adv = batch
     B, T = log_ratio.shape
     mask = torch.arange(T)[None] < lengths[:, None]
     old_logp = torch.full((B, T), -1.0)
     branches = {**dict(zip(("alpha_pos", "beta_pos", "lambda_pos"), pos)),
                 **dict(zip(("alpha_neg", "beta_neg", "lambda_neg"), neg)),
-                **dict(zip(("wtilt_alpha_pos", "wtilt_lambda_pos", "wtilt_alpha_neg", "wtilt_lambda_neg"), wtilt))}
+                **dict(zip(("vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg"), tilt))}
     for method in METHODS:
         for agg in AGG_MODES:
             logp = (old_logp + log_ratio).requires_grad_(True)
@@ -86,8 +86,7 @@ def test_padding_may_hold_anything():
     ({"beta_pos": 1.5}, "beta_pos"),
     ({"beta_neg": -0.5}, "beta_neg"),
     ({"alpha_neg": float("inf")}, "alpha_neg"),
-    ({"wtilt_alpha_pos": 1.5}, "wtilt_alpha_pos"),
-    ({"wtilt_alpha_neg": -1.0}, "wtilt_alpha_neg"),
+    ({"vespo_k_neg": -1.0}, "vespo_k_neg"),
     ({"eps_low": -0.2}, "eps_low"),
     ({"dual_clip_c": 0.5}, "dual_clip_c"),
     ({"lambda_neg": float("nan")}, "lambda_neg"),

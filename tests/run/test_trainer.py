@@ -272,7 +272,7 @@ def test_reward_errors_are_reported_in_the_metrics(tmp_path, monkeypatch, capsys
     (dict(sft_lr=0.0), r"^sft_lr: must be > 0, got 0.0$"),
     (dict(max_grad_norm=-1.0), r"^max_grad_norm: must be > 0, got -1.0$"),
     (dict(adv_scale="minmax"), "adv_scale: unknown scale"),
-    (dict(wtilt_alpha_pos=2.0), "wtilt_alpha_pos: must lie in"),
+    (dict(beta_pos=2.0), "beta_pos: must lie in"),
 ])
 def test_impossible_configs_fail_with_one_line_messages(overrides, message):
     with pytest.raises(ValueError, match=message):

@@ -305,7 +305,7 @@ def test_at_reuse_1_without_lag_every_method_takes_the_same_first_step(tmp_path,
                         logprobs)
         return torch.cat([p.grad.flatten() for p in model.parameters()]), stats
 
-    methods = ("respo", "seq_clip", "gspo", "grpo", "topr", "respo_pos_clip_neg", "vespo")
+    methods = ("respo", "seq_clip", "gspo", "grpo", "topr", "cispo", "vespo")
     reference, stats = first_step("respo", samples.old_logp)
     assert stats["log_w_q90_pos"] < 1e-4 and stats["log_w_q10_neg"] > -1e-4  # w = 1 up to float noise
     for method in methods[1:]:
