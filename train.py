@@ -12,7 +12,7 @@ def main() -> None:
 
     from nano_respo.run.cli import parse_config
     from nano_respo.config import TrainConfig
-    from nano_respo.trainer import train
+    from nano_respo.run.loop import train
 
     hf_logging.disable_progress_bar()
     train(parse_config(TrainConfig))

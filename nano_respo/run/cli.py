@@ -27,9 +27,9 @@ import textwrap
 import types
 import typing
 
+from ..config import ANNEALS
 from ..kernel import AGG_MODES, METHOD_TABLE, SCALES
 from ..models import WEIGHT_DTYPES, check_device
-from ..sft import ANNEALS
 
 # Allowed values by field name, for every config this module parses.
 CHOICES = {

@@ -31,7 +31,8 @@ from nano_respo.scale.logprobs import chunked_policy_logprobs  # noqa: E402
 from nano_respo.scale.packed import packed_policy_logprobs  # noqa: E402
 from nano_respo.tasks import make_task  # noqa: E402
 from nano_respo.config import TrainConfig  # noqa: E402
-from nano_respo.trainer import rl_step, train  # noqa: E402
+from nano_respo.run.loop import train  # noqa: E402
+from nano_respo.trainer import rl_step  # noqa: E402
 
 
 # Tiny models and warm starts go to a private cache per module (tests/conftest.py), never the user's.

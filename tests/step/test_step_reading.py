@@ -127,7 +127,7 @@ def package_imports() -> dict[str, set[str]]:
 
 def test_no_module_of_the_package_imports_one_that_imports_it_back():
     graph = package_imports()
-    assert "nano_respo.run.session" in graph["nano_respo.trainer"]  # the walk sees real imports
+    assert "nano_respo.run.session" in graph["nano_respo.run.loop"]  # the walk sees real imports
 
     def cycle_from(start, path):
         for nxt in sorted(graph[path[-1]]):
@@ -140,6 +140,16 @@ def test_no_module_of_the_package_imports_one_that_imports_it_back():
     assert not cycles, "import cycle: " + " -> ".join(cycles[0])
     assert not graph["nano_respo.kernel"]  # the kernel imports torch only
     assert not any(m.startswith("nano_respo.trainer") for m in graph["nano_respo.run.session"])
+
+
+def test_the_step_and_its_config_stand_below_the_run_machinery():
+    """The step (trainer.py) imports nothing of run/ (the loop, run/loop.py, imports the step), and the configs
+    import nothing of the warm start (sft.py reads its --sft-anneal choices from config.py)."""
+    graph = package_imports()
+    assert "nano_respo.trainer" in graph["nano_respo.run.loop"]
+    assert not any(m.startswith("nano_respo.run") for m in graph["nano_respo.trainer"])
+    assert "nano_respo.config" in graph["nano_respo.sft"]
+    assert "nano_respo.sft" not in graph["nano_respo.config"]
 
 
 def test_importing_the_trainer_leaves_fsdp_unimported():
