@@ -1,4 +1,5 @@
-"""Train a Qwen3 with RLVR and rollout reuse. `python train.py --help` lists every flag."""
+"""Train a Qwen3 with RLVR and rollout reuse. `python train.py --help` shows the flags a run is set with first,
+`--help-all` every flag."""
 
 import os
 import sys

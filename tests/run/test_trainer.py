@@ -302,7 +302,7 @@ def test_cli_has_a_flag_for_every_kernel_and_trainer_field(capsys):
         parse_config(TrainConfig, ["--method", "nope"])
     assert "argument --method: invalid choice: 'nope'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        parse_config(TrainConfig, ["--help"])
+        parse_config(TrainConfig, ["--help-all"])
     help_text = capsys.readouterr().out
     assert "--router-aux-coef" in help_text and "--sft-steps" in help_text and "--lambda-neg" in help_text
 
