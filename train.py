@@ -1,4 +1,5 @@
-"""Train a Qwen3 with RLVR and rollout reuse. `python train.py --help` lists every flag."""
+"""Train a Qwen3 with RLVR and rollout reuse. `python train.py --help` shows the flags a run is set with first,
+`--help-all` every flag."""
 
 import os
 import sys
@@ -12,7 +13,7 @@ def main() -> None:
 
     from nano_respo.run.cli import parse_config
     from nano_respo.config import TrainConfig
-    from nano_respo.trainer import train
+    from nano_respo.run.loop import train
 
     hf_logging.disable_progress_bar()
     train(parse_config(TrainConfig))

@@ -14,7 +14,12 @@ from pathlib import Path
 
 from .kernel import SCALES, LossConfig, reuse_split
 from .models import TINY_MODELS, WEIGHT_DTYPES, check_device, resolve_model_path
-from .sft import ANNEALS
+
+# How long the cosine runs (--sft-anneal): budget, a quarter of `steps` (sft.LR_SCHEDULE); the others, a share of
+# the step the model converged at (a quarter of `steps` when it did not), so it stops about when it has what
+# it needs: converged a quarter of that step, converged-half half of it (experiments/WARMSTART.md).
+CONVERGED_SHARE = {"converged": 4, "converged-half": 2}  # annealing = convergence step // this
+ANNEALS = ("budget", *CONVERGED_SHARE)
 
 
 @dataclass

@@ -51,6 +51,7 @@ from . import models, rollout
 from .models import cache_dir, load_model, refuse_unknown_characters
 from .rollout import RolloutBatch, encode_prompts, policy_logprobs, training_forward
 from .checkpoint import publish_directory
+from .config import ANNEALS, CONVERGED_SHARE
 from .shipped import describe, shipped_warm_start
 from .tasks import Task, hash_seed
 
@@ -80,11 +81,6 @@ CURRICULUM = "size from smallest to full over steps // 4"
 LR_SCHEDULE = "constant until converged or steps, then cosine to 0 over steps // 4"
 CONVERGED_EXACT = 0.5
 CONVERGED_WINDOW = 20
-# How long the cosine runs (--sft-anneal): budget, a quarter of `steps` (LR_SCHEDULE); the others, a share of
-# the step the model converged at (a quarter of `steps` when it did not), so it stops about when it has what
-# it needs: converged a quarter of that step, converged-half half of it (research/WARMSTART.md).
-CONVERGED_SHARE = {"converged": 4, "converged-half": 2}  # annealing = convergence step // this
-ANNEALS = ("budget", *CONVERGED_SHARE)
 
 
 def cosine_lr(lr: float, step: int, steps: int) -> float:

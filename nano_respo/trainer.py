@@ -1,16 +1,10 @@
-"""One RL step with explicit rollout reuse (`rl_iteration`), and the loop that repeats it (`train`).
+"""One RL step with explicit rollout reuse: `rl_iteration` samples a rollout batch (`collect_rollouts`),
+centres its advantages within each group, and takes `reuse` optimizer steps on it (`rl_step`).
 
-    for each iteration:
-        sample G completions for each of P prompts, recording log mu      (collect_rollouts;
-            mu = the current weights, or with --lag k those of k iterations earlier)
-        reward, group advantages                                           (kernel)
-        reuse = epochs x mini-batches optimizer steps on this batch        (rl_step)
-        log; every eval_every iterations evaluate held-out; every save_every checkpoint
-
-What keeps a run alive around this loop (its directory and lock, resume, Ctrl-C, saves, the
-metrics log) is nano_respo/run/session.py. Under torchrun --fsdp the same loop runs on every
-rank; what differs is confined to the `ranks` object (OneProcess here, scale.distributed.Ranks
-there).
+The step reads its routes (the training forward, the sampler's loop) and what it shares with
+other processes (`ranks`: OneProcess here, scale.distributed.Ranks under --fsdp) as arguments,
+so it imports nothing of the run around it; the loop that repeats it inside an open run is
+run/loop.py.
 """
 
 from __future__ import annotations
@@ -22,11 +16,10 @@ from typing import TYPE_CHECKING
 import torch
 from tqdm import tqdm
 
-from .config import StepConfig, TrainConfig
+from .config import StepConfig
 from .diagnostics import diagnostics
 from .kernel import compute_dtype, group_advantages, loss_denominator, minibatch_order, policy_loss, reuse_split
 from .rollout import RolloutBatch, decode, policy_logprobs, sample, score
-from .run.session import open_run
 from .tasks import hash_seed
 
 if TYPE_CHECKING:
@@ -172,22 +165,3 @@ def rl_iteration(model, tokenizer, task, optimizer, cfg: StepConfig, iteration: 
                             "train_tokens_per_s": tokens / (time.perf_counter() - start)})
     return batch, records, step
 
-
-def train(cfg: TrainConfig):
-    """Run (or resume) training; returns the run directory. docs/training.md explains every flag and metric."""
-    with open_run(cfg) as run:  # directory locked, model loaded (or resumed), held-out evaluated at the start
-        model, optimizer = run.model, run.optimizer
-        for iteration in run.iterations():  # a progress bar; Ctrl-C or SIGTERM ends it after a save
-            start = time.perf_counter()
-            model.train()
-            with run.amp:
-                _, records, run.step = rl_iteration(model, run.tokenizer, run.task, optimizer, cfg, iteration,
-                                                    run.step, run.logprobs, run.ranks or ONE_PROCESS, run.decoder,
-                                                    run.off_policy)
-            run.log(iteration, records, seconds=time.perf_counter() - start)
-            done = iteration + 1
-            if done % cfg.eval_every == 0 or done == cfg.iterations:
-                run.evaluate(done)
-            if done % cfg.save_every == 0 or done == cfg.iterations or run.stop.requested:
-                run.save(done)
-    return run.dir

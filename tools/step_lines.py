@@ -4,7 +4,7 @@
     python tools/step_lines.py trainer.collect_rollouts trainer.rl_step   # from other roots
     python tools/step_lines.py --method all                      # every row of the method table
     python tools/step_lines.py --root <checkout> ...             # another checkout of the repo
-    python tools/step_lines.py --default                         # only what a default single-device run calls
+    python tools/step_lines.py --default                         # what a default `python train.py` step calls
 
 Starting from the given functions of the package, it follows with `ast` every name a
 reached definition uses that resolves to a definition of the package: functions and
@@ -17,11 +17,13 @@ A class counts its own body (fields, docstrings); each method counts once it is 
 literal with a key equal to --method) counts all its lines but is followed along the row of
 that method only, as a reader looks up one row (--method all follows every row). Nothing is
 run and nothing outside the package (torch, transformers) is followed, except with --default:
-then one iteration of rl_iteration with its own defaults is run first (a tiny random-init model,
-the plain routes rollout.decode and policy_logprobs, which the faster routes that train.py
-takes by default are tested against; the step receives a route as an argument) and
-a function it never called is not followed (the branches a flag turns on, such as the
-decoupled correction, drop out; tables and classes a called function reads still count). Prints each
+then one iteration of rl_iteration is run first as a default `python train.py` runs it (a tiny
+random-init model, TrainConfig's defaults with fewer prompts and tokens, and the routes
+run.session.routes gives them: scale.shared_prompts' training forward and scale.lean_sampler's
+decode loop, which the step receives as arguments and which are walked from as roots too), and
+a function it never called is not followed (the plain forms rollout.decode and policy_logprobs,
+and the branches a flag turns on, such as the decoupled correction, drop out; tables and
+classes a called function reads still count). Prints each
 definition reached with its file, lines, line count and code-line count (docstrings,
 comments and blank lines left out), then the totals; a reached module named `distributed`
 is flagged.
@@ -233,39 +235,45 @@ class Walker:
             self.visit(*self.todo.pop())
 
 
-# One RL iteration of a default single-device run (StepConfig's defaults, a random-init tiny Qwen3 on the
-# default task, fewer prompts and tokens): the package functions it calls, as (file, first line).
+# One RL iteration of a default `python train.py` (TrainConfig's defaults with fewer prompts and tokens, a random-init
+# tiny Qwen3 on the default task, the routes run.session.routes picks for them): the package functions it calls, as
+# (file, first line), and the routes, as module.function of the package.
 DEFAULT_RUN = """
-import json, os, sys, tempfile
+import functools, json, os, sys, tempfile
 os.environ["NANO_RESPO_CACHE"] = tempfile.mkdtemp()
 import torch
-from nano_respo.config import StepConfig
+from nano_respo.config import TrainConfig
 from nano_respo.models import load_model
-from nano_respo.tasks import make_task
+from nano_respo.run.session import build_task, routes
 from nano_respo.trainer import rl_iteration
 torch.manual_seed(0)
-model, tokenizer = load_model("tiny-qwen3", "float32", "cpu")
-task = make_task("reverse", None, 8, None, seed=0)
-cfg = StepConfig(prompts_per_iteration=4, group_size=4, max_new_tokens=8)
-optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+cfg = TrainConfig(prompts_per_iteration=4, group_size=4, max_new_tokens=8, eval_problems=8)
+model, tokenizer = load_model(cfg.model, cfg.dtype, "cpu")
+task = build_task(cfg)
+_, logprobs, decoder = routes(cfg)
+optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
 package = os.path.join(sys.argv[1], "nano_respo")
 called = set()
 def profile(frame, event, arg):
     if event == "call" and frame.f_code.co_filename.startswith(package):
         called.add((os.path.relpath(frame.f_code.co_filename, sys.argv[1]), frame.f_code.co_firstlineno))
 sys.setprofile(profile)
-rl_iteration(model, tokenizer, task, optimizer, cfg, iteration=0, step=0)
+rl_iteration(model, tokenizer, task, optimizer, cfg, 0, 0, logprobs, decoder=decoder)
 sys.setprofile(None)
-print(json.dumps(sorted(called)))
+named = [route.func if isinstance(route, functools.partial) else route for route in (logprobs, decoder)]
+print(json.dumps({"called": sorted(called),
+                  "routes": [f"{f.__module__.removeprefix('nano_respo.')}.{f.__qualname__}" for f in named]}))
 """
 
 
-def executed_functions(root: Path) -> set[tuple[str, int]]:
-    """The package functions one iteration of a default single-device run calls (DEFAULT_RUN, in a fresh process)."""
+def default_run(root: Path) -> tuple[set[tuple[str, int]], list[str]]:
+    """(the package functions one iteration of a default `python train.py` calls, the routes it takes as
+    module.function): DEFAULT_RUN, in a fresh process."""
     env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
     out = subprocess.run([sys.executable, "-c", DEFAULT_RUN, str(root)], capture_output=True, text=True, env=env,
                          check=True, cwd=root)
-    return {(path, line) for path, line in json.loads(out.stdout.splitlines()[-1])}
+    found = json.loads(out.stdout.splitlines()[-1])
+    return {(path, line) for path, line in found["called"]}, found["routes"]
 
 
 def code_lines(module: Module, node: ast.AST) -> int:
@@ -305,11 +313,14 @@ def main(argv=None):
                         help="the row a reader follows in tables keyed by method (all: every row)")
     parser.add_argument("--root", default=str(Path(__file__).resolve().parents[1]), help="the checkout to read")
     parser.add_argument("--default", action="store_true",
-                        help="only the functions one iteration of a default single-device run calls (it runs one)")
+                        help="only the functions one iteration of a default `python train.py` calls, the routes it "
+                             "takes among them (it runs one)")
     args = parser.parse_args(argv)
     root = Path(args.root).resolve()
-    walker = Walker(root, args.method, executed_functions(root) if args.default else None)
-    walker.run(args.roots)
+    executed, route_roots = default_run(root) if args.default else (None, [])
+    roots = args.roots + [route for route in route_roots if route not in args.roots]
+    walker = Walker(root, args.method, executed)
+    walker.run(roots)
     rows = []
     for (module_name, qualname), node in walker.reached.items():
         module = walker.modules[module_name]
@@ -330,7 +341,7 @@ def main(argv=None):
         print(f"{lines:5d} {code:5d}  {path}{flag}")
     total, total_code = (sum(v[i] for v in per_file.values()) for i in (0, 1))
     print(f"\n{total} lines ({total_code} of code: no docstrings, comments or blank lines) in {len(rows)} "
-          f"definitions, {len(per_file)} files (from {', '.join(args.roots)}; method tables: {args.method}"
+          f"definitions, {len(per_file)} files (from {', '.join(roots)}; method tables: {args.method}"
           f"{'; the functions a default run calls' if args.default else ''})")
 
 

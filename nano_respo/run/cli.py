@@ -3,17 +3,21 @@
 The help text of each flag is the one-line docstring written under the field, so the
 config class is the single place where a knob is named, typed, defaulted and explained.
 This file adds only what a reader of `--help` needs beyond that: the allowed values of
-the fields that have a fixed set (a typo then lists them), the order in which the flags
-are shown (everyday ones first, in groups), and a few example command lines. A field that
+the fields that have a fixed set (read when the parser is built, so a typo lists them all,
+rows registered in kernel.METHOD_TABLE later included), the groups and order in which the
+flags are shown, which of them `--help` shows first (the rest, and the groups' texts, in
+`--help-all`; every flag parses either way), and a few example command lines. A field that
 is itself a config (TrainConfig.loss: LossConfig) contributes its fields as flags of their
 own, so the command line stays flat. Flags are never abbreviated (`--iteration 2` is an
 error, not --iterations); an unknown flag's error names the nearest flags, and answers the
 names other trainers use (KNOWN_AS: --learning-rate) with this one's (--lr).
 
-Why not tyro (what CleanRL uses): it groups flags only by nested dataclass (a flat config
-gets one group, LossConfig's fields become --loss.method), lists choices only for Literal
-annotations, and reports a bad value as a multi-line box; this file keeps the groups,
-the choices and the one-line errors in about 250 lines without a dependency.
+Why not tyro (what CleanRL uses): it can flatten LossConfig's --loss.method into --method
+(tyro.conf.OmitArgPrefixes), but it groups flags only by nested dataclass, so a flat
+TrainConfig is one group; it lists choices for Literal and Enum annotations, fixed when
+the class is defined, where --method's are the rows of a table that may grow; and it
+reports a bad value in a multi-line box. This file keeps the groups, a short --help, the
+choices and the one-line errors in about 300 lines without a dependency.
 """
 
 from __future__ import annotations
@@ -23,24 +27,25 @@ import ast
 import dataclasses
 import difflib
 import inspect
+import sys
 import textwrap
 import types
 import typing
 
+from ..config import ANNEALS
 from ..kernel import AGG_MODES, METHOD_TABLE, SCALES
 from ..models import WEIGHT_DTYPES, check_device
-from ..sft import ANNEALS
 
-# Allowed values by field name, for every config this module parses.
-CHOICES = {
-    "method": tuple(METHOD_TABLE),
-    "methods": tuple(METHOD_TABLE),
-    "agg": AGG_MODES,
-    "adv_scale": SCALES,
-    "dtype": WEIGHT_DTYPES,
-    "sft_anneal": ANNEALS,
-}
+
+def choices() -> dict[str, tuple]:
+    """Allowed values by field name, for every config this module parses, read when a parser is built: a method
+    registered in kernel.METHOD_TABLE after import (a study's own row) is a choice of --method too."""
+    return {"method": tuple(METHOD_TABLE), "methods": tuple(METHOD_TABLE), "agg": AGG_MODES, "adv_scale": SCALES,
+            "dtype": WEIGHT_DTYPES, "sft_anneal": ANNEALS}
+
+
 DEVICES = "{auto,cpu,cuda,cuda:N}"
+METAVARS = {int: "INT", float: "FLOAT", str: "STR"}  # what a flag takes, shorter than its name in capitals
 # What users of other RL trainers (TRL's GRPOConfig, CleanRL's PPO) call a flag of train.py: an unknown flag of
 # one of these names, or a near spelling of one, is answered with this project's flag. Suggested, never accepted.
 KNOWN_AS = {
@@ -103,11 +108,21 @@ examples:
   python eval.py --model runs/<name>/checkpoints/iter-000040 --samples 8 --k 8
   python eval.py --model Qwen/Qwen3-0.6B --task test.jsonl --max-new-tokens 1024 --device cuda"""
 
-# Layout of --help per config class: (groups, examples). Classes not named here get one
-# flag list in field order and no examples.
+# What `python train.py --help` shows, in TRAIN_GROUPS' order: what a default run and a real Qwen3 on a GPU
+# are set with first. Every other flag parses all the same and is listed by --help-all.
+TRAIN_FIRST = {
+    "model", "name", "resume",
+    "task",
+    "iterations", "reuse", "group_size", "prompts_per_iteration", "lr", "max_new_tokens",
+    "method", "beta_pos", "lambda_pos",
+    "device", "dtype", "autocast", "gradient_checkpointing", "micro_batch", "logprob_chunk_mb", "fsdp",
+}
+
+# Layout of --help per config class: (groups, examples, the flags --help shows; None: all of them).
+# Classes not named here get one flag list in field order and no examples.
 LAYOUTS = {
-    "TrainConfig": (TRAIN_GROUPS, TRAIN_EXAMPLES),
-    "EvalConfig": (None, EVAL_EXAMPLES),
+    "TrainConfig": (TRAIN_GROUPS, TRAIN_EXAMPLES, TRAIN_FIRST),
+    "EvalConfig": (None, EVAL_EXAMPLES, None),
 }
 
 
@@ -144,35 +159,65 @@ def device_name(value: str) -> str:
         raise argparse.ArgumentTypeError(f"invalid choice: {value!r} (choose from auto, cpu, cuda, cuda:N)") from None
 
 
+WIDTH = 88  # of the whole help, the descriptions' and the flags' alike, in a terminal or a pipe
+
+
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """Keeps the examples' line breaks; shows a default only where there is one (None is explained in the help)."""
+
+    def __init__(self, prog):
+        super().__init__(prog, width=WIDTH)
 
     def _get_help_string(self, action):
         if action.default is None:
             return action.help
         return super()._get_help_string(action)
 
+    def _split_lines(self, text, width):
+        # A word is never cut (the default run name <task>-<model>-... is one word): a longer one overhangs.
+        return textwrap.wrap(" ".join(text.split()), width, break_long_words=False, break_on_hyphens=False)
 
-def wrap(text: str) -> str:
-    return textwrap.fill(" ".join(text.split()), 88)
+
+class HelpAll(argparse.Action):
+    """--help-all: every flag, grouped, then exit (as --help does with the everyday ones)."""
+
+    def __init__(self, option_strings, dest, full_help, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+        self.full_help = full_help
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        sys.stdout.write(self.full_help())
+        parser.exit()
+
+
+def wrap(text: str, width: int = WIDTH) -> str:
+    return textwrap.fill(" ".join(text.split()), width)
 
 
 def build_parser(cls, description: str | None = None, prog: str | None = None,
-                 epilog: str | None = None) -> argparse.ArgumentParser:
-    groups, examples = LAYOUTS.get(cls.__name__, (None, None))
+                 epilog: str | None = None, every_flag: bool = False) -> argparse.ArgumentParser:
+    """The parser of cls; its help lists the flags LAYOUTS names first (every_flag: all of them), each flag parses."""
+    groups, examples, first = LAYOUTS.get(cls.__name__, (None, None, None))
     parser = argparse.ArgumentParser(prog=prog, description=wrap(description or cls.__doc__ or ""),
                                      epilog=epilog or examples, formatter_class=HelpFormatter,
                                      usage="%(prog)s [options]", allow_abbrev=False)
     fields = flat_fields(cls)
+    shown = set(fields) if every_flag or first is None else first
+    if len(shown) < len(fields):
+        parser.add_argument("--help-all", action=HelpAll, help=f"show all {len(fields)} flags, grouped, and exit",
+                            full_help=lambda: build_parser(cls, description, prog, epilog, True).format_help())
     layout = [(None, None, list(fields))]
     if groups:
         listed = {name for _, names in groups.values() for name in names}
         layout = [(title, text, [n for n in names if n in fields]) for title, (text, names) in groups.items()]
         layout.append(("other", None, [n for n in fields if n not in listed]))
+    allowed = choices()
     for title, text, names in layout:
-        target = parser.add_argument_group(title, wrap(text) if text else None) if title else parser
+        target = parser
+        if title and shown & set(names):  # the groups' texts in the full listing only, so --help stays short
+            target = parser.add_argument_group(title, wrap(text, WIDTH - 2) if text and shown == set(fields) else None)
         for name in names:
-            add_flag(target, *fields[name])
+            add_flag(target, *fields[name], allowed.get(name), hidden=name not in shown)
     return parser
 
 
@@ -187,13 +232,17 @@ def flat_fields(cls) -> dict[str, tuple]:
     return fields
 
 
-def add_flag(target, f: dataclasses.Field, hint, doc: str) -> None:
+def add_flag(target, f: dataclasses.Field, hint, doc: str, allowed: tuple | None = None,
+             hidden: bool = False) -> None:
+    """The flag of one field; a hidden one parses but is left out of the help."""
     flag = "--" + f.name.replace("_", "-")
     default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
     kind, is_list = _flag_type(hint)
     help_text = doc.replace("%", "%%")  # argparse formats help with %
     if default is None:
         help_text = help_text.replace("None = ", "default: ")  # the field's docstring says what None means
+    if hidden:
+        help_text = argparse.SUPPRESS
     if kind is bool:
         target.add_argument(flag, dest=f.name, default=default, help=help_text,
                             action=argparse.BooleanOptionalAction)
@@ -202,7 +251,8 @@ def add_flag(target, f: dataclasses.Field, hint, doc: str) -> None:
                             metavar=DEVICES)
     else:
         target.add_argument(flag, dest=f.name, default=default, help=help_text, type=kind,
-                            nargs="+" if is_list else None, choices=CHOICES.get(f.name))
+                            nargs="+" if is_list else None, choices=allowed,
+                            metavar=None if allowed else METAVARS.get(kind))
 
 
 def parse_config(cls, argv=None, description: str | None = None, prog: str | None = None,

@@ -1,4 +1,4 @@
-"""What keeps a training run alive around trainer.train's loop: one call, `open_run`, opens it.
+"""What keeps a training run alive around the loop of run/loop.py: one call, `open_run`, opens it.
 
     open_run(cfg)   the task built and its files checked, the run directory locked (one process owns it),
                     Ctrl-C and SIGTERM caught, the model warm-started or resumed with its optimizer,

@@ -89,7 +89,7 @@ def our_config(args) -> TrainConfig:
 
 
 def our_step(model, optimizer, tokenizer, task, cfg, iteration):
-    """One RL step exactly as trainer.train runs it; returns (seconds, the rollout batch, its mini-batches)."""
+    """One RL step exactly as run.loop.train runs it; returns (seconds, the rollout batch, its mini-batches)."""
     start = time.perf_counter()
     model.train()
     _, logprobs, decoder = routes(cfg)  # the log-prob route and decode loop its flags choose, as train() runs

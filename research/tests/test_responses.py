@@ -8,7 +8,7 @@ import pytest
 from research.responses import family_and_target, read_run
 from nano_respo.config import TrainConfig
 from nano_respo.run.cli import parse_config
-from nano_respo.trainer import train
+from nano_respo.run.loop import train
 from tests.conftest import parity_reward  # shared with the parity_runs fixture
 
 FLAGS = ["--task", "digit_conflict", "--task-size", "14", "--max-new-tokens", "30", "--sft-steps", "8",
@@ -26,7 +26,7 @@ def same(a, b) -> bool:
 
 
 def test_the_reading_loop_takes_train_pys_steps_and_reads_what_the_loss_saw(tmp_path, model_cache, parity_runs):
-    """train.py's loop (trainer.train) and read_run on the same flags, the task scored by parity so that a barely
+    """train.py's loop (run.loop.train) and read_run on the same flags, the task scored by parity so that a barely
     warm-started model has advantages: the same steps, and rows that are the loss's own statistics."""
     cfg = parse_config(TrainConfig, [*FLAGS, "--out-dir", str(tmp_path), "--name", "run", "--no-plots"])
     train(cfg)

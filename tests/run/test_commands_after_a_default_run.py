@@ -22,7 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from nano_respo.run.cli import EVAL_EXAMPLES, TRAIN_EXAMPLES, parse_config  # noqa: E402
 from nano_respo.config import TrainConfig  # noqa: E402
 from nano_respo.run.evaluate_cli import EvalConfig, run_eval  # noqa: E402
-from nano_respo.trainer import train  # noqa: E402
+from nano_respo.run.loop import train  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--iterations", "1", "--sft-steps", "0", "--prompts-per-iteration", "8", "--group-size", "2",

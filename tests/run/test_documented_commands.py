@@ -113,8 +113,8 @@ def check_command(doc, command, tmp_path, configs, shortened, run_by, stand_ins=
         cls = configs[script]()
         try:
             parse_config(cls, args)
-        except SystemExit as stop:  # --help exits 0 once it has printed
-            if stop.code != 0 or "--help" not in args:
+        except SystemExit as stop:  # --help and --help-all exit 0 once they have printed
+            if stop.code != 0 or not {"--help", "--help-all"} & set(args):
                 pytest.fail(f"{doc}: `{command}` does not parse ({stop})")
     if script in shortened:
         run = ["-m", script] if is_module(script) else [script]

@@ -402,7 +402,7 @@ def test_a_run_directory_without_checkpoints_as_model_fails_in_one_line(tmp_path
 def test_a_second_run_on_a_locked_run_directory_is_refused_before_loading(tmp_path):
     from nano_respo.run.runlock import run_lock
     from nano_respo.config import TrainConfig
-    from nano_respo.trainer import train
+    from nano_respo.run.loop import train
 
     cfg = TrainConfig(out_dir=str(tmp_path), name="shared", model="no-such-org/no-such-model-is-loaded")
     with run_lock(tmp_path / "shared"):
@@ -412,7 +412,7 @@ def test_a_second_run_on_a_locked_run_directory_is_refused_before_loading(tmp_pa
 
 def test_group_size_one_is_refused_by_train_before_anything_loads(tmp_path):
     from nano_respo.config import TrainConfig
-    from nano_respo.trainer import train
+    from nano_respo.run.loop import train
 
     with pytest.raises(ValueError, match="group_size"):
         train(TrainConfig(out_dir=str(tmp_path), group_size=1, prompts_per_iteration=8, model="no-such-model"))
@@ -437,8 +437,7 @@ def test_sigterm_asks_the_loop_to_stop_like_the_first_ctrl_c(capsys):
 
 def short_run(tmp_path, monkeypatch, **overrides):
     """A 2-iteration tiny run whose reward varies on a random-init model (training and eval.py alike)."""
-    from nano_respo import trainer
-    from nano_respo.run import evaluate_cli, session
+    from nano_respo.run import evaluate_cli, loop, session
     from nano_respo.run.cli import from_flat
     from nano_respo.config import TrainConfig
 
@@ -451,7 +450,7 @@ def short_run(tmp_path, monkeypatch, **overrides):
     settings = dict(model="tiny-qwen3", task="addition", sft_steps=0, iterations=2, prompts_per_iteration=4,
                     group_size=4, reuse=2, epochs=1, max_new_tokens=6, eval_problems=16, eval_samples=2,
                     out_dir=str(tmp_path), plots=False, name="run")
-    return trainer.train(from_flat(TrainConfig, {**settings, **overrides}))
+    return loop.train(from_flat(TrainConfig, {**settings, **overrides}))
 
 
 def test_eval_py_evaluates_a_bfloat16_run_in_bfloat16_and_reproduces_its_figures(tmp_path, monkeypatch):

@@ -31,7 +31,8 @@ from nano_respo.scale.logprobs import chunked_policy_logprobs  # noqa: E402
 from nano_respo.scale.packed import packed_policy_logprobs  # noqa: E402
 from nano_respo.tasks import make_task  # noqa: E402
 from nano_respo.config import TrainConfig  # noqa: E402
-from nano_respo.trainer import rl_step, train  # noqa: E402
+from nano_respo.run.loop import train  # noqa: E402
+from nano_respo.trainer import rl_step  # noqa: E402
 
 
 # Tiny models and warm starts go to a private cache per module (tests/conftest.py), never the user's.
@@ -301,7 +302,7 @@ def test_cli_has_a_flag_for_every_kernel_and_trainer_field(capsys):
         parse_config(TrainConfig, ["--method", "nope"])
     assert "argument --method: invalid choice: 'nope'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        parse_config(TrainConfig, ["--help"])
+        parse_config(TrainConfig, ["--help-all"])
     help_text = capsys.readouterr().out
     assert "--router-aux-coef" in help_text and "--sft-steps" in help_text and "--lambda-neg" in help_text
 

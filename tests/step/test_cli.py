@@ -51,7 +51,7 @@ def help_of(cls, **kwargs) -> str:
 
 @pytest.mark.parametrize("cls", [TrainConfig, EvalConfig])
 def test_help_has_no_unexpanded_placeholder(cls):
-    text = help_of(cls)
+    text = help_of(cls, every_flag=True)
     constants = {name for module in (kernel, trainer, cli) for name in vars(module)
                  if re.fullmatch(r"[A-Z][A-Z0-9_]{2,}", name)}
     assert constants >= {"METHODS", "METHOD_TABLE", "AGG_MODES", "SCALES"}
@@ -64,13 +64,47 @@ def test_train_flags_are_grouped_everyday_ones_first():
     names = [name for _, group in TRAIN_GROUPS.values() for name in group]
     assert len(names) == len(set(names)), "a field is listed in two groups"
     assert set(names) == set(cli.flat_fields(TrainConfig)), "a field is in no group"
-    text = help_of(TrainConfig)
-    headings = [line[:-1] for line in text.splitlines() if line and not line[0].isspace() and line.endswith(":")]
-    assert headings == ["options", *TRAIN_GROUPS, "examples"]
+    for text in (help_of(TrainConfig), help_of(TrainConfig, every_flag=True)):
+        headings = [line[:-1] for line in text.splitlines() if line and not line[0].isspace() and line.endswith(":")]
+        assert headings == ["options", *TRAIN_GROUPS, "examples"]
+    text = help_of(TrainConfig, every_flag=True)
     position = {flag: text.index(f"\n  {flag} ") for flag in ("--model", "--task", "--iterations", "--reuse",
                                                                "--method", "--alpha-pos", "--device")}
     assert position["--model"] < position["--task"] < position["--iterations"] < position["--method"]
     assert position["--reuse"] < position["--alpha-pos"] < position["--device"]
+
+
+def test_the_train_help_shows_the_first_flags_and_help_all_every_flag(capsys):
+    """--help fits a screen with what a default run and a real Qwen3 on a GPU are set with; --help-all lists every
+    flag in the same groups; a flag left out of --help parses all the same."""
+    flags = {name: "--" + name.replace("_", "-") for name in cli.flat_fields(TrainConfig)}
+    assert cli.TRAIN_FIRST <= set(flags)
+    short = help_of(TrainConfig)
+    assert len(short.splitlines()) <= 85, "--help is meant to fit about 80 lines"
+    shown = {name for name, flag in flags.items() if re.search(rf"\n  {flag}[ ,\n]", short)}
+    assert shown == cli.TRAIN_FIRST
+    assert "--help-all" in short and "--sft-steps" in cli.TRAIN_EXAMPLES  # an example may use a flag --help omits
+    with pytest.raises(SystemExit) as stop:
+        parse_config(TrainConfig, ["--help-all"])
+    assert stop.value.code == 0
+    full = capsys.readouterr().out
+    assert full == help_of(TrainConfig, every_flag=True)
+    assert all(re.search(rf"\n  {flag}[ ,\n]", full) for flag in flags.values())
+    cfg = parse_config(TrainConfig, ["--sft-steps", "0", "--alpha-neg", "2", "--no-lean-sampler"])
+    assert (cfg.sft_steps, cfg.loss.alpha_neg, cfg.lean_sampler) == (0, 2.0, False)
+
+
+def test_method_choices_are_read_when_the_parser_is_built(monkeypatch):
+    """A row registered in kernel.METHOD_TABLE by name after import (a study's own) is a choice of --method."""
+    monkeypatch.setitem(kernel.METHOD_TABLE, "study_row", kernel.METHOD_TABLE["respo"])
+    parser = build_parser(TrainConfig)
+    assert "study_row" in parser.format_help()
+    assert parser.parse_args(["--method", "study_row"]).method == "study_row"
+
+
+def test_a_long_word_in_a_flags_help_is_never_cut():
+    text = help_of(TrainConfig)
+    assert "<task>-<model>-<method>-reuse<reuse>[-lag<lag>]-seed<seed>" in text
 
 
 def test_every_example_in_the_train_help_parses():

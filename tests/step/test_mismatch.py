@@ -20,7 +20,8 @@ from nano_respo.run.metrics import read_metrics
 from nano_respo.tasks import make_task
 from nano_respo.config import StepConfig
 from nano_respo.offpolicy import LaggedPolicy, OffPolicy
-from nano_respo.trainer import rl_iteration, train
+from nano_respo.run.loop import train
+from nano_respo.trainer import rl_iteration
 
 from conftest import parity_reward  # shared with the parity_runs fixture
 
