@@ -58,7 +58,8 @@ def warm_policy(seed):
     """deeper/starvation_controls §1's warm-up: 15 rollout batches of 16 prompts x 8, each reused as 4 mini-batches."""
     torch.manual_seed(seed)
     policy = env.make_policy()
-    cfg = LossConfig(method="respo_wtilt", agg=AGG)
+    # the reconstruction respo_wtilt: VESPO's family at its constants (0, 0.1) on positives, (3, 2) on negatives
+    cfg = LossConfig(method="vespo", agg=AGG, vespo_k_pos=0.0, vespo_lambda_pos=0.1, vespo_k_neg=3.0, vespo_lambda_neg=2.0)
     optimizer = torch.optim.Adam(policy.parameters(), lr=0.01)
     generator = torch.Generator().manual_seed(seed)
     for _ in range(15):

@@ -2,7 +2,7 @@
 
     run = read_run(train_config)      # run.rows (per response and step), run.rollouts, run.records, run.heldout
 
-`read_run` is train.py's loop (run.session.start, then trainer.train's) without the run directory: the same
+`read_run` is train.py's loop (run.session.start, then run.loop.train's) without the run directory: the same
 seed before the warm start, the same optimizer, sampler, lag and routes, so on one machine its optimizer steps
 equal train.py's for the same flags (research/tests/test_responses.py checks it line by line). The reader wraps the
 training forward that trainer.rl_step hands to the loss and records, for each response of each mini-batch, the

@@ -81,7 +81,6 @@ TRAIN_GROUPS = {
         ["method", "alpha_pos", "beta_pos", "lambda_pos", "alpha_neg", "beta_neg", "lambda_neg", "agg", "eps_low",
          "eps_high", "length_norm", "norm_len", "diag_eps", "dual_clip_c", "sapo_tau_pos",
          "sapo_tau_neg", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
-         "wtilt_alpha_pos", "wtilt_lambda_pos", "wtilt_alpha_neg", "wtilt_lambda_neg",
          "log_w_max", "correction", "correction_min", "correction_max", "opsm_delta"]),
     "systems": (
         "Devices, precision, memory and parallelism; none of these changes the math.",

@@ -64,6 +64,7 @@
 
 # %%
 import math
+from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
 import torch
@@ -71,8 +72,7 @@ import torch
 from course import SequenceSpace, confirm, reuse_one_group
 from nano_respo.kernel import (METHOD_TABLE, LossConfig, coefficients, policy_loss, power_tilt,
                                respo_coefficient)
-from nano_respo.surrogate import power_tilt_surrogate, respo_surrogate
-from nano_respo.surrogate import phi_curve  # phi read back from the gradient of kernel.policy_loss
+from nano_respo.surrogate import phi_curve, power_tilt_surrogate, respo_surrogate  # phi_curve: phi read back from the loss
 
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})
@@ -713,7 +713,10 @@ plt.show()
 # 27-response space (one prompt), at the reconstruction's constants:
 
 # %%
-c = LossConfig()                                   # the reconstruction's constants are its wtilt_* fields
+# The reconstruction's constants (its row, respo_wtilt, is the research wing's): VESPO's family at these.
+c = SimpleNamespace(wtilt_alpha_pos=0.0, wtilt_lambda_pos=0.1, wtilt_alpha_neg=3.0, wtilt_lambda_neg=2.0)
+WTILT_AS_VESPO = dict(vespo_k_pos=c.wtilt_alpha_pos, vespo_lambda_pos=c.wtilt_lambda_pos,
+                      vespo_k_neg=c.wtilt_alpha_neg, vespo_lambda_neg=c.wtilt_lambda_neg)
 grad_log_pi = tok_jac.sum(1)                                             # [N, P] grad log pi(y)
 parts, constants = {}, {}
 for s, (a_s, l_s) in (("+", (c.wtilt_alpha_pos, c.wtilt_lambda_pos)), ("-", (c.wtilt_alpha_neg, c.wtilt_lambda_neg))):
@@ -743,7 +746,7 @@ confirm("the near-1 cosine is the norms' doing: at these norms and factor no ang
 confirm("the two constants differ by more than 10%, so the splice re-weights the signs", max(0.0, 0.1 - abs(reweighting - 1)), 1e-12)
 (kernel_grad,) = torch.autograd.grad(
     policy_loss(space.token_log_probs(theta), tok_logp_mu, A, all_tokens,
-                LossConfig(method="respo_wtilt", agg="seq-mean-token-sum"))[0], theta)
+                LossConfig(method="vespo", agg="seq-mean-token-sum", **WTILT_AS_VESPO))[0], theta)
 confirm("respo_wtilt's step is the spliced sum (1/N) sum_y phi_s A grad log pi, constants dropped",
         (kernel_grad + (power_tilt(w.log(), 0.0, 0.1) * positive + power_tilt(w.log(), 3.0, 2.0) * (A < 0))
          .mul(A) @ grad_log_pi / len(A)).abs().max(), 1e-12)
@@ -1064,20 +1067,20 @@ confirm("grad policy_loss = grad of -mean A Phi(w)", (g_loss - g_surrogate).abs(
 
 # %%
 w_show = torch.tensor([1e-3, 0.1, 0.25, 0.5, 2 / 3, 1.0, 1.5, 2.0, 10.0], dtype=torch.float64)
-kernels = {"ReSPO": "respo", "respo_wtilt": "respo_wtilt", "VESPO": "vespo"}
-rows = {f"{name} phi_{sign}": phi_curve(method, w_show.log(), sign == "+")
-        for name, method in kernels.items() for sign in "+-"}
+kernels = {"ReSPO": ("respo", {}), "respo_wtilt": ("vespo", WTILT_AS_VESPO), "VESPO": ("vespo", {})}
+rows = {f"{name} phi_{sign}": phi_curve(method, w_show.log(), sign == "+", **knobs)
+        for name, (method, knobs) in kernels.items() for sign in "+-"}
 print("w                 " + "".join(f"{v:>7.3g}" for v in w_show.tolist()))
 for name, values in rows.items():
     print(f"{name:<18}" + "".join(f"{v:>7.3f}" for v in values.tolist()))
 dense = torch.linspace(-3, 3, 600001, dtype=torch.float64)
 below_one = dense < 0
-wtilt_pos = phi_curve("respo_wtilt", dense, True)
-wtilt_limit = phi_curve("respo_wtilt", torch.tensor([-50.0], dtype=torch.float64), True)
+wtilt_pos = phi_curve("vespo", dense, True, **WTILT_AS_VESPO)
+wtilt_limit = phi_curve("vespo", torch.tensor([-50.0], dtype=torch.float64), True, **WTILT_AS_VESPO)
 confirm(f"respo_wtilt's phi_+ limit as w -> 0, e^lambda_+ = {math.exp(c.wtilt_lambda_pos):.3f}, is its maximum on w < 1",
         max((wtilt_limit - math.exp(c.wtilt_lambda_pos)).abs().max().item(),
             max(0.0, wtilt_pos[below_one].max().item() - math.exp(c.wtilt_lambda_pos))), 1e-12)
-wtilt_neg = phi_curve("respo_wtilt", dense, False)
+wtilt_neg = phi_curve("vespo", dense, False, **WTILT_AS_VESPO)
 w_star = c.wtilt_alpha_neg / c.wtilt_lambda_neg
 peak = w_star ** c.wtilt_alpha_neg * math.exp(c.wtilt_lambda_neg - c.wtilt_alpha_neg)
 confirm(f"respo_wtilt's negative peak is at w* = alpha_-/lambda_- = {w_star:.2f} with height {peak:.3f}",

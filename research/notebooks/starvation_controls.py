@@ -45,7 +45,14 @@ from nano_respo.kernel import (METHOD_TABLE, LossConfig, aggregate, coefficients
 from research.lab.report import is_stuck, load_records, mean_ci
 from toy.envs import DigitSum
 from research.toy.stuck import coasting_share
-from toy.train import Job, train
+from research.study_rows import StudyLossConfig
+from toy.train import Job, train as toy_train
+
+
+def train(job, **kwargs):
+    """toy.train.train with the reconstruction's knobs (respo_wtilt, research/study_rows.py) configurable."""
+    return toy_train(job, config_class=StudyLossConfig, **kwargs)
+
 
 AGG = "seq-mean-token-sum-norm"  # the aggregation the toy's records were made with
 

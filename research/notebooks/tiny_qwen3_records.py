@@ -47,6 +47,7 @@ import checks
 from course import confirm
 import toy
 from nano_respo.kernel import METHOD_TABLE, LossConfig, coefficients, sequence_log_weight
+from research.study_rows import StudyLossConfig
 from research.lab.report import diagnostics_table, mean_ci, outcome_table, paired_across
 from nano_respo.tasks import answers_match, extract_answer
 
@@ -450,7 +451,7 @@ for lr, v in views.items():
     print(f"  GSPO: its length-normalised ratio s = w^(1/{n}) = {gspo_ratio:.4f}, the geometric mean of the token ratios: "
           f"{change}; it gives s where s <= 1 + {gspo_eps_high:g}, 0 above: {v['per_response']['gspo'][low]:.3f}")
     print(f"  ReSPO: phi_+ = exp(-lambda_+ (w - 1)) = {v['per_response']['respo_wtilt'][low]:.3f}, at most e^lambda_+ = "
-          f"{math.exp(LossConfig().wtilt_lambda_pos):.3f} as w -> 0")
+          f"{math.exp(StudyLossConfig().wtilt_lambda_pos):.3f} as w -> 0")
 
 # %% [markdown]
 # Read them against the first table. The sequence clip gives a positive its $w$ up to $1+\epsilon$
