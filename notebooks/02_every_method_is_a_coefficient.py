@@ -90,7 +90,7 @@ plt.show()
 # Three shapes stand out. The hard clips (`grpo`, `dapo`, `dual_clip`, `seq_clip`, `gspo`) follow $w$
 # and drop to 0 at their band's edges; GSPO's band is so narrow that on a one-token response
 # almost every drift leaves it. The soft ones (`cispo`, `sapo`) follow $w$ near 1 without a hole.
-# The reshaped sequence kernels (`vespo`, `respo_wtilt`, `topr`, `respo`) choose a curve per sign.
+# The reshaped sequence kernels (`vespo`, `topr`, `respo`) choose a curve per sign.
 #
 # ## 3. ReSPO's two branches
 #

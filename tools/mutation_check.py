@@ -74,8 +74,8 @@ MUTANTS = [
     ("token-mean over sequences", KERNEL, "        return lengths.sum()", "        return (lengths > 0).sum()"),
     ("advantages not centred", KERNEL, "adv = grouped - grouped.mean(-1, keepdim=True)", "adv = grouped.clone()"),
     ("no log-space guard", KERNEL, "torch.exp(log_phi.clamp(max=log_w_max))", "torch.exp(log_phi)"),
-    ("seq_clip_lowpos1 gives 1 to every positive", KERNEL,
-     "starved = positive & (torch.exp(log_w.clamp(max=cfg.log_w_max)) < 1 - eps[0])", "starved = positive"),
+    ("gspo's ratio not length-normalised", KERNEL, '"gspo":                (SEQUENCE, clip_coefficient,                (3e-4, 4e-4), True),',
+     '"gspo":                (SEQUENCE, clip_coefficient,                (3e-4, 4e-4), False),'),
     ("plain IS truncated at 1", KERNEL, "return torch.exp(log_w.clamp(max=cfg.log_w_max))", "return torch.exp(log_w.clamp(max=0.0))"),
     ("empty responses divide by zero", KERNEL, "(terms.sum(-1) / mask.sum(-1).clamp(min=1))", "(terms.sum(-1) / mask.sum(-1))"),
     # docs/math.md §7, the decoupled form

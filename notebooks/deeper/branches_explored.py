@@ -493,6 +493,14 @@ print(f"{len(ended.seqs)} responses; mu(1111111E) = {mu6[i_star]:.2e} ({int(ende
       f"mu(1E) = {mu6[i_short]:.2f}; sum of mu = {mu6.sum():.6f}")
 
 
+def coefficient_of(method, logp, adv):
+    """The kernel's phi [N, L]; the branch ablation respo_pos_clip_neg (a row of the research wing) as its two
+    parts: ReSPO's coefficient on the positives, the sequence clip's on the negatives."""
+    if method == "respo_pos_clip_neg":
+        return torch.where((adv > 0)[:, None], coefficient_of("respo", logp, adv), coefficient_of("seq_clip", logp, adv))
+    return coefficients(logp, logp_mu6, adv, ended.mask, LossConfig(method=method))[0]
+
+
 def exact_reuse(method, reward6, steps=16, lr=2.0, optimizer="sgd", edit=None, parts=False):
     """Per step before it: (pi(y*), <g, grad log pi(y*)>, y*'s own part of it, phi of y*, phi of 1E).
 
@@ -505,7 +513,7 @@ def exact_reuse(method, reward6, steps=16, lr=2.0, optimizer="sgd", edit=None, p
     out = []
     for _ in range(steps):
         logp = ended.token_log_probs(theta)
-        phi, _ = coefficients(logp.detach(), logp_mu6, adv6, ended.mask, LossConfig(method=method))
+        phi = coefficient_of(method, logp.detach(), adv6)
         if edit is not None:
             phi = edit(phi, logp.detach())
         terms = mu6[:, None] * phi * adv6[:, None] * logp                     # [N, L] E_mu[phi A log pi], per token

@@ -257,7 +257,7 @@ confirm("at both drifts the share is 0 for every method whose coefficient is w o
         max(max(0.0, s - 1e-12) if d < 1e-12 else max(0.0, 1e-4 - s)
             for sh, dep in ((shift, departs), (shift_small, departs_small)) for s, d in zip(sh.values(), dep.values())),
         1e-12)
-band_inactive = ("grpo", "dapo", "dual_clip", "seq_clip", "seq_clip_lowpos1", "cispo")
+band_inactive = ("grpo", "dapo", "dual_clip", "seq_clip", "cispo")
 confirm("at drift 0.05 w and every r_t lie inside [0.8, 1.2], the clips (and cispo) write w or r_t there, "
         "and the baseline leaves them alone; ReSPO's and GSPO's shares stay above 1%",
         max(max(0.0, 0.8 - min(w_small.min(), r_small.min()).item(), max(w_small.max(), r_small.max()).item() - 1.2),

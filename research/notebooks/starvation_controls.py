@@ -40,7 +40,7 @@ import torch
 import toy
 import checks
 from course import confirm
-from nano_respo.kernel import (METHOD_TABLE, LossConfig, aggregate, coefficients, group_advantages, policy_loss,
+from nano_respo.kernel import (METHOD_TABLE, aggregate, coefficients, group_advantages, policy_loss,
                                power_tilt, sequence_log_weight)
 from research.lab.report import is_stuck, load_records, mean_ci
 from toy.envs import DigitSum
@@ -94,7 +94,7 @@ def reuse_loop(env, policy, method, lr, reuse, iterations, seed, prompts_per_bat
 
     after_batch: called with the policy after each batch's R steps (§6 keeps copies to lag the sampler).
     """
-    cfg = LossConfig(agg=AGG, method=method)
+    cfg = StudyLossConfig(agg=AGG, method=method)
     optimizer = torch.optim.Adam(policy.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
     per_epoch = min(reuse, minibatches)                      # mini-batches per epoch
@@ -166,7 +166,7 @@ def drift_run(method, steps=16, lr=0.01, optimizer="adam", advantages=None, epis
     pol = copy.deepcopy(policy if base is None else base)
     make = torch.optim.Adam if optimizer == "adam" else torch.optim.SGD
     opt = make(pol.parameters(), lr=lr)
-    cfg = LossConfig(agg=AGG, method=method, **(loss or {}))
+    cfg = StudyLossConfig(agg=AGG, method=method, **(loss or {}))
     seen, moved = [], []
     for _ in range(steps):
         logp = env.log_probs(pol, episodes)                                   # [B, T]
@@ -342,7 +342,7 @@ print("under the clip, after 1, 2, 4, 8 steps: positives above w = 1.2 | share o
       "that goes to those below 0.8")
 low_share = {}
 for s in (1, 2, 4, 8):
-    phi_clip = coefficients(clip_run[s], batch.old_logp, adv, batch.mask, LossConfig(agg=AGG, method="seq_clip"))[0][:, 0]
+    phi_clip = coefficients(clip_run[s], batch.old_logp, adv, batch.mask, StudyLossConfig(agg=AGG, method="seq_clip"))[0][:, 0]
     push = phi_clip * adv * positive                                          # [B] a sequence method: one phi per row
     low_share[s] = (push[positive & (log_w[s] < math.log(0.8))].sum() / push.sum()).item()
     print(f"  after {s} step{'s' if s > 1 else ''}: {int((positive & (log_w[s] > math.log(1.2))).sum()):>2} | "
@@ -376,7 +376,7 @@ def adam_first_direction(episodes, a):
     """The displacement of Adam's first step at lr 1 on `episodes` with advantages `a` (its direction at every lr)."""
     pol = copy.deepcopy(policy)
     opt = torch.optim.Adam(pol.parameters(), lr=1.0)
-    loss, _ = policy_loss(env.log_probs(pol, episodes), episodes.old_logp, a, episodes.mask, LossConfig(agg=AGG, method="seq_clip"))
+    loss, _ = policy_loss(env.log_probs(pol, episodes), episodes.old_logp, a, episodes.mask, StudyLossConfig(agg=AGG, method="seq_clip"))
     opt.zero_grad()
     loss.backward()
     torch.nn.utils.clip_grad_norm_(pol.parameters(), 1.0)
@@ -600,7 +600,7 @@ regions = {"below (w < 0.8)": lambda lw: lw < math.log(0.8),
 given = {m: {r: [] for r in regions} for m in methods}
 for logp, lw in zip(clip_run[1:], log_w[1:]):
     for m in methods:
-        phi_t, _ = coefficients(logp, batch.old_logp, adv, batch.mask, LossConfig(agg=AGG, method=m))       # [B, T]
+        phi_t, _ = coefficients(logp, batch.old_logp, adv, batch.mask, StudyLossConfig(agg=AGG, method=m))       # [B, T]
         per_response = (phi_t * batch.mask).sum(-1) / lengths                                       # [B]
         for r, inside in regions.items():
             rows = positive & inside(lw)
@@ -664,7 +664,7 @@ def retained_by_tercile(run, episodes, a, methods):
     out = {m: torch.zeros(3) for m in methods}
     for logp in run[1:]:
         for m in methods:
-            phi_t, _ = coefficients(logp, episodes.old_logp, a, episodes.mask, LossConfig(agg=AGG, method=m))
+            phi_t, _ = coefficients(logp, episodes.old_logp, a, episodes.mask, StudyLossConfig(agg=AGG, method=m))
             per_response = (phi_t * episodes.mask).sum(-1) / n_tokens                        # [B]
             for k in range(3):
                 rows = pos & (tercile == k)
@@ -901,7 +901,7 @@ def high_negative_shares(episodes, a, logps, log_ws, arms, parts=False):
         high = (a < 0) & (lw > math.log(1.2))
         beyond.append(((high & (lw > math.log(2.145))).sum() / high.sum().clamp(min=1)).item())
         for m in arms:
-            phi_t, _ = coefficients(logp, episodes.old_logp, a, episodes.mask, LossConfig(agg=AGG, method=m))
+            phi_t, _ = coefficients(logp, episodes.old_logp, a, episodes.mask, StudyLossConfig(agg=AGG, method=m))
             size = ((phi_t * episodes.mask).sum(-1) / steps_lengths * a).abs()            # [B] |phi A| per response
             shares[m].append((size[high].sum() / size.sum()).item())
             numerators[m].append(size[high].sum().item())
@@ -1014,7 +1014,7 @@ def first_step_view(label, episodes, logp):
     q = torch.quantile(lw.exp(), torch.tensor([0.1, 0.5, 0.9]))
     given = []
     for method in ("seq_clip", "respo_wtilt"):
-        phi, _ = coefficients(logp, episodes.old_logp, a, episodes.mask, LossConfig(agg=AGG, method=method))
+        phi, _ = coefficients(logp, episodes.old_logp, a, episodes.mask, StudyLossConfig(agg=AGG, method=method))
         given.append((phi[:, 0][pos]).mean().item())                                  # a sequence method: one phi per row
     print(f"  {label:<6} {q[0]:>5.2f} {q[1]:>5.2f} {q[2]:>5.2f}   {int((pos & (lw < math.log(0.8))).sum()):>2} of {int(pos.sum()):<3}"
           f"  {int((neg & (lw > math.log(1.2))).sum()):>3} of {int(neg.sum()):<4} {given[0]:.2f} / {given[1]:.2f}")
@@ -1073,7 +1073,7 @@ group_reward = env.reward(batch).view(-1, 8)                                    
 silent = int((group_reward.std(1) == 0).nonzero()[0])
 rows = torch.arange(silent * 8, silent * 8 + 8)
 pol = copy.deepcopy(policy)
-loss, _ = policy_loss(env.log_probs(pol, batch[rows]), batch[rows].old_logp, adv[rows], batch[rows].mask, LossConfig(method="respo_wtilt", agg=AGG))
+loss, _ = policy_loss(env.log_probs(pol, batch[rows]), batch[rows].old_logp, adv[rows], batch[rows].mask, StudyLossConfig(method="respo_wtilt", agg=AGG))
 grad_norm = torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, list(pol.parameters()))]).norm()
 print(f"signal-free groups in §2's batch: {int((group_reward.std(1) == 0).sum())} of {len(group_reward)}; "
       f"group {silent} (target {batch.prompts[rows[0]].item()}, rewards {group_reward[silent].tolist()}): gradient norm {grad_norm:.1f}")
@@ -1084,7 +1084,7 @@ for name, make in (("Adam lr 0.01", lambda ps: torch.optim.Adam(ps, lr=0.01)), (
     moved = []
     for step in range(8):
         part, a = (batch, adv) if step < 4 else (batch[rows], adv[rows])
-        loss, _ = policy_loss(env.log_probs(pol, part), part.old_logp, a, part.mask, LossConfig(method="respo_wtilt", agg=AGG))
+        loss, _ = policy_loss(env.log_probs(pol, part), part.old_logp, a, part.mask, StudyLossConfig(method="respo_wtilt", agg=AGG))
         opt.zero_grad()
         loss.backward()
         before = torch.nn.utils.parameters_to_vector(pol.parameters()).detach().clone()
@@ -1213,7 +1213,7 @@ for name, method, loss in (("seq clip", "seq_clip", {}), ("ReSPO lambda_+ = 0", 
                            ("ReSPO lambda_+ = 0.1", "respo_wtilt", {}), ("ReSPO lambda_+ = 1", "respo_wtilt", {"wtilt_lambda_pos": 1.0})):
     run, _ = drift_run(method, advantages=adv[rows], episodes=batch[rows], loss=loss)
     lw = log_weights(run, batch[rows])[:, lone - rows[0]]                              # [steps]
-    phi = [coefficients(run[s], batch[rows].old_logp, adv[rows], batch[rows].mask, LossConfig(agg=AGG, method=method, **loss))[0]
+    phi = [coefficients(run[s], batch[rows].old_logp, adv[rows], batch[rows].mask, StudyLossConfig(agg=AGG, method=method, **loss))[0]
            [lone - rows[0], 0].item() for s in (1, 4, 8, 15)]
     print(f"  {name:<21} " + " ".join(f"{lw[s].exp():>7.1f}" for s in (1, 4, 8, 15)) + " | "
           + " ".join(f"{v:.2f}" for v in phi))
