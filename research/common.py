@@ -168,6 +168,10 @@ AS_RECORDED_AGG = "seq-mean-token-sum-norm"
 AS_RECORDED_FLAGS = ["--sft-from-scratch", "--no-shared-prompts", "--no-lean-sampler", "--agg", AS_RECORDED_AGG]
 
 
+# How the studies launch train.py: as research.train, so that the study-only tasks and rows are registered.
+TRAIN_ENTRY = [sys.executable, "-m", "research.train"]
+
+
 def train_command(cfg: ExperimentConfig, model: str, method: str, reuse: int, lag: int, seed: int,
                   resume: bool) -> list[str]:
     path = run_dir(cfg, model, method, reuse, lag, seed)
@@ -175,7 +179,7 @@ def train_command(cfg: ExperimentConfig, model: str, method: str, reuse: int, la
     sizes = (("--task-size", cfg.task_size), ("--sft-task-size", cfg.sft_task_size),
              ("--sft-full-share", cfg.sft_full_share), ("--sft-steps", cfg.sft_steps))
     task = [item for flag, value in sizes if value is not None for item in (flag, str(value))]
-    return [sys.executable, "-m", "research.train", "--model", model, "--task", cfg.task, *task, "--method", method,
+    return [*TRAIN_ENTRY, "--model", model, "--task", cfg.task, *task, "--method", method,
             "--reuse", str(reuse), "--epochs", str(cfg.epochs_at(reuse)), "--lag", str(lag), *lr, "--seed", str(seed),
             "--iterations", str(cfg.iterations), "--prompts-per-iteration", str(cfg.prompts_per_iteration),
             "--eval-every", str(cfg.eval_every), "--eval-problems", str(cfg.eval_problems),

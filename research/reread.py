@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from research import gate2
-from research.common import ROOT, provenance, train_command
+from research.common import ROOT, TRAIN_ENTRY, provenance, train_command
 from research.responses import read_run
 from nano_respo.config import TrainConfig
 from nano_respo.models import cache_dir
@@ -54,10 +54,15 @@ class RereadConfig:
     """Where --summarise draws log w against length (positives coloured, the clip band drawn)."""
 
 
+# gate 2's program as its records name it: the path it had when they were made, and the module it is now.
+GATE2_PROGRAMS = ("experiments/gate2.py", "research.gate2")
+
+
 def gate_config(record: dict) -> gate2.Gate2Config:
     """The Gate2Config the record's command parses to (its environment and program left out)."""
     words = [w for w in shlex.split(record["command"]) if "=" not in w or w.startswith("--")]
-    return parse_config(gate2.Gate2Config, words[words.index("research/gate2.py") + 1:])
+    program = next(i for i, w in enumerate(words) if w in GATE2_PROGRAMS)
+    return parse_config(gate2.Gate2Config, words[program + 1:])
 
 
 def seed_runs(record: dict) -> dict[int, TrainConfig]:
@@ -67,7 +72,7 @@ def seed_runs(record: dict) -> dict[int, TrainConfig]:
     runs = {}
     for seed in cfg.seeds:
         command = train_command(experiment, cfg.model, "seq_clip", cfg.reuse, cfg.lag, seed, resume=False)
-        runs[seed] = replace(parse_config(TrainConfig, command[2:]), iterations=cfg.last_batch + 1)
+        runs[seed] = replace(parse_config(TrainConfig, command[len(TRAIN_ENTRY):]), iterations=cfg.last_batch + 1)
     return runs
 
 

@@ -28,7 +28,7 @@ def test_each_cell_is_a_valid_train_py_command_with_its_lag_and_learning_rate():
     cfg = config("--methods", "respo", "seq_clip", "--settings", "8+lag2", "--lrs", "respo=0.001")
     for method, lr in (("respo", 0.001), ("seq_clip", TrainConfig().lr)):
         command = common.train_command(cfg, "tiny-qwen3", method, 8, 2, 3, resume=False)
-        run = parse_config(TrainConfig, command[2:])
+        run = parse_config(TrainConfig, command[len(common.TRAIN_ENTRY):])
         assert (run.loss.method, run.reuse, run.lag, run.lr, run.seed) == (method, 8, 2, lr, 3)
         assert run.name == f"{method}-reuse8-lag2-seed3"
         # The defaults the committed grids ran with, pinned: not today's token-mean and one epoch.
@@ -64,7 +64,7 @@ def test_learning_rates_must_name_a_method_of_the_grid():
 def test_selection_runs_every_method_at_each_learning_rate_and_picks_the_best_score():
     cfg = select.SelectConfig(methods=["respo", "seq_clip"], lr_grid=[1e-4, 1e-3], settings=["8"], seeds=[900])
     command = common.train_command(select.grid_at(cfg, 1e-3), "tiny-qwen3", "seq_clip", 8, 0, 900, resume=False)
-    assert parse_config(TrainConfig, command[2:]).lr == 1e-3
+    assert parse_config(TrainConfig, command[len(common.TRAIN_ENTRY):]).lr == 1e-3
     outcome = {("respo", 1e-4): 0.2, ("respo", 1e-3): 0.6, ("seq_clip", 1e-4): 0.5, ("seq_clip", 1e-3): 0.1}
     records = [{"method": m, "lr": lr, "early_auc": v, "final_reward": v, "heldout_reward": v}
                for (m, lr), v in outcome.items()]
@@ -87,12 +87,12 @@ def test_the_preregistered_lr_rule_skips_collapsed_learning_rates_and_breaks_nea
     assert select.choose_final(records, ["respo"], [1e-4, 3e-4, 1e-3])[0] == {"respo": 3e-4}
     selection = select.SelectConfig(task="digit_sum", sft_task_size=20, sft_full_share=0.02)
     command = common.train_command(select.grid_at(selection, 1e-3), "tiny-qwen3", "respo", 1, 0, 900, resume=False)
-    run_cfg = parse_config(TrainConfig, command[2:])
+    run_cfg = parse_config(TrainConfig, command[len(common.TRAIN_ENTRY):])
     assert (run_cfg.task, run_cfg.sft_task_size, run_cfg.sft_full_share, run_cfg.task_size) == ("digit_sum", 20, 0.02,
                                                                                                    None)
     gate2_cfg = parse_config(TrainConfig, common.train_command(
         gate2.experiment(gate2.Gate2Config(lr=1e-4, sft_task_size=20, sft_full_share=0.02)), "tiny-qwen3", "seq_clip",
-        8, 0, 900, resume=False)[2:])
+        8, 0, 900, resume=False)[len(common.TRAIN_ENTRY):])
     assert (gate2_cfg.sft_task_size, gate2_cfg.sft_full_share, gate2_cfg.reuse) == (20, 0.02, 8)
     with pytest.raises(ValueError, match="^rule:"):
         select.SelectConfig(rule="best")
@@ -174,9 +174,9 @@ def test_a_record_names_its_cpu_setting_and_the_command_that_made_it(monkeypatch
     """common.provenance, which the gate and warm-start records share: the variables set come first."""
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
     monkeypatch.delenv("MKL_ENABLE_INSTRUCTIONS", raising=False)
-    made = common.provenance("research/gate1.py", ["--out", "a b.json"])
-    assert made == {"command": "ATEN_CPU_CAPABILITY=default NANO_RESPO_CACHE=<empty dir> python "
-                               "research/gate1.py --out 'a b.json'", "cpu_setting": "unvectorised"}
+    made = common.provenance("research.gate1", ["--out", "a b.json"])
+    assert made == {"command": "ATEN_CPU_CAPABILITY=default NANO_RESPO_CACHE=<empty dir> python -m "
+                               "research.gate1 --out 'a b.json'", "cpu_setting": "unvectorised"}
     monkeypatch.delenv("ATEN_CPU_CAPABILITY")
-    assert common.provenance("research/gate2.py", [], empty_cache=False) == \
+    assert common.provenance("research.gate2", [], empty_cache=False) == \
         {"command": "python -m research.gate2", "cpu_setting": "default"}

@@ -12,6 +12,10 @@ def test_every_tagged_figure_in_the_prose_equals_what_the_records_give():
     assert figures.check() == []
 
 
+def test_the_figures_the_course_reads_are_the_records_own():
+    assert figures.stale_values() == []
+
+
 def test_a_figure_that_drifted_from_its_records_or_names_nothing_is_reported(tmp_path, monkeypatch):
     name = "llm_low_w_share_selected"
     page = tmp_path / "page.md"
@@ -37,7 +41,7 @@ def test_every_table_of_gates_md_is_what_the_command_above_it_prints(monkeypatch
     monkeypatch.chdir(ROOT)
     scripts = {"gate1": gate1, "gate2": gate2}
     text = (ROOT / "research" / "results" / "gates.md").read_text()
-    found = re.findall(r"```bash\npython research/(gate[12])\.py --summarise (\S+)\n```\n\n((?:\|.*\n)+)", text)
+    found = re.findall(r"```bash\npython -m research\.(gate[12]) --summarise (\S+)\n```\n\n((?:\|.*\n)+)", text)
     assert len(found) >= 5, "gates.md: each table follows the --summarise command that prints it"
     for script, folder, table in found:
         assert scripts[script].summary(folder) == table.rstrip("\n"), f"gates.md: the table of {folder} is stale"

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from research import gate2, reread
-from research.common import train_command
+from research.common import TRAIN_ENTRY, train_command
 from nano_respo.config import TrainConfig
 from nano_respo.run.cli import parse_config
 
@@ -22,7 +22,7 @@ def test_each_committed_command_is_rerun_as_gate2_ran_it_up_to_its_last_batch():
                                                        if v is not None and k != "seeds"] + ["--seeds", "900", "901"])
         for seed, run in reread.seed_runs(record).items():
             launched = parse_config(TrainConfig, train_command(gate2.experiment(cfg), cfg.model, "seq_clip", cfg.reuse,
-                                                               cfg.lag, seed, resume=False)[2:])
+                                                               cfg.lag, seed, resume=False)[len(TRAIN_ENTRY):])
             assert run.iterations == cfg.last_batch + 1 == 11
             assert {**vars(run), "iterations": 0} == {**vars(launched), "iterations": 0}
             assert (run.loss.agg, run.epochs) == ("seq-mean-token-sum-norm", 2)  # as the records ran, not today's defaults

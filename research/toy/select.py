@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass, field
 
 from nano_respo.run.cli import parse_config
-from nano_respo.kernel import LossConfig
+from research.study_rows import StudyLossConfig
 from research.lab.report import mean_ci, mean_scores
 from research.toy.run import KNOBS, RunConfig, run_jobs
 
@@ -67,7 +67,7 @@ class SelectConfig:
 
 
 def kernel_setting(record, kernel: str) -> tuple:
-    defaults = LossConfig()
+    defaults = StudyLossConfig()
     return tuple(record["loss"].get(k, getattr(defaults, k)) for k in KNOBS[kernel])
 
 

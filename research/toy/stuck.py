@@ -23,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from nano_respo.run.cli import parse_config
-from nano_respo.kernel import LossConfig
+from research.study_rows import StudyLossConfig
 from research.lab.report import fmt, is_stuck, load_records, mean_ci, save
 from research.toy.run import KNOBS
 
@@ -124,7 +124,7 @@ def main(argv=None):
     records = load_records(cfg.records)
     print(summary_table(records, cfg.stuck_below))
     knobs = KNOBS.get(cfg.method, ())
-    values = [float(x) for x in cfg.kernel.split(",")] if cfg.kernel else [getattr(LossConfig(), k) for k in knobs]
+    values = [float(x) for x in cfg.kernel.split(",")] if cfg.kernel else [getattr(StudyLossConfig(), k) for k in knobs]
     kernel = dict(zip(knobs, values))
     runs = [r for r in records if (r["method"], r["reuse"], r["lr"], r.get("loss", {})) == (cfg.method, cfg.reuse, cfg.lr, kernel)]
     if not runs:
