@@ -33,7 +33,7 @@ import types
 import typing
 
 from ..config import ANNEALS
-from ..kernel import AGG_MODES, METHOD_TABLE, SCALES
+from ..kernel import AGG_MODES, METHOD_TABLE, SCALES, WEIGHT_AGAINST
 from ..models import WEIGHT_DTYPES, check_device
 
 
@@ -41,7 +41,7 @@ def choices() -> dict[str, tuple]:
     """Allowed values by field name, for every config this module parses, read when a parser is built: a method
     registered in kernel.METHOD_TABLE after import (a study's own row) is a choice of --method too."""
     return {"method": tuple(METHOD_TABLE), "methods": tuple(METHOD_TABLE), "agg": AGG_MODES, "adv_scale": SCALES,
-            "dtype": WEIGHT_DTYPES, "sft_anneal": ANNEALS}
+            "dtype": WEIGHT_DTYPES, "sft_anneal": ANNEALS, "weight_against": WEIGHT_AGAINST}
 
 
 DEVICES = "{auto,cpu,cuda,cuda:N}"
@@ -81,7 +81,7 @@ TRAIN_GROUPS = {
         ["method", "alpha_pos", "beta_pos", "lambda_pos", "alpha_neg", "beta_neg", "lambda_neg", "agg", "eps_low",
          "eps_high", "length_norm", "norm_len", "diag_eps", "dual_clip_c", "sapo_tau_pos",
          "sapo_tau_neg", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
-         "log_w_max", "correction", "correction_min", "correction_max", "opsm_delta"]),
+         "log_w_max", "weight_against", "correction", "correction_min", "correction_max", "opsm_delta"]),
     "systems": (
         "Devices, precision, memory and parallelism; none of these changes the math.",
         ["device", "dtype", "threads", "autocast", "gradient_checkpointing", "micro_batch",
