@@ -115,9 +115,11 @@ class TrainConfig(StepConfig):
     sampler_dtype: str = "float32"
     """Rollout weights: float32 samples with the learner's own; bfloat16 / float16 a copy cast to it (train-inference mismatch)."""
     lr: float = 1e-4
-    """AdamW learning rate for RL (constant)."""
+    """AdamW learning rate for RL (constant after any --lr-warmup-ratio)."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
+    lr_warmup_ratio: float = 0.0
+    """Linear learning-rate warm-up from 0 over this share of the iterations, stepped once per rollout batch as verl's constant schedule with warm-up (the paper's runs: 0.05); constant after. 0 = none."""
     sft_steps: int | None = None
     """Warm-start SFT budget (cached): constant lr until converged or this many steps, then cosine to 0 over a quarter of it; None = 2000 for the tiny models, 0 otherwise."""
     sft_anneal: str = "budget"
@@ -205,6 +207,8 @@ class TrainConfig(StepConfig):
         for name in ("lr", "sft_lr"):
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
                 raise ValueError(f"{name}: must be > 0, got {getattr(self, name)}")
+        if not 0 <= self.lr_warmup_ratio < 1:
+            raise ValueError(f"lr_warmup_ratio: must lie in [0, 1), got {self.lr_warmup_ratio}")
         if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
             raise ValueError(f"weight_decay: must be >= 0, got {self.weight_decay}")
         if not 0 <= self.sft_label_smoothing < 1:
@@ -219,6 +223,12 @@ class TrainConfig(StepConfig):
         check_device(self.device)
         if self.model not in TINY_MODELS:  # a local directory is checked now (a few small files, nothing loaded)
             resolve_model_path(self.model)
+
+    def lr_at(self, iteration: int) -> float:
+        """RL's learning rate through an iteration's updates: lr * iteration / W for the first W = int(ratio x
+        iterations) iterations (0 at the first, as verl's and transformers' constant schedule with warm-up), then lr."""
+        warmup = int(self.lr_warmup_ratio * self.iterations)
+        return self.lr * iteration / warmup if iteration < warmup else self.lr
 
     @property
     def shared_prompt_forward(self) -> bool:

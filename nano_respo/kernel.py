@@ -81,6 +81,8 @@ class LossConfig:
     """Clip range the diagnostics measure against (low-w threshold 1 - diag_eps, clip shares)."""
     log_w_max: float = 20.0
     """Numerical guard: exp() never sees a log-weight or log-coefficient above this; respo clamps log W to +-this."""
+    weight_against: str = "sampler"
+    """Denominator of the method's weight W: sampler (mu, W = pi / mu) or pi_old (the learner at the start of the batch's updates, the authors' verl runs; --correction then folds log c into log W). docs/math.md §7."""
     correction: str = "none"
     """Decoupled form (docs/math.md §7): weight pi_old/mu by token-/sequence- truncate or mask, trust region on pi/pi_old."""
     correction_min: float | None = None
@@ -92,7 +94,8 @@ class LossConfig:
 
     def __post_init__(self):
         # METHOD_TABLE itself, read now (not a tuple frozen at import): a row registered later by name is accepted.
-        for name, choices in (("method", METHOD_TABLE), ("agg", AGG_MODES), ("correction", CORRECTIONS)):
+        for name, choices in (("method", METHOD_TABLE), ("agg", AGG_MODES), ("correction", CORRECTIONS),
+                              ("weight_against", WEIGHT_AGAINST)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name}: unknown {name} {getattr(self, name)!r}; choose one of {', '.join(choices)}")
         for f in fields(self):
@@ -284,6 +287,10 @@ def coefficients(logp, old_logp, advantages, mask, cfg):
 # first factor, a correction weight c on the second (TRL's vllm_importance_sampling_mode, verl's rollout_is).
 
 CORRECTIONS = ("none", "token-truncate", "token-mask", "sequence-truncate", "sequence-mask")
+# What W's denominator is: the sampler mu (coupled; with a correction the decoupled form), or the learner's pi_old
+# (verl's W, the authors' runs), a correction then folded into log W as their loss folds verl's rollout weights.
+WEIGHT_AGAINST = ("sampler", "pi_old")
+FOLD_FLOOR = 1e-8  # a masked token's weight 0 enters log W as log 1e-8, as the authors' loss clamps it
 
 
 def correction_bounds(cfg: LossConfig) -> tuple[float, float]:
@@ -348,6 +355,18 @@ def decoupled_coefficients(logp, old_logp, advantages, mask, cfg, pi_old_logp) -
     return phi * correction_weight(pi_old_logp, old_logp, mask, cfg), log_w  # [B, T], [B]
 
 
+def against_pi_old(logp, old_logp, advantages, mask, cfg, pi_old_logp) -> tuple[torch.Tensor, torch.Tensor]:
+    """(phi [B, T], log-weight [B]) of W = pi / pi_old (verl's W, docs/math.md §7); with a correction, log c of each
+    token is added to its log-ratio, so a sequence method reads log W = log(pi / pi_old) + sum_t log c_t."""
+    if pi_old_logp is None or pi_old_logp.shape != logp.shape:
+        raise ValueError("pi_old_logp: weight_against 'pi_old' needs the learner's log-probs [B, T] of the batch, "
+                         "recomputed at the start of its updates (trainer.rl_iteration fills them)")
+    if cfg.correction == "none":
+        return coefficients(logp, pi_old_logp, advantages, mask, cfg)
+    log_c = correction_weight(pi_old_logp, old_logp, mask, cfg).clamp(min=FOLD_FLOOR).log()  # [B, T]
+    return coefficients(logp, pi_old_logp.to(log_c.dtype) - log_c, advantages, mask, cfg)
+
+
 # --- Aggregation (verl's loss_agg_mode names) ----------------------------------------
 
 def loss_denominator(mask: torch.Tensor, mode: str, norm_len: int | None = None) -> torch.Tensor:
@@ -398,14 +417,17 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     mask:       [B, T] 1 on response tokens, 0 on padding
     cfg:        the method and its knobs, LossConfig() for ReSPO's defaults
     pi_old_logp: [B, T] the learner's log-probs recomputed at the start of the updates on this batch; only the
-                decoupled form (cfg.correction, docs/math.md §7) reads it
+                decoupled form (cfg.correction) and cfg.weight_against "pi_old" read it (docs/math.md §7)
     stats:      detached, no host sync: "phi" [B, T] the coefficient as applied (after any correction and mask),
-                "log_w" [B] the log-weight the method read (log pi/mu; pi/pi_old decoupled; / |y| if normalised).
+                "log_w" [B] the log-weight the method read (log pi/mu; pi/pi_old decoupled or against pi_old, plus the
+                folded log c; / |y| if normalised).
                 docs/math.md §6's statistics: nano_respo.diagnostics.diagnostics(stats["phi"], logp, old_logp,
                 advantages, mask, cfg, group_size), once per logged step.
     """
     mask = check_inputs(logp, old_logp, advantages, mask)
-    if cfg.correction == "none":  # the coupled form: the method's coefficient of w = pi / mu
+    if cfg.weight_against == "pi_old":  # verl's W = pi / pi_old, any correction folded into it
+        phi, log_w = against_pi_old(logp, old_logp, advantages, mask, cfg, pi_old_logp)  # [B, T], [B]
+    elif cfg.correction == "none":  # the coupled form: the method's coefficient of w = pi / mu
         phi, log_w = coefficients(logp, old_logp, advantages, mask, cfg)  # [B, T], [B]
     else:  # the decoupled form, docs/math.md §7
         phi, log_w = decoupled_coefficients(logp, old_logp, advantages, mask, cfg, pi_old_logp)  # [B, T], [B]

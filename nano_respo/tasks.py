@@ -3,11 +3,12 @@
 Every task yields Problems (a prompt and its reference answer) from a train split and a
 held-out split. Procedural splits are disjoint by construction: a problem belongs to the
 held-out split exactly when a hash of its prompt says so, so no seed can leak one into the
-other. The reward is 1 when the answer extracted from a completion (the last \\boxed{...}, else
-the last number) equals the reference, else 0. TASKS maps a name to the function that builds the
-task; a task of your own is one more entry (make_task then finds it by name).
+other. The reward is 1 when the answer extracted from a completion (the last \\boxed{...}, else the
+number after the last "####", else the last number) equals the reference, else 0. TASKS maps a name
+to the function that builds the task; a task of your own is one more entry (make_task finds it by name).
 
-JSONL files are checked as they load, so that bad data stops a run before any model loads:
+JSONL files hold {"prompt", "answer"} lines, or GSM8K's own {"question", "answer": "... #### 72"} lines, read
+as they are (gsm8k_row). They are checked as they load, so that bad data stops a run before any model loads:
 every line must hold a non-empty string prompt and a string or number answer (a null would
 otherwise become the answer "None"), prompts are bounded in length, and a held-out file may
 share no prompt with the training file (its figures would measure memorisation).
@@ -36,13 +37,20 @@ class Problem:
 
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+AFTER_HASHES = re.compile(r"####\s*(-?\d[\d,]*(?:\.\d+)?)")  # GSM8K's own answer line: "#### 72"
+# GSM8K's files hold {"question", "answer": "<worked solution>\n#### 72"}; their question is asked with this line
+# after it (verl's GSM8K preparation asks the same), and the reference is the number after "####".
+GSM8K_INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'
 
 
 def extract_answer(completion: str) -> str | None:
-    """The content of the last \\boxed{...}, else the last number in the text, else None."""
+    """The content of the last \\boxed{...}, else the number after the last "####", else the last number."""
     boxed = BOXED.findall(completion)
     if boxed:
         return boxed[-1].strip()
+    hashed = AFTER_HASHES.findall(completion)
+    if hashed:
+        return hashed[-1]
     numbers = NUMBER.findall(completion)
     return numbers[-1] if numbers else None
 
@@ -204,14 +212,28 @@ def is_answer(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def gsm8k_row(row: dict, where: str) -> dict:
+    """A line of GSM8K's own files as {"prompt", "answer"}: the question and GSM8K_INSTRUCTION, the number after
+    the answer's "####"."""
+    question, solution = row["question"], row.get("answer")
+    if not isinstance(question, str) or not isinstance(solution, str) or not AFTER_HASHES.search(solution):
+        raise ValueError(f"task: {where}: a GSM8K line needs a string 'question' and an 'answer' ending in "
+                         f"'#### <number>', got {json.dumps(solution)[:60]}")
+    return {"prompt": f"{question.strip()} {GSM8K_INSTRUCTION}",
+            "answer": AFTER_HASHES.findall(solution)[-1].replace(",", "")}
+
+
 def parse_problem(line: str, where: str) -> Problem:
     """One JSONL line as a Problem; `where` ("file:line") names it in every error."""
     try:
         row = json.loads(line)
     except json.JSONDecodeError:
         row = None
+    if isinstance(row, dict) and "prompt" not in row and "question" in row:
+        row = gsm8k_row(row, where)
     if not isinstance(row, dict) or "prompt" not in row or "answer" not in row:
-        raise ValueError(f"task: {where} is not a JSON object with 'prompt' and 'answer'")
+        raise ValueError(f"task: {where} is not a JSON object with 'prompt' and 'answer' (or GSM8K's 'question' "
+                         f"and 'answer')")
     prompt, answer = row["prompt"], row["answer"]
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError(f"task: {where}: 'prompt' must be a non-empty string, got {json.dumps(prompt)[:40]}")

@@ -89,7 +89,8 @@ def rl_step(model, optimizer, batch: RolloutBatch, cfg: StepConfig, logprobs=pol
         loss.backward()
         loss_total += loss.item()
     # The diagnostics of the whole mini-batch (docs/math.md §6), from the coefficient the loss applied.
-    stats = diagnostics(phi_all, logp_all, batch.old_logp, batch.advantages, full_mask, loss_cfg,
+    against = batch.pi_old_logp if loss_cfg.weight_against == "pi_old" else batch.old_logp  # W's denominator
+    stats = diagnostics(phi_all, logp_all, against, batch.advantages, full_mask, loss_cfg,
                         cfg.group_size)  # whole groups, in order
     if off_policy is not None:
         stats.update(off_policy.step_stats(logp_all, batch, loss_cfg))
@@ -147,6 +148,8 @@ def rl_iteration(model, tokenizer, task, optimizer, cfg: StepConfig, iteration: 
                          rewards, advantages.to(rewards.device))
     if off_policy is not None:  # pi_old for the decoupled form, and what tells the sampler from the learner
         rollout_stats.update(off_policy.prepare(model, sampler, batch, cfg, logprobs))
+    if cfg.loss.weight_against == "pi_old" and batch.pi_old_logp is None:
+        batch.pi_old_logp = batch.old_logp  # the learner itself sampled, at the start of these updates: pi_old is mu
     # 3. Reuse: the same episodes feed cfg.reuse optimizer steps; from the second on, pi differs from mu.
     epochs, minibatches = reuse_split(cfg.reuse, cfg.epochs)
     records = []

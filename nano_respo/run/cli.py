@@ -33,15 +33,16 @@ import types
 import typing
 
 from ..config import ANNEALS
-from ..kernel import AGG_MODES, METHOD_TABLE, SCALES
+from ..kernel import AGG_MODES, METHOD_TABLE, SCALES, WEIGHT_AGAINST
 from ..models import WEIGHT_DTYPES, check_device
+from ..protocol import PROTOCOLS
 
 
 def choices() -> dict[str, tuple]:
     """Allowed values by field name, for every config this module parses, read when a parser is built: a method
     registered in kernel.METHOD_TABLE after import (a study's own row) is a choice of --method too."""
     return {"method": tuple(METHOD_TABLE), "methods": tuple(METHOD_TABLE), "agg": AGG_MODES, "adv_scale": SCALES,
-            "dtype": WEIGHT_DTYPES, "sft_anneal": ANNEALS}
+            "dtype": WEIGHT_DTYPES, "sft_anneal": ANNEALS, "weight_against": WEIGHT_AGAINST}
 
 
 DEVICES = "{auto,cpu,cuda,cuda:N}"
@@ -73,7 +74,7 @@ TRAIN_GROUPS = {
         "One iteration: sample group_size completions for each of prompts_per_iteration prompts, "
         "reward them, then take `reuse` optimizer steps on that batch (epochs x mini-batches).",
         ["iterations", "reuse", "epochs", "lag", "sampler_dtype", "group_size", "prompts_per_iteration", "lr",
-         "max_new_tokens", "temperature", "adv_scale", "max_grad_norm", "weight_decay",
+         "lr_warmup_ratio", "max_new_tokens", "temperature", "adv_scale", "max_grad_norm", "weight_decay",
          "router_aux_coef"]),
     "the kernel": (
         "The policy loss (docs/math.md): every method is a coefficient phi(w) on A * grad log pi, "
@@ -81,7 +82,7 @@ TRAIN_GROUPS = {
         ["method", "alpha_pos", "beta_pos", "lambda_pos", "alpha_neg", "beta_neg", "lambda_neg", "agg", "eps_low",
          "eps_high", "length_norm", "norm_len", "diag_eps", "dual_clip_c", "sapo_tau_pos",
          "sapo_tau_neg", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
-         "log_w_max", "correction", "correction_min", "correction_max", "opsm_delta"]),
+         "log_w_max", "weight_against", "correction", "correction_min", "correction_max", "opsm_delta"]),
     "systems": (
         "Devices, precision, memory and parallelism; none of these changes the math.",
         ["device", "dtype", "threads", "autocast", "gradient_checkpointing", "micro_batch",
@@ -116,6 +117,9 @@ TRAIN_FIRST = {
     "method", "beta_pos", "lambda_pos",
     "device", "dtype", "autocast", "gradient_checkpointing", "micro_batch", "logprob_chunk_mb", "fsdp",
 }
+
+# Named flag sets per config class (--protocol NAME): each sets the defaults of its flags, a flag given beside it wins.
+PRESETS = {"TrainConfig": PROTOCOLS}
 
 # Layout of --help per config class: (groups, examples, the flags --help shows; None: all of them).
 # Classes not named here get one flag list in field order and no examples.
@@ -205,6 +209,11 @@ def build_parser(cls, description: str | None = None, prog: str | None = None,
     if len(shown) < len(fields):
         parser.add_argument("--help-all", action=HelpAll, help=f"show all {len(fields)} flags, grouped, and exit",
                             full_help=lambda: build_parser(cls, description, prog, epilog, True).format_help())
+    presets = PRESETS.get(cls.__name__)
+    if presets:
+        parser.add_argument("--protocol", choices=tuple(presets), default=None,
+                            help="a named flag set (nano_respo/protocol.py): paper, the paper's training protocol as "
+                                 "its authors' launcher runs it; flags given beside it win")
     layout = [(None, None, list(fields))]
     if groups:
         listed = {name for _, names in groups.values() for name in names}
@@ -261,7 +270,10 @@ def parse_config(cls, argv=None, description: str | None = None, prog: str | Non
     namespace, unknown = parser.parse_known_args(argv)
     if unknown:
         parser.error(unrecognized(cls, unknown))
-    values = vars(namespace)
+    if getattr(namespace, "protocol", None):  # parsed again over the preset's defaults, so given flags win
+        parser.set_defaults(**PRESETS[cls.__name__][namespace.protocol])
+        namespace = parser.parse_args(argv)
+    values = {k: v for k, v in vars(namespace).items() if k != "protocol"}
     try:
         return from_flat(cls, values)
     except ValueError as error:

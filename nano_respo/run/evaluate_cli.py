@@ -13,6 +13,7 @@ from ..config import TrainConfig
 from ..evaluation import evaluate
 from ..models import is_run_directory, load_model, resolve_device, resolve_model_path
 from ..tasks import make_task
+from .summary import run_summary
 
 
 @dataclass
@@ -51,6 +52,9 @@ class EvalConfig:
     """torch CPU threads."""
     json_out: str | None = None
     """Also write the figures to this JSON file."""
+    summary: bool = False
+    """Print the paper's summaries of the run directory --model from its metrics.jsonl (early, late, the
+    positive-branch diagnostic; docs/training.md); nothing is loaded or sampled."""
     newest_readable: bool = False
     """A run directory whose newest checkpoint cannot be read: evaluate its newest readable one instead of
     refusing."""
@@ -123,7 +127,7 @@ def print_table(result: dict) -> None:
 
 
 def main(cfg: EvalConfig) -> dict:
-    result = run_eval(cfg)
+    result = run_summary(cfg.model or "runs/<name>") if cfg.summary else run_eval(cfg)
     print_table(result)
     print(json.dumps(result))
     if cfg.json_out:

@@ -28,6 +28,8 @@ def train(cfg: TrainConfig):
         for iteration in run.iterations():  # a progress bar; Ctrl-C or SIGTERM ends it after a save
             start = time.perf_counter()
             model.train()
+            for group in optimizer.param_groups:  # a function of the iteration, so a resumed run sets the same
+                group["lr"] = cfg.lr_at(iteration)
             with run.amp:
                 _, records, run.step = rl_iteration(model, run.tokenizer, run.task, optimizer, cfg, iteration,
                                                     run.step, run.logprobs, run.ranks or ONE_PROCESS, run.decoder,

@@ -27,7 +27,8 @@ OUTCOMES = (("early_auc", "early AUC"), ("full_auc", "full AUC"), ("final_reward
 # The kernel statistics (diagnostics.DIAGNOSTIC_KEYS) that describe the tails of the weights under reuse (all trivial
 # at w = 1): what the tables show.
 TAIL_KEYS = ("low_w_pos_frac", "low_w_pos_phi_mass", "phi_low_w_pos", "phi_max_neg", "clip_frac_seq",
-             "clip_frac_token", "approx_kl", "log_w_q10_pos", "log_w_q90_pos", "log_w_q10_neg", "log_w_q90_neg")
+             "clip_frac_token", "approx_kl", "log_w_q10_pos", "log_w_q90_pos", "log_w_q10_neg", "log_w_q90_neg",
+             "deep_low_w_pos_frac", "deep_low_w_pos_phi_mass")  # the last two: the paper's positive-branch diagnostic
 RESPO_METHODS = ("respo", "respo_wtilt")  # drawn heavier in the plots: the published kernel and the reconstruction
 DIAGNOSTICS = (*TAIL_KEYS, "len_low_w_pos", "len_high_w_pos", "len_pos", "zero_var_frac", "response_length", "final_entropy",
                "grad_norm", "tokens_per_s")

@@ -60,6 +60,7 @@ RUN_BY = {
     "research.drift": "research/tests/test_drift.py",  # its stages' runs, one tiny run, every rule
     "research.default_run": "research/tests/test_default_run_record.py",  # one iteration of it
     "research.bench.newcomer": "research/tests/test_benchmarks.py",  # one step of a fresh clone
+    "research.bench.train_check": "research/tests/test_train_check.py",  # its --cpu-smoke (a GPU runs the rest)
     "research.bench.step": None,  # TRL in .venv-bench (research/bench/README.md): here its flags are checked with --help
 }
 # Arguments that name what an earlier documented command writes, and a committed file of that kind.
