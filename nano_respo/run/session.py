@@ -100,7 +100,8 @@ class StopRequest:
                 tqdm.write(f"{name}: finishing this iteration, then saving a checkpoint ({again} to stop at once)")
             return
         self.stopping = True
-        raise Stopped(f"{name}{' again' if self.requested else ''}: stopped at once; {self.resume_hint()}", signum)
+        again = " again" if self.requested and signum == self.signum else ""
+        raise Stopped(f"{name}{again}: stopped at once; {self.resume_hint()}", signum)
 
     def stopped_after_saving(self, iteration: int, iterations: int) -> Stopped:
         """What open_run raises once a requested stop has finished its iteration and saved."""
