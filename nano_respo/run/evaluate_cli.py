@@ -20,7 +20,7 @@ from .summary import run_summary
 class EvalConfig:
     """Evaluate a trained run (or any model) on a task's held-out split: greedy accuracy, pass@1, pass@k.
 
-    Without --model it evaluates nothing: it lists the runs under runs/ and exits with status 1.
+    Without --model it evaluates nothing: it lists the runs under runs/ and exits with status 2.
     """
 
     model: str | None = None

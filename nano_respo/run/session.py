@@ -33,6 +33,7 @@ from ..tasks import make_task, mixed_task
 from .cli import flat, flat_fields
 from .metrics import MetricsLog, write_plots
 from .runlock import run_lock
+from .terminal import signal_name, stopped_status
 
 if TYPE_CHECKING:
     from ..offpolicy import LaggedPolicy, OffPolicy
@@ -47,51 +48,65 @@ BEFORE_THE_FLAG = {"shared_prompts": False, "lean_sampler": False}
 
 
 class Stopped(KeyboardInterrupt):
-    """A stop signal that could not wait for the end of an iteration; train.py prints its one
-    line and exits with 128 + the signal's number, as a shell does for a killed process."""
+    """A run stopped by a signal, at once or after saving; train.py prints its one line and exits with
+    128 + the signal's number, as a shell does for a killed process (run/terminal.py)."""
 
     def __init__(self, message: str, signum: int):
         super().__init__(message)
-        self.exit_code = 128 + signum
+        self.exit_code = stopped_status(signum)
 
 
 class StopRequest:
-    """Ctrl-C (SIGINT) and SIGTERM (what schedulers and `docker stop` send), from start-up to exit.
+    """Ctrl-C (SIGINT), SIGTERM (what schedulers and `docker stop` send), a closed terminal (SIGHUP) and an
+    exited reader of the output (SIGPIPE: `| tee log` ended by the same Ctrl-C), from start-up to exit.
 
     Inside the RL loop (`finish_iteration` set) the first one finishes the current iteration,
-    saves a checkpoint and stops. Anywhere else (loading, the warm start, the first
-    evaluation), and a second one in the loop, raise Stopped at once: saves are atomic, so
-    stopping mid-way damages nothing, and the message says what --resume continues from.
+    saves a checkpoint and stops, and `open_run` then raises Stopped with the signal's status.
+    Anywhere else (loading, the warm start, the first evaluation), and a second Ctrl-C or SIGTERM
+    in the loop, raise Stopped at once: saves are atomic, so stopping mid-way damages nothing,
+    and the message says what --resume continues from. A lost terminal or pipe signals again at
+    each write to it, so SIGHUP and SIGPIPE never count as asking twice; a run started under
+    nohup keeps SIGHUP ignored.
     """
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)
+    LOST_OUTPUT = (signal.SIGHUP, signal.SIGPIPE)
 
     def __init__(self, run_dir: Path | None = None):
         self.run_dir = run_dir
         self.finish_iteration = False
         self.requested = False
+        self.signum: int | None = None  # the signal that asked the loop to stop
         self.stopping = False
         self.previous = {sig: signal.getsignal(sig) for sig in self.SIGNALS}
 
     def __enter__(self):
         try:
             for sig in self.SIGNALS:
-                signal.signal(sig, self.handle)
+                if not (sig == signal.SIGHUP and self.previous[sig] == signal.SIG_IGN):
+                    signal.signal(sig, self.handle)
         except ValueError:  # not the main thread: the signals keep their default meaning
             pass
         return self
 
     def handle(self, signum, frame):
-        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        name = signal_name(signum)
         if self.stopping:  # already unwinding: let the clean-up (the run lock) finish
             return
-        if self.finish_iteration and not self.requested:
-            self.requested = True
-            again = "Ctrl-C again" if signum == signal.SIGINT else f"{name} again"
-            tqdm.write(f"{name}: finishing this iteration, then saving a checkpoint ({again} to stop at once)")
+        if self.finish_iteration and (not self.requested or signum in self.LOST_OUTPUT):
+            if not self.requested:
+                self.requested, self.signum = True, signum
+                again = "Ctrl-C" if signum in self.LOST_OUTPUT else f"{name} again"
+                tqdm.write(f"{name}: finishing this iteration, then saving a checkpoint ({again} to stop at once)")
             return
         self.stopping = True
-        raise Stopped(f"{name}{' again' if self.requested else ''}: stopped at once; {self.resume_hint()}", signum)
+        again = " again" if self.requested and signum == self.signum else ""
+        raise Stopped(f"{name}{again}: stopped at once; {self.resume_hint()}", signum)
+
+    def stopped_after_saving(self, iteration: int, iterations: int) -> Stopped:
+        """What open_run raises once a requested stop has finished its iteration and saved."""
+        return Stopped(f"{signal_name(self.signum)}: stopped after iteration {iteration} of {iterations}; "
+                       f"{self.resume_hint()}", self.signum)
 
     def resume_hint(self) -> str:
         if self.run_dir is None:
@@ -194,8 +209,9 @@ class Run:
         return self.off_policy.lagged if self.off_policy else None
 
     def evaluate(self, done: int) -> None:
-        self.last_eval = evaluate_heldout(self.model, self.tokenizer, self.task, self.cfg, self.amp, self.ranks)
-        self.metrics.write({"kind": "eval", "iteration": done, "step": self.step, **self.last_eval})
+        figures = evaluate_heldout(self.model, self.tokenizer, self.task, self.cfg, self.amp, self.ranks)
+        self.last_eval = {"iteration": done, **figures}  # as metrics.jsonl's eval record, which a resume reads
+        self.metrics.write({"kind": "eval", "iteration": done, "step": self.step, **figures})
 
     def save(self, done: int) -> Path:
         self.iteration = done
@@ -204,12 +220,16 @@ class Run:
 
     def finish(self) -> None:
         self.metrics.close()
-        print(f"end {heldout_line(self.last_eval)} after {self.iteration} iterations, {self.step} optimizer steps")
+        print(f"end {heldout_line(self.last_eval)}{self.evaluated_when()}, "
+              f"after {self.iteration} iterations, {self.step} optimizer steps")
         if self.cfg.plots and (self.ranks is None or self.ranks.rank == 0):
             print(f"plots: {write_plots(self.dir)}")
         print(f"metrics: {self.dir / 'metrics.jsonl'}\ncheckpoint: {latest_checkpoint(self.dir)}")
-        if self.stop.requested:
-            print(f"stopped on request after iteration {self.iteration} of {self.cfg.iterations}; --resume continues")
+
+    def evaluated_when(self) -> str:
+        """Where the end's figures come from, when not the last iteration (a stop between evaluations)."""
+        evaluated = self.last_eval["iteration"]
+        return "" if evaluated == self.iteration else f" (evaluated at iteration {evaluated})"
 
 
 def save_checkpoint_of(run_dir: Path, model, tokenizer, optimizer, iteration: int, step: int, config: dict, ranks,
@@ -239,6 +259,8 @@ def open_run(cfg: TrainConfig):
         run = start(cfg, run_dir, task, stop)
         yield run
         run.finish()
+    if stop.requested and run.iteration < cfg.iterations:  # saved, yet stopped short: its signal's status
+        raise stop.stopped_after_saving(run.iteration, cfg.iterations)
 
 
 def routes(cfg: TrainConfig):
@@ -314,6 +336,8 @@ def start(cfg: TrainConfig, run_dir: Path, task, stop: StopRequest) -> Run:
                              + (f" (it ran with {hint})" if hint else ""))
         model, tokenizer = load_model(str(checkpoint), cfg.dtype, device, cfg.gradient_checkpointing)
         iteration, step = state["iteration"], state["step"]
+        print(f"resume: continuing from iteration {iteration} of {cfg.iterations} ({checkpoint.name}, "
+              f"optimizer step {step})")
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     if state is not None:
         optimizer.load_state_dict(state["optimizer"])

@@ -94,6 +94,6 @@ def test_a_missing_local_model_fails_at_once_in_one_line_naming_it(tmp_path, mod
     start = time.monotonic()
     done = subprocess.run([sys.executable, str(ROOT / "eval.py"), "--model", model], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert done.stderr.strip() == f"error: model: {message}"
     assert time.monotonic() - start < 60  # imports only: no hub request was made

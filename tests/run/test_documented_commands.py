@@ -47,6 +47,7 @@ RUN_BY = {
     "tools/ship_warm_starts.py": "tests/conftest.py",  # retrains each from its manifest (tests/run/test_shipped_warm_starts.py)
     "pytest": ".ci/run",
     ".ci/integrations.sh": ".ci/run",
+    "examples/own_loop.py": "tests/step/test_own_loop_example.py",  # and checks that it learns
     "examples/trl_respo.py": "tests/integrations/test_examples.py",  # TRL: the integrations' environment
     "examples/verl_respo.sh": "tests/integrations/test_examples.py",
     "notebooks/": "tests/course/test_notebooks.py",  # jupyter lab notebooks/: every notebook is executed there

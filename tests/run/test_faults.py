@@ -187,7 +187,7 @@ def test_eval_py_refuses_a_run_whose_newest_checkpoint_is_damaged_unless_asked_f
     weights.write_bytes(weights.read_bytes()[:-112])
     done = subprocess.run([sys.executable, str(REPO / "eval.py"), "--model", str(tmp_path)], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
-    assert done.returncode == 1 and done.stdout == ""
+    assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (f"error: model: the newest checkpoint of {str(tmp_path)!r}, iter-000002, cannot be read "
                            f"(model.safetensors is {weights.stat().st_size} bytes, {weights.stat().st_size + 112} "
                            f"were written); --newest-readable evaluates the newest readable one instead\n")

@@ -178,9 +178,47 @@ def test_sigterm_stops_at_once_before_the_loop_and_saves_in_it_never_saying_ctrl
     child.send_signal(signal.SIGTERM)  # in the loop: finish iteration 1, save, stop
     said = wait_for(child, "REQUESTED")
     code, out, err = finish(child)
-    assert code == 0, err[-3000:]
+    assert code == 128 + signal.SIGTERM, err[-3000:]  # saved, yet not finished: a scheduler can tell
     assert "SIGTERM: finishing this iteration, then saving a checkpoint (SIGTERM again" in said
     assert "Ctrl-C" not in said + out + err
+    assert (tmp_path / "run" / "latest").read_text() == "checkpoints/iter-000002"
+    # The end's figures are the last evaluation's (the start: --eval-every 10), and say so.
+    start_eval = read_metrics(tmp_path / "run")[0]
+    assert (f"end held-out pass@1 {start_eval['heldout_pass@1']:.3f} (greedy accuracy "
+            f"{start_eval['heldout_acc']:.3f}) (evaluated at iteration 0), after 2 iterations, 4 optimizer steps"
+            in out.splitlines())
+    assert err.strip().splitlines()[-1] == "SIGTERM: stopped after iteration 2 of 4; `--resume` continues from iter-000002"
+    code, out, err = finish(start(tmp_path, "none:0", "--resume"))
+    assert code == 0, err[-3000:]
+    assert "resume: continuing from iteration 2 of 4 (iter-000002, optimizer step 4)" in out.splitlines()
+    assert records(tmp_path / "run") == straight
+
+
+# Reads the run's output up to HOLDING, says so, and exits: `| tee log` ended by the Ctrl-C that stops the run.
+# The progress bar, on the same pipe, ends no line: HOLDING ends one of its lines.
+READER_THAT_EXITS = r'''
+import sys
+for line in sys.stdin:
+    if line.rstrip().endswith("HOLDING"):
+        print("HOLDING", flush=True)
+        break
+'''
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP])
+def test_a_stop_through_a_pipe_whose_reader_exited_still_saves_and_resumes_without_duplicated_rows(
+        tmp_path, straight, signum):
+    reader = subprocess.Popen([sys.executable, "-c", READER_THAT_EXITS], text=True, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE)
+    child = subprocess.Popen([sys.executable, "-c", HELD_TRAIN, "record:1", *FLAGS, "--out-dir", str(tmp_path),
+                              "--name", "run", "--iterations", str(ITERATIONS)],
+                             cwd=REPO, stdout=reader.stdin, stderr=subprocess.STDOUT,  # python train.py 2>&1 | tee
+                             env={**os.environ, "PYTHONPATH": str(REPO)})
+    reader.stdin.close()  # the reader alone holds the pipe's read end: its exit breaks the pipe
+    assert reader.stdout.readline().strip() == "HOLDING"
+    assert reader.wait(timeout=60) == 0
+    child.send_signal(signum)  # every message from here on meets the dead pipe (and raises SIGPIPE)
+    assert child.wait(timeout=300) == 128 + signum
     assert (tmp_path / "run" / "latest").read_text() == "checkpoints/iter-000002"
     run(tmp_path, "--resume")
     assert records(tmp_path / "run") == straight

@@ -127,11 +127,32 @@ def test_eval_without_a_model_lists_the_runs(tmp_path, monkeypatch):
         run_eval(EvalConfig())
 
 
-def test_bare_eval_py_exits_nonzero_with_one_line(tmp_path):
+# train.py as `python train.py --learn-rate 1` runs it, then which heavy modules had loaded when it answered.
+TRAIN_PY_THEN_MODULES = r'''
+import runpy, sys
+try:
+    runpy.run_path("train.py", run_name="__main__")
+finally:
+    loaded = [name for name in ("transformers", "nano_respo.trainer", "nano_respo.run.session", "torch")
+              if name in sys.modules]
+    print("loaded:", " ".join(loaded), file=sys.__stdout__)
+'''
+
+
+def test_a_mistyped_flag_is_answered_before_transformers_and_the_trainer_load():
+    done = subprocess.run([sys.executable, "-c", TRAIN_PY_THEN_MODULES, "--learn-rate", "1"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith("error: unrecognized arguments: --learn-rate 1; did you mean --lr?")
+    # torch stays: the configs' checks (LossConfig, the reuse split) are kernel.py's, which imports it.
+    assert done.stdout.strip() == "loaded: torch"
+
+
+def test_bare_eval_py_is_refused_with_status_2_in_one_line(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, str(ROOT / "eval.py")], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.strip().count("\n") == 0 and "--model" in done.stderr
 
