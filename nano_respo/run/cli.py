@@ -100,8 +100,7 @@ examples:
   python train.py --model Qwen/Qwen3-0.6B --task data.jsonl --sft-steps 0 --device cuda --autocast
   torchrun --nproc_per_node 4 train.py --fsdp --model Qwen/Qwen3-0.6B --dtype bfloat16
 
-Times: 2 busy CPU cores, the shipped warm starts. Every logged metric is explained in
-docs/training.md; the math in docs/math.md."""
+Times on 2 busy CPU cores from the shipped warm starts. Metrics: docs/training.md; math: docs/math.md."""
 
 EVAL_EXAMPLES = """\
 examples:
@@ -115,7 +114,7 @@ TRAIN_FIRST = {
     "model", "name", "resume",
     "task",
     "iterations", "reuse", "group_size", "prompts_per_iteration", "lr", "max_new_tokens",
-    "method", "beta_pos", "lambda_pos",
+    "method", "beta_pos",
     "device", "dtype", "autocast", "gradient_checkpointing", "micro_batch", "logprob_chunk_mb", "fsdp",
 }
 
@@ -213,8 +212,7 @@ def build_parser(cls, description: str | None = None, prog: str | None = None,
     presets = PRESETS.get(cls.__name__)
     if presets:
         parser.add_argument("--protocol", choices=tuple(presets), default=None,
-                            help="a named flag set (nano_respo/protocol.py): paper, the paper's training protocol as "
-                                 "its authors' launcher runs it; flags given beside it win")
+                            help="paper: the authors' training protocol (nano_respo/protocol.py); flags beside it win")
     layout = [(None, None, list(fields))]
     if groups:
         listed = {name for _, names in groups.values() for name in names}
