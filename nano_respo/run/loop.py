@@ -22,7 +22,9 @@ from .session import open_run
 
 
 def train(cfg: TrainConfig):
-    """Run (or resume) training; returns the run directory. docs/training.md explains every flag and metric."""
+    """Run (or resume) training; returns the run directory. A stop signal (Ctrl-C, SIGTERM, ...) finishes the
+    iteration, saves, then raises session.Stopped, whose exit_code train.py exits with. docs/training.md explains
+    every flag and metric."""
     with open_run(cfg) as run:  # directory locked, model loaded (or resumed), held-out evaluated at the start
         model, optimizer = run.model, run.optimizer
         for iteration in run.iterations():  # a progress bar; Ctrl-C or SIGTERM ends it after a save

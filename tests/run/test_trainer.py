@@ -8,6 +8,7 @@ import math
 import os
 import shutil
 import signal
+from pathlib import Path
 
 import pytest
 import torch
@@ -32,6 +33,7 @@ from nano_respo.scale.packed import packed_policy_logprobs  # noqa: E402
 from nano_respo.tasks import make_task  # noqa: E402
 from nano_respo.config import TrainConfig  # noqa: E402
 from nano_respo.run.loop import train  # noqa: E402
+from nano_respo.run.session import Stopped  # noqa: E402
 from nano_respo.trainer import rl_step  # noqa: E402
 
 
@@ -346,7 +348,11 @@ def test_ctrl_c_finishes_the_iteration_saves_and_stops(tmp_path, varied_reward, 
         return real_collect(model, tokenizer, task, cfg, iteration, *routes)
     monkeypatch.setattr(trainer_module, "collect_rollouts", interrupted)
     handler_before = signal.getsignal(signal.SIGINT)
-    run_dir = train(tiny_config(tmp_path, iterations=5, save_every=10, eval_every=10))
+    cfg = tiny_config(tmp_path, iterations=5, save_every=10, eval_every=10)
+    with pytest.raises(Stopped) as stopped:  # saved, then stopped: a status of its own, not a finished run's
+        train(cfg)
+    assert stopped.value.exit_code == 130 and "stopped after iteration 2 of 5" in str(stopped.value)
+    run_dir = Path(cfg.out_dir) / cfg.run_name
     assert latest_checkpoint(run_dir).name == "iter-000002"
     assert load_trainer_state(latest_checkpoint(run_dir))["step"] == 2 * 2
     assert max(r["iteration"] for r in read_metrics(run_dir)) == 1
