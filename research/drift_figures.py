@@ -9,7 +9,8 @@ import json
 
 from research.common import ROOT
 from research.digit_runs import SETTINGS, load, positives_in, retained
-from research.drift_rules import CONTRASTS, LONG_CONTRASTS, MOE_CONTRASTS, POPULATED, across, early, read_all
+from research.drift_rules import (CONTRASTS, LONG_CONTRASTS, METRICS, MOE_CONTRASTS, POPULATED, POST_HOC_CONTRASTS,
+                                   across, early, read_all, seeds_ahead)
 from research.mechanism_figures import percent, span
 
 RECORDS = ROOT / "research/results/drift"
@@ -81,6 +82,44 @@ def secondary_mean(name: str, metric: str) -> str:
                          lambda v: span(v, 3, signed=True), needs=lambda x: "contrasts" in x)
 
 
+def interval_text(mean: float, interval: tuple[float, float]) -> str:
+    return f"{mean:+.3f} ({interval[0]:+.3f} to {interval[1]:+.3f})"
+
+
+def secondary_by_setting(name: str, metric: str) -> str:
+    """A secondary reading of a dense contrast on each setting apart: mean (90% interval), never one span over
+    settings (two intervals of opposite sign would merge into one that straddles 0)."""
+    readings = per_setting("dense")
+    if len(readings) < len(SETTINGS) or not all("contrasts" in x for x in readings.values()):
+        return NOT_RUN
+    return "; ".join(f"{s}: {interval_text(*readings[s]['contrasts'][name]['secondary'][metric])}" for s in SETTINGS)
+
+
+def tested_by_setting(name: str, key: str = "contrasts") -> str:
+    """A tested dense contrast on each setting apart: mean (90% interval), exact p, Holm, seeds where a > b."""
+    readings = per_setting("dense")
+    if len(readings) < len(SETTINGS) or not all(key in x for x in readings.values()):
+        return NOT_RUN
+    def one(c):
+        p = f"p = {c['p']:.4f}" if c["p"] >= 1e-4 else "p < 0.0001"
+        behind = sum(d < 0 for d in c["d"])
+        return (f"{interval_text(c['mean'], c['interval'])}, {p}, Holm {'rejects' if c['holm'] else 'does not reject'}, "
+                f"{c['a']} ahead on {seeds_ahead(c['d'])} and behind on {behind} of {len(c['d'])} seeds")
+    return "; ".join(f"{s}: {one(readings[s][key][name])}" for s in SETTINGS)
+
+
+def heldout_scale() -> str:
+    """Per-method mean held-out `ones` pass@1, range over the methods of the dense and longer cells and both settings."""
+    means = [sum(map(METRICS["held-out ones"], runs.values())) / len(runs)
+             for cell in ("dense", "longer") for x in per_setting(cell).values() for runs in x["runs"].values()]
+    return span(means, 3) if means else NOT_RUN
+
+
+def recorded_early(setting: str, method: str, seed: int) -> str:
+    runs = per_setting("dense").get(setting, {}).get("runs", {})
+    return f"{early(runs[method][seed]):.3f}" if seed in runs.get(method, {}) else NOT_RUN
+
+
 def checks(cell: str) -> str:
     readings = per_setting(cell)
     if len(readings) < len(SETTINGS):
@@ -134,10 +173,26 @@ FIGURES = {
                             functools.partial(contrast_mean, "dense", c)) for c, (a, b) in CONTRASTS.items()},
     **{f"drift_{c}_reads": (f"{c}: how Holm's test reads it on each setting", functools.partial(reads, "dense", c))
        for c in CONTRASTS},
-    "drift_C2_early_ones": ("C2's mean difference in early ones success, range over settings",
-                            lambda: secondary_mean("C2", "early ones")),
-    "drift_C2_heldout_ones": ("C2's mean difference in held-out ones pass@1, range over settings",
-                              lambda: secondary_mean("C2", "held-out ones")),
+    "drift_C2_early_ones": ("C2's difference in early ones success (the long family), each setting apart",
+                            lambda: secondary_by_setting("C2", "early ones")),
+    "drift_C2_heldout_ones": ("C2's difference in held-out ones pass@1, each setting apart",
+                              lambda: secondary_by_setting("C2", "held-out ones")),
+    "drift_C6_by_setting": ("C6 (respo - vespo), early reward, each setting apart: the test as the rule reads it",
+                            lambda: tested_by_setting("C6")),
+    **{f"drift_post_hoc_{c}": (f"post hoc {c} ({a} - {b}), early reward, each setting apart (Holm over the two post-hoc "
+                               "contrasts; deciding nothing)", functools.partial(tested_by_setting, c, "post_hoc"))
+       for c, (a, b) in POST_HOC_CONTRASTS.items()},
+    "drift_clip_lost_low": ("what the clip takes from the low tail (sum of 1 - w over positives below 0.8), per positive, "
+                            "range over settings", lambda: over_settings("dense", lambda x: x["check"]["lost_low"],
+                                                                        lambda v: span(v, 2))),
+    "drift_clip_lost_high": ("what the clip takes from the high tail (positives above 1.2, coefficient 0), per positive, "
+                             "range over settings", lambda: over_settings("dense", lambda x: x["check"]["lost_high"],
+                                                                         lambda v: span(v, 2))),
+    "drift_heldout_ones_scale": ("per-method mean held-out ones pass@1, range over methods, the dense and longer cells "
+                                 "and both settings: the scale the +-0.03 tie margin is read on", heldout_scale),
+    "drift_seq_clip_seed5_early_default": ("seq_clip-seed5's recorded early reward on the default setting (the record an "
+                                           "audit reran on an AVX2 host)",
+                                           lambda: recorded_early("default", "seq_clip", 5)),
     "drift_C2_final": ("C2's mean difference in final reward, range over settings",
                        lambda: secondary_mean("C2", "final")),
     "drift_dose_p": ("dose-response: one-sided permutation p, range over settings",

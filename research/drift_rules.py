@@ -31,6 +31,9 @@ CONTRASTS = {"C1": ("seq_clip_lowpos1", "seq_clip"), "C2": ("respo", "seq_clip")
              "C4": ("respo", "grpo"), "C5": ("respo", "gspo"), "C6": ("respo", "vespo")}
 MOE_CONTRASTS = {k: CONTRASTS[k] for k in ("C1", "C2", "C4")}
 LONG_CONTRASTS = {"L1": ("respo", "seq_clip"), "L2": ("respo", "grpo")}
+# Post hoc, chosen after the records were read (issue #46): is the published kernel the weakest ReSPO the study ran?
+# Tested and Holm-corrected like the others, but between the two of them only, and deciding nothing.
+POST_HOC_CONTRASTS = {"P1": ("respo_pos_clip_neg", "respo"), "P2": ("respo_wtilt", "respo")}
 # Coefficients read on the seq_clip runs' positives (sequence-level, functions of log w).
 READINGS = ("seq_clip", "seq_clip_lowpos1", "respo", "respo_pos_clip_neg", "vespo", "respo_wtilt", "is")
 LOW_SHARE, CLIP_KEEPS, POPULATED = 0.20, 0.7, 50  # the manipulation check
@@ -102,8 +105,12 @@ def manipulation(seq_clip_runs: list[dict]) -> dict:
     checks = {f"w < 0.8 share >= {LOW_SHARE:.0%}": share >= LOW_SHARE, "low tail longer than all": gap > 0,
               f"clip keeps <= {CLIP_KEEPS} in every populated bin": bool(bins) and max(bins.values()) <= CLIP_KEEPS}
     deep = sum(family_sums(r, None).get("deep", 0) for r in seq_clip_runs) / max(1, tails(seq_clip_runs, None)["n"])
+    # What the clip takes from the positives, per positive and unweighted by A, split by tail: the third rule reads
+    # all positives, so this split says how much of the loss is the low tail's (the paper's mechanism).
+    lost = tails(seq_clip_runs, None)
     return {"low_share": share, "gap": gap, "gap_interval": (boot[int(0.05 * BOOTSTRAPS)], boot[int(0.95 * BOOTSTRAPS) - 1]),
-            "bins": bins, "deep_share": deep, "checks": checks, "passed": all(checks.values())}
+            "bins": bins, "deep_share": deep, "lost_low": lost["lost_low"], "lost_high": lost["lost_high"],
+            "checks": checks, "passed": all(checks.values())}
 
 
 # --- the statistics ------------------------------------------------------------------------------------
@@ -143,6 +150,11 @@ def contrasts(runs, spec: dict[str, tuple[str, str]], metric: str = "early", sec
         c["reads"] = ("higher" if rejected and c["mean"] > 0 else "lower" if rejected else
                       "tie" if decision.equivalent(c["d"], MARGIN) else "not resolved")
     return out
+
+
+def seeds_ahead(d: list[float]) -> int:
+    """On how many seeds the contrast's first method is ahead (d > 0)."""
+    return sum(x > 0 for x in d)
 
 
 def dose_p(runs) -> float:
@@ -200,6 +212,8 @@ def decide(runs, methods, spec) -> dict:
             out["dose_p"] = dose_p(runs)
         if "C3" in spec:
             out["keeps_half"] = keeps_half(out["contrasts"])
+        if all(runs.get(m) for pair in POST_HOC_CONTRASTS.values() for m in pair):
+            out["post_hoc"] = contrasts(runs, POST_HOC_CONTRASTS)
     return out
 
 
@@ -214,14 +228,16 @@ def span(values, digits=3) -> str:
 
 def check_table(readings: dict[str, dict]) -> str:
     bins = " | ".join(f"R_seq_clip {a}-{b}" for a, b in LENGTH_BINS)
-    lines = [f"| cell, setting | w < 0.8 | length gap (90% bootstrap) | log w < -1 | {bins} | check |",
-             "|---|---|---|---|" + "---|" * len(LENGTH_BINS) + "---|"]
+    lines = [f"| cell, setting | w < 0.8 | length gap (90% bootstrap) | log w < -1 | {bins} | clip's loss per positive: "
+             "low tail (1 - w, w < 0.8) | high tail (w > 1.2, coefficient 0) | check |",
+             "|---|---|---|---|" + "---|" * len(LENGTH_BINS) + "---|---|---|"]
     for label, x in readings.items():
         c = x["check"]
         failed = ", ".join(k for k, ok in c["checks"].items() if not ok)
         cells = " | ".join(f"{c['bins'][b]:.3f}" if b in c["bins"] else "-" for b in LENGTH_BINS)
         lines.append(f"| {label} | {c['low_share']:.1%} | {c['gap']:+.2f} ({c['gap_interval'][0]:+.2f}, "
-                     f"{c['gap_interval'][1]:+.2f}) | {c['deep_share']:.1%} | {cells} | "
+                     f"{c['gap_interval'][1]:+.2f}) | {c['deep_share']:.1%} | {cells} | {c['lost_low']:.3f} | "
+                     f"{c['lost_high']:.3f} | "
                      f"{'PASS' if c['passed'] else 'FAIL: ' + failed} |")
     return "\n".join(lines)
 
@@ -239,11 +255,11 @@ def means_table(runs, methods) -> str:
 
 def contrast_table(c: dict, metric: str = "early reward") -> str:
     secondary = next(iter(c.values()))["secondary"]
-    lines = [f"| contrast | {metric}: mean (90% interval) | p (exact) | Holm | reads | "
-             + " | ".join(f"{m}: mean (90%)" for m in secondary) + " |", "|---|---|---|---|---|" + "---|" * len(secondary)]
+    lines = [f"| contrast | {metric}: mean (90% interval) | seeds a > b | p (exact) | Holm | reads | "
+             + " | ".join(f"{m}: mean (90%)" for m in secondary) + " |", "|---|---|---|---|---|---|" + "---|" * len(secondary)]
     for name, x in c.items():
         lines.append(f"| {name} `{x['a']}` - `{x['b']}` | {x['mean']:+.3f} ({x['interval'][0]:+.3f}, {x['interval'][1]:+.3f})"
-                     f" | {x['p']:.4f} | {'rejects' if x['holm'] else '-'} | {x['reads']} | "
+                     f" | {seeds_ahead(x['d'])} of {len(x['d'])} | {x['p']:.4f} | {'rejects' if x['holm'] else '-'} | {x['reads']} | "
                      + " | ".join(f"{mu:+.3f} ({lo:+.3f}, {hi:+.3f})" for mu, (lo, hi) in x["secondary"].values()) + " |")
     return "\n".join(lines)
 
@@ -292,6 +308,11 @@ def decided_cell(cells: dict) -> str | None:
     return "dense, 2 x 2" if len(cells.get("dense, 2 x 2", {})) == len(SETTINGS) else None
 
 
+def contrast_colour(c: dict) -> str:
+    """A contrast's colour in the evidence figure: red when Holm rejects, whichever side of 0 it lies on."""
+    return "tab:red" if c["holm"] else "0.4"
+
+
 def evidence_figure(dense: dict[str, dict], path: Path) -> None:
     """Per setting (rows): the retained signal by length of every method on its own runs, the manipulation check's
     0.7 line with it (left), and each contrast's mean early-reward difference with its 90% interval (right)."""
@@ -316,13 +337,13 @@ def evidence_figure(dense: dict[str, dict], path: Path) -> None:
             for i, n in enumerate(names):
                 c = x["contrasts"][n]
                 right.errorbar(c["mean"], i, xerr=[[c["mean"] - c["interval"][0]], [c["interval"][1] - c["mean"]]],
-                               fmt="o", color="tab:red" if c["reads"] == "higher" else "0.4", capsize=3)
+                               fmt="o", color=contrast_colour(c), capsize=3)
             right.set_yticks(range(len(names)), [f"{n} {x['contrasts'][n]['a']} - {x['contrasts'][n]['b']}" for n in names],
                              fontsize=7)
             right.axvline(0, color="k", lw=0.8)
             right.axvspan(-MARGIN, MARGIN, color="0.9", label=f"tie margin +-{MARGIN}")
             right.invert_yaxis()
-            right.set(title=f"{setting}: early reward difference, mean and 90% interval (red: Holm rejects)",
+            right.set(title=f"{setting}: early reward difference, mean and 90% interval (red: Holm rejects, either sign)",
                       xlabel="per-seed difference in early success")
             right.legend(fontsize=7)
     axes[0][0].legend(fontsize=7)
@@ -358,9 +379,13 @@ def summarise(out: Path, figures: Path | None = None) -> str:
                 parts.append(contrast_table(x["contrasts"]))
                 extra = []
                 if "dose_p" in x:
-                    extra.append(f"dose-response (C1's d rising with the lost low-tail mass): one-sided p = {x['dose_p']:.4f}")
+                    extra.append(f"dose-response (C1's d rising with the lost low-tail mass): one-sided p = {x['dose_p']:.4f}"
+                                 " (pre-registered as reported, deciding nothing: a correlation over seeds)")
                 if "keeps_half" in x:
                     extra.append(f"C3 - C2/2, 90% interval ({x['keeps_half'][0]:+.3f}, {x['keeps_half'][1]:+.3f})")
+                if "post_hoc" in x:
+                    extra += ["**Post hoc** (chosen after the records were read, issue #46; Holm over these two only; "
+                              "deciding nothing):", contrast_table(x["post_hoc"])]
                 parts += extra + ["retained signal by length (R = sum phi A / sum A over positives)",
                                   retained_table(x["runs"], tuple(m for m in x["runs"] if m != "anchor"))]
             parts.append(f"verdicts ({cell}, {setting}): " + ", ".join(f"{k} {v}" for k, v in x["verdicts"].items()))

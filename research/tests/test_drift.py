@@ -118,6 +118,26 @@ def test_a_contrast_reads_higher_lower_tie_or_not_resolved(monkeypatch):
     assert all(math.isclose(out[k]["p"], 2 / 1024) for k in "ABD")
 
 
+def test_the_evidence_figure_colours_every_contrast_holm_rejects_whatever_its_sign():
+    """A rejected contrast below 0 (ReSPO Holm-significantly behind a baseline) is drawn like a rejected one above."""
+    rejected_above, rejected_below, kept = ({"holm": h, "mean": m} for h, m in ((True, 0.05), (True, -0.03), (False, -0.03)))
+    assert rules.contrast_colour(rejected_below) == rules.contrast_colour(rejected_above) == "tab:red"
+    assert rules.contrast_colour(kept) != "tab:red"
+
+
+def test_the_post_hoc_contrasts_are_read_apart_from_the_decision(monkeypatch):
+    """P1, P2 compare other ReSPOs with the published kernel, on their own family of two (none of C1-C6), and count
+    the seeds each way."""
+    assert set(rules.POST_HOC_CONTRASTS) & set(rules.CONTRASTS) == set()
+    assert {b for _, b in rules.POST_HOC_CONTRASTS.values()} == {"respo"}
+    value = {"respo": 0.0, "respo_pos_clip_neg": 0.05, "respo_wtilt": 0.1}
+    runs = {m: {s: {"m": m, "s": s} for s in range(10)} for m in value}
+    monkeypatch.setitem(rules.METRICS, "early", lambda r: value[r["m"]] + 0.001 * (r["s"] % 3 - 1) * (r["m"] != "respo"))
+    out = rules.contrasts(runs, rules.POST_HOC_CONTRASTS, secondary=())
+    assert [out[k]["reads"] for k in ("P1", "P2")] == ["higher", "higher"]
+    assert [rules.seeds_ahead(out[k]["d"]) for k in ("P1", "P2")] == [10, 10]
+
+
 def test_only_reruns_one_named_record(tmp_path, monkeypatch):
     """--only picks one run of a stage by its record's name, and refuses a name the stage does not have."""
     ran = []
