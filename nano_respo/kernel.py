@@ -46,7 +46,8 @@ class LossConfig:
     beta_pos: float = 0.5
     """ReSPO positive branch: weight beta_+ in [0, 1] of W in the power mean (1 - beta_+ on 1)."""
     lambda_pos: float = 2.0
-    """ReSPO positive branch: tilt lambda_+ >= 0; 1 / (1 - beta_+) makes W = 0 its stationary maximum."""
+    """ReSPO positive branch: tilt lambda_+ >= 0; at alpha_+ > 1, lambda_+ >= (1 - beta_+)**(-1 / (alpha_+ - 1)) makes W = 0
+    its maximum (equality: the tilt's peak; at alpha_+ = 2 that is 1 / (1 - beta_+)). docs/math.md §4.4."""
     alpha_neg: float = 1.0
     """ReSPO negative branch: order alpha_- of the power mean phi_0 (1: the geometric mean W**beta)."""
     beta_neg: float = 0.5

@@ -17,9 +17,15 @@
 # wrote, not the current one $\pi$. The exact correction is the sequence weight $w=\pi/\mu$, and it
 # drifts away from 1 within a single batch. What a method does with $w$ is what the method is.
 #
+# **What you need.** Reading Python and PyTorch (tensors, `backward`, an optimizer step);
+# expectations, logarithms and the chain rule; what a policy, a reward and a gradient step are.
+# No RL library and no earlier course: §1 builds the policy gradient and the advantage from
+# these, and the clip is introduced in core 02. To run the notebooks: `pip install -e .` at the
+# repository root, then `jupyter lab notebooks/` (CPU only).
+#
 # Every coefficient below comes from `nano_respo.kernel`; a line starting with ✓ is a check
 # that raised if the numbers disagreed. Deeper material is one link away, in
-# `notebooks/deeper/`.
+# `notebooks/deeper/` and the research wing's `research/notebooks/`.
 #
 # ## 1. The policy gradient working
 #

@@ -18,9 +18,11 @@
 # batch's push loses probability. Under reuse some positives end low-$w$ (how many is set by the step's
 # length more than by this count, §2), and the sequence clip gives each its $w$, so at most steps it keeps under 0.6 of the positives' push where the published
 # ReSPO keeps more at every step. On the other side ReSPO gives an over-generated wrong answer less than
-# ignoring $w$ would ($\phi=1$) and less than the exact weight ($\phi=w$). Last, an exact case
-# with nothing sampled shows the limit of the coefficient: a larger one on the starved answer
-# does not save it while a correct neighbour's push keeps lowering it.
+# ignoring $w$ would ($\phi=1$) and less than the exact weight ($\phi=w$); below $W=1$ it pushes a
+# wrong answer down harder than on-policy, where the clip gives 0. Last, an exact case with
+# nothing sampled: under plain gradient steps a rare long correct answer falls furthest under
+# ReSPO, mostly through that push below 1 on wrong answers sharing its prefix; under Adam the
+# order reverses.
 #
 # Words as in core 01: **drifted** ($w\ne1$), **under-generated** or **low-$w$** ($w<0.8$,
 # below the clip band), **over-generated** ($w>1.2$), **starved** (an under-generated correct
@@ -30,7 +32,7 @@
 # ## 1. Two warm policies, five batches each
 #
 # The digit-sum bandit of `toy/` (a target $t$; the policy writes digits 0–3 and an end token;
-# reward 1 when the digits sum to $t$). Two policies are warmed up as `deeper/starvation_controls`
+# reward 1 when the digits sum to $t$). Two policies are warmed up as `research/notebooks/starvation_controls`
 # §1 warms its one, with warm-up seeds 1 and 2 (15 rollout batches of reuse, the reconstruction
 # `respo_wtilt`, under `seq-mean-token-sum-norm` as its records were). From each we draw five
 # batches of 32 prompts × 8 responses and take 8 full-batch sequence-clip steps on each batch
@@ -49,13 +51,13 @@ from toy.envs import DigitSum
 
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})
-AGG = "seq-mean-token-sum-norm"  # the warm-up's and the drift's aggregation, as in deeper/starvation_controls
+AGG = "seq-mean-token-sum-norm"  # the warm-up's and the drift's aggregation, as in research/notebooks/starvation_controls
 LOW, HIGH = math.log(0.8), math.log(1.2)
 env = DigitSum()
 
 
 def warm_policy(seed):
-    """deeper/starvation_controls §1's warm-up: 15 rollout batches of 16 prompts x 8, each reused as 4 mini-batches."""
+    """research/notebooks/starvation_controls §1's warm-up: 15 rollout batches of 16 prompts x 8, each reused as 4 mini-batches."""
     torch.manual_seed(seed)
     policy = env.make_policy()
     # the reconstruction respo_wtilt: VESPO's family at its constants (0, 0.1) on positives, (3, 2) on negatives
@@ -159,7 +161,7 @@ confirm("row by row, policy 2's batch has fewer positives falling at first order
 # much differs: policy 1 lowers about a third of its positives, policy 2 a few (the columns).
 # How many positives then end low-$w$ is not the first-order count: after 4 steps policy 2 has
 # more of them, not fewer (the second check). Adam's first step is about lr on every weight whatever the gradient,
-# beyond the linear regime at lr 0.01; `deeper/starvation_controls` §2 runs the controls on
+# beyond the linear regime at lr 0.01; `research/notebooks/starvation_controls` §2 runs the controls on
 # policy 1 (positives alone, SGD of Adam's step length, a learning-rate sweep) and finds that
 # the step's length decides how many cross 0.8, and that a starved positive's own term brings it
 # back unless the negatives keep being pushed.
@@ -213,13 +215,14 @@ confirm("the sequence clip keeps under 0.6 of it at most steps of every batch of
 # more at every step of every batch (the first check): its positive branch
 # $\phi_+=\frac{1+W}2e^{1-W}$ is above 1 for every $W<1$ (core 02). The token clip keeps much of it
 # too, for another reason: each token's ratio drifts little, so few tokens leave the band. What a
-# larger own term buys over many steps is `deeper/starvation_controls` §4 (the reconstruction's
+# larger own term buys over many steps is `research/notebooks/starvation_controls` §4 (the reconstruction's
 # arms on policy 1, with a control that gives only the low-$w$ positives 1).
 #
-# ## 4. Over-generated negatives, against both references
+# ## 4. The negative branch, on both sides of $W=1$
 #
-# A wrong answer the learner now writes more often than the sampler did ($w>1.2$) is the one an
-# update should push down. Two references: $\phi=1$ (ignore $w$) and $\phi=w$ (the exact
+# The paper's abstract gives $\phi_-$ one job: it "suppresses heavily over-generated negative
+# responses". A wrong answer the learner now writes more often than the sampler did ($w>1.2$) is
+# the one an update should push down. Two references: $\phi=1$ (ignore $w$) and $\phi=w$ (the exact
 # importance weight). The sequence clip gives such a negative $w$ (its pessimistic side has no
 # ceiling for $A<0$). ReSPO's negative branch $\phi_-(W)=\sqrt W\,e^{2(1-\sqrt W)}$ is below both
 # for every $W>1$, and above $W$ for every $W<1$ (its peak, $e/2$ at $W=1/4$, is on the
@@ -268,9 +271,55 @@ plt.show()
 # %% [markdown]
 # Policy 1 has over-generated negatives on every batch, policy 2 a few or none (the counts): how
 # many there are is the draw's, what each method gives them is the kernel's. ReSPO pushes them
-# down less than either reference, so it is not a stronger push on over-generated failures; it
-# is a trust region above $W=1$. The reconstruction's negative branch raised them against $\phi=1$
-# (`deeper/starvation_controls` §5 reads that on policy 1).
+# down less than either reference: that is the suppression the abstract names, a bound on how
+# much an over-generated failure weighs, not a harder push. It is no trust region (docs/math.md
+# §2): the step moves their $W$ back towards 1. The reconstruction's negative branch raised them
+# against $\phi=1$ (`research/notebooks/starvation_controls` §5 reads that on policy 1).
+#
+# The shape does more than the abstract says. Below $W=1$ a negative step lowers $W$ further,
+# which is the cell where the clip's trust region gives 0 ($W<0.8$). There $\phi_-$ is above 1, a
+# harder push than on-policy, with its peak $e/2$ at $W=1/4$; VESPO's negative branch
+# $W^3e^{-2(W-1)}$ nearly zeroes the same cell. Against the clip and VESPO, on a grid:
+
+# %%
+def negative_coefficient(method, log_w):
+    """The kernel's coefficient of a one-token wrong answer (A = -1) whose weight is exp(log_w)."""
+    phi, _ = coefficients(log_w[:, None], torch.zeros(len(log_w), 1, dtype=log_w.dtype), -torch.ones(len(log_w)),
+                          torch.ones(len(log_w), 1, dtype=torch.bool), LossConfig(method=method))
+    return phi[:, 0]
+
+
+below = {m: negative_coefficient(m, grid) for m in ("respo", "seq_clip", "vespo")}
+band = (grid.exp() > 0.05) & (grid.exp() < 0.999)
+quarter = torch.tensor([math.log(0.25)], dtype=torch.float64)
+at_quarter = {m: negative_coefficient(m, quarter).item() for m in below}
+print("a wrong answer at W = 1/4: " + ", ".join(f"{m} {v:.3f}" for m, v in at_quarter.items())
+      + f"; e/2 = {math.e / 2:.3f}; ReSPO's largest on the grid at W = {grid[below['respo'].argmax()].exp():.3f}")
+confirm("phi_- > 1 for every W in (0.05, 1)",
+        max(0.0, (1 - below["respo"][band]).max().item()), 1e-12)
+rising = (grid.exp() > 0.25) & (grid.exp() < 1)
+confirm("phi_- peaks at W = 1/4 with e/2, rising as W falls from 1 to there; the clip gives 0 there, VESPO under 0.1",
+        max(abs(at_quarter["respo"] - math.e / 2), abs(grid[below["respo"].argmax()].exp().item() - 0.25),
+            max(0.0, below["respo"][rising].diff().max().item()),
+            at_quarter["seq_clip"], max(0.0, at_quarter["vespo"] - 0.1)), 1e-3)
+fig, ax = plt.subplots(figsize=(6, 2.6))
+for m, colour in (("respo", "tab:red"), ("seq_clip", "tab:blue"), ("vespo", "tab:brown")):
+    ax.plot(grid.exp(), below[m], color=colour, label=m)
+ax.axhline(1, color="0.6", ls="--", lw=1, label="φ = 1")
+ax.axvspan(0.8, 1.2, color="0.9", label="clip band")
+ax.set(xscale="log", xlim=(0.01, 8), ylim=(0, 2), xlabel="W", ylabel="coefficient of a negative",
+       title="the negative branch: ReSPO, the sequence clip, VESPO")
+ax.legend(fontsize=7)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# So below $W=1$ the published $\phi_-$ removes the clip's trust region for negatives and pushes
+# harder than on-policy; only its fall to 0 as $W\to0$ (below 0.05) bounds the push. As a wrong
+# answer's $W$ falls from 1 to 1/4 its coefficient rises (the curve, the second check), so each step
+# pushes it harder than the last until it passes the peak. What that costs
+# depends on what the wrong answer shares with a correct one and on the optimizer: §6 plants a case
+# where it costs a rare correct answer under plain gradient steps, and not under Adam.
 #
 # ## 5. A real batch, read as text
 #
@@ -321,73 +370,111 @@ for name, sign in (("lowest-w correct answer", 1), ("highest-w wrong answer", -1
 # On this batch the printout says how far the worst-placed correct answer fell and what each
 # method gives it; it is one batch at one rate, not a rate of starvation. How often positives
 # fall below 0.8 across the committed study's runs, and what every method gave them there, is
-# `deeper/tiny_qwen3_records` §1-§3 (the reconstruction's records); the study's own reading of
+# `research/notebooks/tiny_qwen3_records` §1-§3 (the reconstruction's records); the study's own reading of
 # whether the mechanism showed on this model is its §4.
 #
-# ## 6. The consequence, exactly: a rare long correct answer
+# ## 6. The consequence, exactly: a rare long correct answer (plain steps lower it most under ReSPO; Adam reverses it)
 #
 # `deeper/branches_explored` §6 plants the mechanism with nothing sampled: responses of 0 to 7
 # binary tokens then an end token, two correct ones, the short `1E` that $\mu$ writes often and the
-# long `1111111E` it writes about once in a thousand. They share the prefix `1`, so what raises
-# `1E` lowers the long one. Each method takes 16 gradient steps (SGD, lr 2) on its *exact*
-# expected gradient with $\mu$ fixed, one infinitely large batch reused:
+# long `1111111E` ($y^*$) it writes about once in a thousand. Wrong answers starting with `1` share
+# $y^*$'s first token. Each arm takes 16 steps on its *exact* expected gradient with $\mu$ fixed, one
+# infinitely large batch reused, under plain gradient steps (SGD, lr 2) and under Adam (lr 0.05, the
+# optimizer every trainer here and the paper use). Two arms swap one branch: ReSPO's coefficient on
+# the positives with the clip's on the negatives, and the reverse. Before step 4 the cell splits
+# the component of the SGD step towards $y^*$, $\langle g,\nabla\log\pi(y^*)\rangle$, by the responses it
+# comes from:
 
 # %%
 ended = EndedSpace(vocab=2, max_len=8)
 star, short = (1,) * 7 + (ended.end,), (1, ended.end)
-i_star = ended.index(star)
+i_star, i_short = ended.index(star), ended.index(short)
 theta_mu = ended.logits_from_probs({(): (0.3, 0.6, 0.1), (1,): (0.1, 0.4, 0.5),
                                     **{(1,) * k: (0.35, 0.35, 0.3) for k in range(2, 7)}})
 logp_mu = ended.token_log_probs(theta_mu)
 mu = logp_mu.sum(-1).exp()
 reward = torch.tensor([float(s in (star, short)) for s in ended.seqs], dtype=torch.float64)
 exact_adv = reward - (mu * reward).sum()
+wrong_sharing_1 = torch.tensor([s[0] == 1 for s in ended.seqs]) & (reward == 0)
+ARMS = {"seq_clip": ("seq_clip", "seq_clip"), "respo": ("respo", "respo"),
+        "respo +, clip -": ("respo", "seq_clip"), "clip +, respo -": ("seq_clip", "respo")}
 
 
-def exact_reuse(method, steps=16, lr=2.0):
-    """pi(y*) and y*'s coefficient before each of `steps` SGD steps on the exact expected gradient."""
+def exact_reuse(positives, negatives, optimizer="sgd", steps=16, split_at=3):
+    """pi(y*) and y*'s coefficient before each step; the component towards y* by response before step split_at + 1."""
     theta = theta_mu.clone().requires_grad_(True)
-    optimizer = torch.optim.SGD([theta], lr=lr)
-    rows = []
-    for _ in range(steps):
+    opt = torch.optim.SGD([theta], lr=2.0) if optimizer == "sgd" else torch.optim.Adam([theta], lr=0.05)
+    rows, split = [], None
+    for step in range(steps):
         logp = ended.token_log_probs(theta)
-        phi, _ = coefficients(logp.detach(), logp_mu, exact_adv, ended.mask, LossConfig(method=method))
+        phi = torch.where((exact_adv > 0)[:, None],
+                          coefficients(logp.detach(), logp_mu, exact_adv, ended.mask, LossConfig(method=positives))[0],
+                          coefficients(logp.detach(), logp_mu, exact_adv, ended.mask, LossConfig(method=negatives))[0])
         rows.append((logp[i_star].sum().exp().item(), phi[i_star].mean().item()))
+        if step == split_at:  # response i's part: mu_i A_i sum_t phi_t <grad log pi_t, grad log pi(y*)>
+            jac = torch.autograd.functional.jacobian(ended.token_log_probs, theta.detach(), vectorize=True)  # [N, L, P]
+            split = mu * exact_adv * (phi * (jac @ jac[i_star].sum(0))).sum(-1)
         objective = (mu[:, None] * phi * exact_adv[:, None] * logp).sum()
-        optimizer.zero_grad()
+        opt.zero_grad()
         (-objective).backward()
-        optimizer.step()
-    return rows
+        opt.step()
+    return rows, split
 
 
-exact = {m: exact_reuse(m) for m in ("seq_clip", "grpo", "respo")}
-fig, ax = plt.subplots(figsize=(5.5, 2.8))
-for m, colour in KEPT_METHODS.items():
-    ax.plot(range(1, 17), [p * 1e3 for p, _ in exact[m]], "o-", ms=3, color=colour, label=m)
-ax.set(xlabel="step R", ylabel="π(1111111E) × 1e3", title="the rare long correct answer under each method")
-ax.legend(fontsize=7)
+exact = {(arm, opt): exact_reuse(*ARMS[arm], optimizer=opt) for arm in ARMS for opt in ("sgd", "adam")}
+fig, axes = plt.subplots(1, 2, figsize=(9, 2.8))
+for ax, opt in zip(axes, ("sgd", "adam")):
+    for arm, colour in (("seq_clip", "tab:blue"), ("respo", "tab:red"), ("respo +, clip -", "tab:orange"),
+                        ("clip +, respo -", "tab:purple")):
+        ax.plot(range(1, 17), [p * 1e3 for p, _ in exact[arm, opt][0]], "o-", ms=3, color=colour, label=arm)
+    ax.axhline(mu[i_star].item() * 1e3, color="0.5", ls=":", lw=1)
+    ax.set(xlabel="step R", ylabel="π(1111111E) × 1e3", title=f"{opt}: the rare long correct answer (dotted: μ)")
+axes[0].legend(fontsize=7)
 fig.tight_layout()
 plt.show()
-print(f"mu(1111111E) = {mu[i_star]:.2e}; at R = 16, pi(y*) x 1e3 and phi(y*): "
-      + ", ".join(f"{m} {exact[m][-1][0] * 1e3:.2f} and {exact[m][-1][1]:.2f}" for m in exact))
-confirm("the sequence clip starves y* (phi = w < 1 at R = 16) while ReSPO gives it more than 1",
-        max(0.0, exact["seq_clip"][-1][1] - 1, 1 - exact["respo"][-1][1]), 1e-12)
-confirm("yet at R = 16 pi(y*) is lower under ReSPO than under the clip, and below mu(y*) under both",
-        max(0.0, exact["respo"][-1][0] - exact["seq_clip"][-1][0], exact["seq_clip"][-1][0] - mu[i_star].item()), 1e-12)
+print(f"mu(y*) x 1e3 = {mu[i_star] * 1e3:.2f}; at R = 16, pi(y*) x 1e3 under SGD | Adam, and phi(y*) under SGD:")
+for arm in ARMS:
+    print(f"  {arm:<16} {exact[arm, 'sgd'][0][-1][0] * 1e3:6.2f} | {exact[arm, 'adam'][0][-1][0] * 1e3:6.2f}   "
+          f"phi {exact[arm, 'sgd'][0][-1][1]:.2f}")
+print("SGD, before step 4, component towards y* x 100 = 1E | y* | wrong answers starting with 1 | other wrong answers")
+for arm in ("seq_clip", "respo"):
+    part = exact[arm, "sgd"][1]
+    print(f"  {arm:<9} {part.sum() * 100:+6.2f} = {part[i_short] * 100:+6.2f} | {part[i_star] * 100:+6.2f} | "
+          f"{part[wrong_sharing_1].sum() * 100:+6.2f} | {part[~wrong_sharing_1 & (reward == 0)].sum() * 100:+6.2f}")
+end_of = lambda arm, opt: exact[arm, opt][0][-1][0]
+confirm("SGD: the clip starves y* (phi = w < 1 at R = 16), ReSPO gives it more than 1, yet y* ends lower under ReSPO",
+        max(0.0, exact["seq_clip", "sgd"][0][-1][1] - 1, 1 - exact["respo", "sgd"][0][-1][1],
+            end_of("respo", "sgd") - end_of("seq_clip", "sgd")), 1e-12)
+confirm("SGD: ReSPO's negatives in the clip end y* under a tenth of the clip's; the clip's in ReSPO over ten times ReSPO's",
+        max(0.0, end_of("clip +, respo -", "sgd") - end_of("seq_clip", "sgd") / 10,
+            10 * end_of("respo", "sgd") - end_of("respo +, clip -", "sgd")), 1e-12)
+wrong_part = {arm: exact[arm, "sgd"][1][wrong_sharing_1].sum().item() for arm in ("seq_clip", "respo")}
+confirm("SGD, step 4: wrong answers sharing y*'s first token push it down harder under ReSPO; the clip's 1E part is 0",
+        max(0.0, wrong_part["respo"] - wrong_part["seq_clip"], abs(exact["seq_clip", "sgd"][1][i_short].item())), 1e-12)
+confirm("Adam: every arm ends y* above mu(y*), ReSPO above the clip; swapping the negatives swaps the order",
+        max(0.0, *(mu[i_star].item() - end_of(arm, "adam") for arm in ARMS),
+            max(end_of("seq_clip", "adam"), end_of("respo +, clip -", "adam"))
+            - min(end_of("respo", "adam"), end_of("clip +, respo -", "adam"))), 1e-12)
 
 # %% [markdown]
-# The clip starves $y^*$: its coefficient falls with its $w$ (the first check). ReSPO gives it more
-# than 1, and still leaves it less probable than the clip does (the second check, the curves):
-# ReSPO's $\phi_+$ also raises the short answer's push, and $y^*$'s own term is a small part of
-# what moves it. A starved coefficient is the symptom; what lowers the rare answer is its correct
-# neighbour's push on shared weights, as in §2. This case has no seeds: the gradient is exact.
-# The component towards $y^*$ step by step, $y^*$'s own part of it, and the control with
-# `1111111E` the only correct answer (where every method raises it) are `deeper/branches_explored` §6.
+# Under plain gradient steps the clip starves $y^*$ (the first check) and ReSPO gives it more than 1,
+# yet $y^*$ ends lower under ReSPO. The swaps name the cause (the second check): with ReSPO's
+# negatives the clip loses $y^*$ too, and with the clip's negatives ReSPO keeps it. The split names
+# the responses (the third check, the printed columns): wrong answers starting with `1`, pushed below
+# $W=1$ where $\phi_->1$ (the clip gives them 0 below 0.8), push down the token they share with $y^*$. Under ReSPO
+# $y^*$'s own term is small beside them (its column): it weighs $\mu(y^*)$ of the expected step.
+#
+# Under Adam the order reverses (the last check, the right panel): every arm raises $y^*$ above
+# $\mu(y^*)$, ReSPO most, and the negatives' coefficients carry the reversal again. Why Adam turns
+# the negatives' push into a rise of $y^*$ is not computed here; `deeper/branches_explored` §6 states a
+# conjecture. So the lesson holds where it was checked: in this planted space, at one learning rate
+# per optimizer. It shows a mechanism, not how often it arises in training.
 #
 # > **What to remember**
 # > - A push on the correct answers lowers some of them at first order, through shared weights: on both warm policies here, on every batch; how many end low-$w$ depends on the step's length.
 # > - The sequence clip gives a low-$w$ positive its $w$ and keeps under 0.6 of the positives' push at most steps here; ReSPO's $\phi_+>1$ below $W=1$ keeps more of it at every step.
-# > - ReSPO gives an over-generated negative less than $\phi=1$ and less than $\phi=w$: a trust region above 1, not a harder push. A larger coefficient on a starved answer does not by itself save it under exact SGD steps (§6; with Adam the order reverses, `deeper/branches_explored` §6).
+# > - ReSPO gives an over-generated negative less than $\phi=1$ and less than $\phi=w$: a bound on its weight, not a harder push. Below $W=1$ it pushes harder than on-policy (peak $e/2$ at $W=1/4$) where the clip's trust region gives 0 (§4).
+# > - In the planted case that push below 1, on wrong answers sharing a rare correct answer's prefix, lowers it most under plain gradient steps; under Adam the order reverses (§6).
 #
 # ## Quick questions
 #
@@ -402,5 +489,5 @@ confirm("yet at R = 16 pi(y*) is lower under ReSPO than under the clip, and belo
 #
 # The published kernel (Chen, Ban and Hsieh, arXiv:2609.35433; docs/math.md §3); the sequence
 # clip and GSPO's sequence ratio (Zheng et al., arXiv:2507.18071); GRPO's token clip (Shao et al.,
-# arXiv:2402.03300); the controls and records behind each section: `deeper/starvation_controls`,
-# `deeper/tiny_qwen3_records`, `deeper/branches_explored` §6 (docs/bibliography.md).
+# arXiv:2402.03300); the controls and records behind each section: `research/notebooks/starvation_controls`,
+# `research/notebooks/tiny_qwen3_records`, `deeper/branches_explored` §6 (docs/bibliography.md).

@@ -99,7 +99,7 @@ confirm("on this batch the bf16 sampler's 10-90% range of log w lies within +-0.
 # not for all: the printed few leave the clip band before any update, and a clip treats them as
 # drifted. The fp32 control shows the cast is the cause (the first check). Why longer responses stray further (one rounding difference per token,
 # summed) and the committed study's runs of each source alone and together are
-# `deeper/three_sources` §1 and §3 (the reconstruction's records, `respo_wtilt`).
+# `research/notebooks/three_sources` §1 and §3 (the reconstruction's records, `respo_wtilt`).
 #
 # ## 3. The MoE's router
 #
@@ -126,7 +126,7 @@ confirm("on this batch the bf16 copy routes some response tokens differently fro
 # ## 4. Staleness, and the split of $w$
 #
 # `train.py --lag k` samples with the weights the learner had $k$ iterations earlier. Its first update
-# on a batch already sees $w\ne1$; `deeper/starvation_controls` §6 shows it on the toy (a lagged batch
+# on a batch already sees $w\ne1$; `research/notebooks/starvation_controls` §6 shows it on the toy (a lagged batch
 # starts with positives already below the band). Here one iteration of `train.py --sampler-dtype
 # bfloat16 --reuse 4 --epochs 2` at `train.py`'s default learning rate (printed; the committed
 # study's runs used a stress rate of 3e-4), and each response's $\log w$ against its two factors:
@@ -156,11 +156,11 @@ plt.show()
 # %% [markdown]
 # The split is exact (the check). A sequence-level correction multiplies by the product $\rho$, which
 # for a reward given once at the end is the unbiased weight of the whole response, with a variance
-# that grows with length; a token-level one multiplies each token by its own $\rho_t$: no trust region
-# on the product, and a bias where the tokens' ratios compound. On this batch one token carries
+# that grows with length; a token-level one multiplies each token by its own $\rho_t$: nothing bounds
+# the product, and a bias where the tokens' ratios compound. On this batch one token carries
 # most of the largest product (the printed maxima); the mismatch factor is small beside the reuse
 # factor after four updates (the spreads). What each correction then gives the drifted responses of the committed
-# runs is `deeper/three_sources` §4.
+# runs is `research/notebooks/three_sources` §4.
 #
 # ## 5. The temperature pitfall
 #
@@ -185,11 +185,11 @@ confirm("a training forward at T = 0.7 puts more of this batch outside the band 
 # `nano_respo/rollout.py` divides the logits by the same `temperature` on both sides. A top-k or
 # top-p sampler draws from a truncated support that the training forward must be handed
 # (DeepSeek-V3.2's Keep Sampling Mask); this project samples without truncation.
-# `deeper/starvation_controls` §8 measures the pitfall on the toy.
+# `research/notebooks/starvation_controls` §8 measures the pitfall on the toy.
 #
 # > **What to set**
 # > - **Your own loop** (this repository): `python train.py --sampler-dtype bfloat16` runs ReSPO on $w=\pi/\mu$, all sources in one weight; `--method grpo --correction sequence-mask` is TRL's default vLLM correction, `--correction token-truncate` verl's truncated IS, `--opsm-delta 0.5` DeepSeek-V3.2's sequence mask (docs/training.md). Record $\log\mu$ at the sampling temperature and compute $\log\pi$ at the same one.
-# > - **TRL**: `vllm_importance_sampling_mode` takes `token_truncate`, `token_mask`, `sequence_truncate` or `sequence_mask` (the default), with `vllm_importance_sampling_clip_max` (3 in `deeper/three_sources` §4's arm); `off_policy_mask_threshold` is DeepSeek-V3.2's mask.
+# > - **TRL**: `vllm_importance_sampling_mode` takes `token_truncate`, `token_mask`, `sequence_truncate` or `sequence_mask` (the default), with `vllm_importance_sampling_clip_max` (3 in `research/notebooks/three_sources` §4's arm); `off_policy_mask_threshold` is DeepSeek-V3.2's mask.
 # > - **verl**: `algorithm.rollout_correction.rollout_is` takes `token` or `sequence`, with `rollout_is_threshold`; the shipped `rollout_correction.yaml` sets it off (`null`), this repository's `examples/verl_respo.sh` sets `sequence`. On an MoE, routing replay (`actor.router_replay.mode: R3`).
 
 # %% [markdown]
@@ -247,6 +247,6 @@ for setting in value("drift_post_hoc_P1").split("; "):
 # ## Sources
 #
 # Decoupled PPO (Hilton et al., arXiv:2110.00641); TRL's `GRPOTrainer` and `grpo_config.py`, verl's
-# `rollout_corr_helper.py` and `docs/algo/rollout_corr_math.md`, as read in `deeper/three_sources`;
+# `rollout_corr_helper.py` and `docs/algo/rollout_corr_math.md`, as read in `research/notebooks/three_sources`;
 # routing replay (Ma et al., arXiv:2510.11370); DeepSeek-V3.2's Keep Routing and Keep Sampling Mask
 # (arXiv:2512.02556, §3.1); ReSPO (arXiv:2609.35433). docs/bibliography.md lists them.

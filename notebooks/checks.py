@@ -296,7 +296,7 @@ def check_mutant(name: str, property_name: str, value) -> bool:
 
 
 # =========================================================================================
-# deeper/starvation_controls' exercises (§11): predict, then run. Graded against the committed records and
+# research/notebooks/starvation_controls' exercises (§11): predict, then run. Graded against the committed records and
 # against a step the check takes itself; a wrong answer gets a hint, never the answer.
 # =========================================================================================
 
@@ -358,7 +358,7 @@ def check_starved_prediction(prediction, log_w_after_one_step: torch.Tensor, pos
 
 
 # =========================================================================================
-# deeper/tiny_qwen3_records' exercises (§5): read the rollout batch. Graded against the batch itself and
+# research/notebooks/tiny_qwen3_records' exercises (§5): read the rollout batch. Graded against the batch itself and
 # against kernel.coefficients; a wrong answer gets a hint, never the answer.
 # =========================================================================================
 

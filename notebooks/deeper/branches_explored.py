@@ -81,7 +81,7 @@ axes[1].annotate(f"peak {peak:.2f} at w* = α₋/λ₋ = {w_star:.1f}", xy=(w_st
                  fontsize=8, arrowprops=dict(arrowstyle="->"))
 half = power_tilt(torch.tensor([math.log(0.5)], dtype=torch.float64), WTILT_ALPHA_NEG,
                   WTILT_LAMBDA_NEG).item()
-axes[1].annotate(f"φ₋(0.5) = {half:.2f}: a trust region\nfor negatives pushed down", xy=(0.5, half),
+axes[1].annotate(f"φ₋(0.5) = {half:.2f}: a soft trust region\nfor negatives pushed down", xy=(0.5, half),
                  xytext=(1.5, 0.25), fontsize=8, arrowprops=dict(arrowstyle="->"))
 axes[0].set_ylabel("coefficient φ(w)")
 fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8)
@@ -438,8 +438,8 @@ for method in ("grpo", "cispo", "seq_clip", "vespo", "respo"):
 # Here the token-level clip leaves low-$w$ positives most of their weight (only tokens above
 # $1.2$ are zeroed) while the sequence clip gives them their product weight. That is all this
 # cell shows: the drift here is independent per token, while a trained policy's drift is
-# correlated across tokens, which moves the token-level numbers (`deeper/starvation_controls`
-# measures it on a trained toy policy, and `deeper/tiny_qwen3_records` prints what the LLM runs give
+# correlated across tokens, which moves the token-level numbers (`research/notebooks/starvation_controls`
+# measures it on a trained toy policy, and `research/notebooks/tiny_qwen3_records` prints what the LLM runs give
 # each clip). Core notebook 02 shows both clips on one response.
 #
 # **What the token clip pays for it**, from printouts already above. It never looks at the
@@ -680,7 +680,7 @@ confirm("Adam: with y*'s coefficient 0 the order stays reversed, and swapping th
 # persistent pushes on wrong continuations at $y^*$'s prefixes move those rows as fast as any,
 # raising $y^*$'s own next tokens. What a coefficient buys depends on the optimizer that applies
 # it. And it is one designed space: it shows the mechanism and what each coefficient does to it,
-# not how often it arises in a trained model (notebooks 03-05 measure that).
+# not how often it arises in a trained model (core 04 §5 and research/notebooks/tiny_qwen3_records look for it there).
 #
 # ## Quick questions
 #

@@ -531,11 +531,11 @@ print(f"A > 0 at w = {W[0]:.2f}: clip L(w) - L(1) = {surrogates['seq_clip', True
       f"(-A (1 - w)), ReSPO {surrogates['respo', True][0]:.3f}")
 
 # %% [markdown]
-# Read the grey band as the trust region $[1-\epsilon,1+\epsilon]$. Left, as the drifted
+# Read the grey band as the clip's band $[1-\epsilon,1+\epsilon]$. Left, as the drifted
 # positive's $w\to0$: the clip's surrogate is $wA$, whose slope in $w$ stays $A$ but whose slope in
 # $\log w$, the one the gradient $\nabla\log\pi$ sees, is $wA\to0$; on the log axis the curve goes
 # flat at $-A$ (its value at the left edge is printed above), so pushing the response further
-# down costs the clip's objective little: its own term's pull shrinks with $w$. (`deeper/starvation_controls`
+# down costs the clip's objective little: its own term's pull shrinks with $w$. (`research/notebooks/starvation_controls`
 # §2 measures on one warm toy policy trained with Adam what brings such
 # responses back.) ReSPO's surrogate keeps a slope in $\log w$ that grows towards $e/2$ as $w\to0$,
 # and keeps falling (its value is printed beside the clip's). Above the band the clip goes flat
@@ -1044,11 +1044,11 @@ confirm("grad policy_loss = grad of -mean A Phi(w)", (g_loss - g_surrogate).abs(
 # drifted down ($w<1$) gets more than 1, up to $e^{\lambda_+}$ (up-weighted, gently).
 # $\lambda_+$ sets how fast it falls for large $w$; a small $\lambda_+$ keeps pushing positives that
 # are already up, but gently (the value at $w=10$ is printed below). ReSPO's published $\phi_+$
-# also has its maximum at $w\to0$, higher ($e/2$), and fades to 0 above 1: a trust region there too.
+# also has its maximum at $w\to0$, higher ($e/2$), and fades to 0 above 1: a soft trust region there too (docs/math.md §2).
 #
 # **What a negative ($A<0$) needs.** Its weight must not explode as $w\to\infty$ (the clip's
 # unbounded cell): $\lambda_->0$ makes $\phi_-\to0$ there, with the peak at $w^*=\alpha_-/\lambda_-$
-# (where $\frac{d}{dw}[\alpha\log w-\lambda w]=0$). The reconstruction also gave it a trust region
+# (where $\frac{d}{dw}[\alpha\log w-\lambda w]=0$). The reconstruction also gave it a soft trust region
 # below $w=1$: $\phi_-\sim w^{\alpha_-}\to0$ as $w\to0$, and $\alpha_->\lambda_-$ puts the peak above 1, so
 # a negative the policy over-generates (slightly above 1) is pushed hardest and one already below 1
 # fades fast. ReSPO's published $\phi_-$ peaks *below* 1, at $w=1/4$, and is above 1 on a band

@@ -9,7 +9,7 @@
 # %% [markdown]
 # # Deeper · Starvation's controls: the reconstruction's arms, sweeps and records
 #
-# The controls behind core notebook 04 (`../04_starvation_watched.ipynb`). Every ReSPO arm here,
+# The controls behind core notebook 04 ([04_starvation_watched](../../notebooks/04_starvation_watched.ipynb)). Every ReSPO arm here,
 # live or read from the records, is this project's reconstruction, `respo_wtilt`
 # (w^alpha e^{-lambda (w - 1)} per branch), and every method runs under the aggregation its
 # records were made with, `seq-mean-token-sum-norm` (`AGG` below): that keeps the records and
@@ -679,7 +679,7 @@ for k in range(3):
     print(f"  tercile {k + 1}: {int(rows.sum())} positives of {int(lengths[rows].min())}-{int(lengths[rows].max())} tokens")
 for m, r in retained.items():
     print(f"  {m:<19} " + " | ".join(f"{v:.2f}" for v in r.tolist()))
-confirm("the sequence clip and GSPO keep under half of the positives' push in every tercile; ReSPO, TOPR, CISPO over 0.8",
+confirm("the sequence clip and GSPO keep under half of the positives' push in every tercile; respo_wtilt, TOPR, CISPO over 0.8",
         max(0.0, *(retained[m].max().item() - 0.5 for m in ("seq_clip", "gspo")),
             *(0.8 - retained[m].min().item() for m in ("respo_wtilt", "topr", "cispo"))), 1e-12)
 clip_runs = {seed: (clip_run if seed == 6 else drift_run("seq_clip", advantages=a, episodes=episodes)[0])
@@ -694,14 +694,14 @@ gradient_batches = [seed for seed in band_seeds
                     if retained_all[seed]["seq_clip"][2] < retained_all[seed]["seq_clip"][0] - 0.05]
 print(f"batches where the clip's longest tercile keeps more than 0.05 less than its shortest: "
       f"{', '.join(map(str, gradient_batches)) or 'none'} ({len(gradient_batches)} of {len(band_seeds)})")
-confirm("on every batch the clip keeps at most about half (under 0.55) of every tercile's push, ReSPO over 0.8",
+confirm("on every batch the clip keeps at most about half (under 0.55) of every tercile's push, respo_wtilt over 0.8",
         max(0.0, *(retained_all[seed]["seq_clip"].max().item() - 0.55 for seed in band_seeds),
             *(0.8 - retained_all[seed]["respo_wtilt"].min().item() for seed in band_seeds)), 1e-12)
 confirm("on no batch does the clip's longest tercile keep more than 0.05 above its shortest",
         max(0.0, *((retained_all[seed]["seq_clip"][2] - retained_all[seed]["seq_clip"][0]).item() - 0.05
                    for seed in band_seeds)), 1e-12)
 given_mean = {m: {r: sum(v) / len(v) for r, v in given[m].items()} for m in methods}
-confirm("below the band: the sequence clip gives under 0.8, GRPO, GSPO and CISPO over 0.8, ReSPO and VESPO over 1",
+confirm("below the band: the sequence clip gives under 0.8, GRPO, GSPO and CISPO over 0.8, respo_wtilt and VESPO over 1",
         max(0.0, given_mean["seq_clip"]["below (w < 0.8)"] - 0.8,
             *(0.8 - given_mean[m]["below (w < 0.8)"] for m in ("grpo", "gspo", "cispo")),
             *(1 - given_mean[m]["below (w < 0.8)"] for m in ("respo_wtilt", "vespo"))), 1e-12)
@@ -716,7 +716,7 @@ confirm("below the band: the sequence clip gives under 0.8, GRPO, GSPO and CISPO
 # batch its longest tercile keeps about what its shortest does, on the batches listed it keeps
 # less, and on none does it keep more (the printed list and the last check). So on this toy the
 # clip takes signal from positives of every length, in both tails, and on some batches more from
-# the long ones; five batches of one warm policy do not say how common that is. `deeper/tiny_qwen3_records`
+# the long ones; five batches of one warm policy do not say how common that is. `research/notebooks/tiny_qwen3_records`
 # computes the same table on the tiny Qwen3's batches.
 #
 # *Takeaway:* the symptom is a coefficient: a sequence clip multiplies a drifted correct
@@ -731,20 +731,20 @@ confirm("below the band: the sequence clip gives under 0.8, GRPO, GSPO and CISPO
 # of all positives below $0.8$. Lines are means over the five batches, bands their range.
 
 # %%
-curves = {"sequence clip": ([], []), "ReSPO": ([], [])}                       # per batch: ever-low mean, starved share
+curves = {"sequence clip": ([], []), "respo_wtilt": ([], [])}                       # per batch: ever-low mean, starved share
 own_term = []                                                                 # per batch: starved after 2 steps, clip / lowpos1
-print("per batch: ever-low positives | starved positives after 1, 2, 15 steps under the clip | under ReSPO "
-      "| under the clip with 1 on its starved (seq_clip_lowpos1) | mean log w of the ever-low after 15 steps, clip / ReSPO")
+print("per batch: ever-low positives | starved positives after 1, 2, 15 steps under the clip | under respo_wtilt "
+      "| under the clip with 1 on its starved (seq_clip_lowpos1) | mean log w of the ever-low after 15 steps, clip / respo_wtilt")
 for seed, (episodes, a) in band_batches.items():
     pos = a > 0
     runs = {"sequence clip": log_weights(clip_runs[seed], episodes),
-            "ReSPO": log_weights(drift_run("respo_wtilt", advantages=a, episodes=episodes)[0], episodes)}
+            "respo_wtilt": log_weights(drift_run("respo_wtilt", advantages=a, episodes=episodes)[0], episodes)}
     lowpos1_lw = log_weights(drift_run("seq_clip_lowpos1", advantages=a, episodes=episodes)[0], episodes)
     ever = pos & (runs["sequence clip"] < math.log(0.8)).any(0)
     for name, lw in runs.items():
         curves[name][0].append(lw[:, ever].mean(1))
         curves[name][1].append((pos & (lw < math.log(0.8))).sum(1) / pos.sum())
-    clip_lw, respo_lw = runs["sequence clip"], runs["ReSPO"]
+    clip_lw, respo_lw = runs["sequence clip"], runs["respo_wtilt"]
     own_term.append((starved(clip_lw[2], pos), starved(lowpos1_lw[2], pos)))
     print(f"  batch {seed:>2}: {int(ever.sum()):>2} of {int(pos.sum())} | "
           + " ".join(f"{starved(clip_lw[s], pos):>2}" for s in (1, 2, 15)) + " | "
@@ -754,7 +754,7 @@ for seed, (episodes, a) in band_batches.items():
 fig, axes = plt.subplots(1, 2, figsize=(9, 3))
 for k, (ax, ylabel) in enumerate(zip(axes, ("mean log π(y) − log μ(y) of the ever-low positives",
                                             "share of positives with w < 0.8"))):
-    for name, colour in (("sequence clip", "tab:blue"), ("ReSPO", "tab:red")):
+    for name, colour in (("sequence clip", "tab:blue"), ("respo_wtilt", "tab:red")):
         per_batch = torch.stack(curves[name][k]).float()                      # [batches, steps]
         ax.plot(range(16), per_batch.mean(0), "o-", ms=3, color=colour, label=name)
         ax.fill_between(range(16), per_batch.min(0).values, per_batch.max(0).values, color=colour, alpha=0.2)
@@ -769,12 +769,12 @@ plt.show()
 last = {name: torch.stack(c[0])[:, -1] for name, c in curves.items()}
 end_share = {name: torch.stack(c[1])[:, -1] for name, c in curves.items()}
 second = {name: torch.stack(c[1])[:, 2] for name, c in curves.items()}
-print(f"ever-low positives end higher under ReSPO than under the clip on "
-      f"{int((last['ReSPO'] > last['sequence clip']).sum())} of {len(band_batches)} batches; "
-      f"more positives below 0.8 after 15 steps under ReSPO on "
-      f"{int((end_share['ReSPO'] > end_share['sequence clip']).sum())}, under the clip on "
-      f"{int((end_share['ReSPO'] < end_share['sequence clip']).sum())}; fewer below 0.8 after two steps under ReSPO on "
-      f"{int((second['ReSPO'] < second['sequence clip']).sum())}")
+print(f"ever-low positives end higher under respo_wtilt than under the clip on "
+      f"{int((last['respo_wtilt'] > last['sequence clip']).sum())} of {len(band_batches)} batches; "
+      f"more positives below 0.8 after 15 steps under respo_wtilt on "
+      f"{int((end_share['respo_wtilt'] > end_share['sequence clip']).sum())}, under the clip on "
+      f"{int((end_share['respo_wtilt'] < end_share['sequence clip']).sum())}; fewer below 0.8 after two steps under respo_wtilt on "
+      f"{int((second['respo_wtilt'] < second['sequence clip']).sum())}")
 sooner = sum(low < clip for clip, low in own_term)
 print(f"after two steps the clip with 1 on its starved leaves fewer positives below 0.8 than the clip on {sooner} of "
       f"{len(own_term)} batches, more on {sum(low > clip for clip, low in own_term)}")
@@ -853,7 +853,7 @@ for lr in lrs:
     overlap_r4.append(max(v - h for v, h in cells) - min(v + h for v, h in cells))   # > 0: some intervals disjoint
 early_r16 = {m: early_auc(m, 16, 0.01)[0] for m in methods}
 confirm("at R = 4 every method's interval overlaps every other's at each lr (within noise)", max(0.0, *overlap_r4), 1e-12)
-confirm("at R = 16 and lr 0.01 ReSPO has the highest mean early AUC",
+confirm("at R = 16 and lr 0.01 respo_wtilt has the highest mean early AUC",
         max(0.0, max(v for m, v in early_r16.items() if m != "respo_wtilt") - early_r16["respo_wtilt"]), 1e-12)
 confirm("and the end-of-run order there is not the early one (seq_clip, grpo, respo)",
         float(sorted(final, key=final.get) == sorted(final, key=early_r16.get)), 1e-12)
@@ -890,7 +890,7 @@ confirm("and the end-of-run order there is not the early one (seq_clip, grpo, re
 # %%
 def high_negative_shares(episodes, a, logps, log_ws, arms, parts=False):
     """Mean over steps of the share of sum |phi A| that goes to negatives with w > 1.2, per arm; and of
-    those negatives, the share beyond w = 2.145, where ReSPO's phi_- falls back below 1.
+    those negatives, the share beyond w = 2.145, where respo_wtilt's phi_- falls back below 1.
 
     parts: also return, per arm, the mean over steps of the share's numerator (sum |phi A| over those
     negatives) and of its denominator (sum |phi A| over the whole batch).
@@ -926,7 +926,7 @@ ax.set(ylabel="share of Σ|φA|", title="the update taken by negatives with w > 
 fig.tight_layout()
 plt.show()
 print("share of the update taken by the negatives with w > 1.2: " + ", ".join(f"{m} {high_share[m]:.1%}" for m in arms5))
-print(f"of those negatives, {beyond_peak:.0%} are beyond w = 2.145 (mean over the steps); ReSPO's phi_- is above 1 "
+print(f"of those negatives, {beyond_peak:.0%} are beyond w = 2.145 (mean over the steps); respo_wtilt's phi_- is above 1 "
       f"on (1, 2.145) with its peak {power_tilt(torch.tensor([math.log(1.5)]), 3.0, 2.0).item():.2f} at w = 1.5")
 confirm("the sequence clip and GSPO give them more than twice what the exact weight does",
         max(0.0, 2 * high_share["is"] - min(high_share["seq_clip"], high_share["gspo"])), 1e-12)
@@ -959,12 +959,12 @@ for seed in band_seeds:
     share, _, numerator, total = parts5[seed]
     print(f"  batch {seed:>2}: " + "   ".join(f"{m} {numerator[m]:.2f} | {total[m]:.1f} | {share[m]:.1%}" for m in ref_arms))
 above_is = [seed for seed in band_seeds if parts5[seed][0]["respo_wtilt"] > parts5[seed][0]["is"]]
-print(f"ReSPO's share above the exact weight's on batches {', '.join(map(str, above_is)) or 'none'} "
+print(f"respo_wtilt's share above the exact weight's on batches {', '.join(map(str, above_is)) or 'none'} "
       f"({len(above_is)} of {len(band_seeds)}); its numerator above no_is's on "
       f"{sum(parts5[seed][2]['respo_wtilt'] > parts5[seed][2]['no_is'] for seed in band_seeds)} of {len(band_seeds)}")
-confirm("phi_-(w) < w at every w > 1: per response ReSPO gives an over-generated negative less than the exact weight",
+confirm("phi_-(w) < w at every w > 1: per response respo_wtilt gives an over-generated negative less than the exact weight",
         max(0.0, ratio_to_w.max().item() - 1), 1e-12)
-confirm("on every batch ReSPO's numerator is below the exact weight's and above no_is's",
+confirm("on every batch respo_wtilt's numerator is below the exact weight's and above no_is's",
         max(0.0, *(parts5[seed][2]["respo_wtilt"] - parts5[seed][2]["is"] for seed in band_seeds),
             *(parts5[seed][2]["no_is"] - parts5[seed][2]["respo_wtilt"] for seed in band_seeds)), 1e-12)
 confirm("the sequence clip's numerator is the exact weight's (it gives these negatives w), on every batch",
@@ -1007,7 +1007,7 @@ confirm("the sequence clip's numerator is the exact weight's (it gives these neg
 
 # %%
 def first_step_view(label, episodes, logp):
-    """One printed line: how far w sits from 1 at the first step, and what the clip and ReSPO give positives."""
+    """One printed line: how far w sits from 1 at the first step, and what the clip and respo_wtilt give positives."""
     a, _ = group_advantages(env.reward(episodes), 8)
     pos, neg = a > 0, a < 0
     lw = sequence_log_weight(logp, episodes.old_logp, episodes.mask)                  # [B]
@@ -1025,12 +1025,12 @@ kept = [copy.deepcopy(policy)]
 learner = copy.deepcopy(policy)
 reuse_loop(env, learner, "respo_wtilt", lr=0.01, reuse=4, iterations=4, seed=2, after_batch=lambda p: kept.append(copy.deepcopy(p)))
 print("  lag    w at the first step     positives   negatives   mean phi on positives")
-print("         10%   50%   90%       w < 0.8     w > 1.2     seq clip / ReSPO")
+print("         10%   50%   90%       w < 0.8     w > 1.2     seq clip / respo_wtilt")
 lag_given = {}
 for lag in (0, 1, 2, 4):
     episodes = env.sample(kept[-1 - lag], prompts, torch.Generator().manual_seed(6))   # mu: the weights of lag batches ago
     lag_given[lag] = first_step_view(f"L = {lag}", episodes, env.log_probs(learner, episodes).detach())
-confirm("at every lag above 0 the clip gives the positives a mean coefficient below 0.6, ReSPO within 0.05 of 1",
+confirm("at every lag above 0 the clip gives the positives a mean coefficient below 0.6, respo_wtilt within 0.05 of 1",
         max(0.0, *(lag_given[lag][0] - 0.6 for lag in (1, 2, 4)), *(abs(lag_given[lag][1] - 1) - 0.05 for lag in (1, 2, 4))),
         1e-12)
 stale = env.sample(kept[-3], prompts, torch.Generator().manual_seed(6))                 # the L = 2 batch
@@ -1041,7 +1041,7 @@ stale_share, stale_beyond, stale_numerator, stale_total = high_negative_shares(
 print(f"§5's question on the L = 2 batch at its first step: {stale_beyond:.0%} of its negatives with w > 1.2 are beyond "
       "2.145; share of the update they take: " + ", ".join(f"{m} {stale_share[m]:.1%}" for m in arms5))
 print("  numerator | denominator: " + "   ".join(f"{m} {stale_numerator[m]:.2f} | {stale_total[m]:.1f}" for m in ref_arms))
-confirm("on the stale batch, which reaches the far tail, ReSPO's numerator is below no_is's as well as the exact weight's",
+confirm("on the stale batch, which reaches the far tail, respo_wtilt's numerator is below no_is's as well as the exact weight's",
         max(0.0, 0.5 - stale_beyond, stale_numerator["respo_wtilt"] - stale_numerator["no_is"],
             stale_numerator["respo_wtilt"] - stale_numerator["is"]), 1e-12)
 
@@ -1051,7 +1051,7 @@ confirm("on the stale batch, which reaches the far tail, ReSPO's numerator is be
 # band and negatives above it (the printout): the clip gives its positives a mean coefficient
 # well below 1 at every lag above 0, ReSPO about 1. Lag and reuse compound: the $R$ steps drift $w$
 # further from wherever the lag left it. This is why a lagged run is a test of a coefficient
-# even at $R=1$, and why `deeper/tiny_qwen3_records`' `--lag` cells exist.
+# even at $R=1$, and why `research/notebooks/tiny_qwen3_records`' `--lag` cells exist.
 #
 # The last lines are §5's question again, on the $L=2$ batch: most of its over-generated
 # negatives are beyond $w=2.145$, in the far tail, where $\phi_-<1$: there ReSPO gives them less than
@@ -1116,7 +1116,7 @@ for reuse in (8, 32):
     quarter = plain[0]["iterations"] // 4
     shares = [mean_ci([coasting_share(r, quarter) for r in plain if is_stuck(r, 0.1) == stuck])[0] for stuck in (True, False)]
     silent_reading[reuse] = (shares, sum(is_stuck(r, 0.1) for r in skipped))
-    print(f"ReSPO, lr 0.03, R = {reuse}, seeds 0-11: stuck {sum(is_stuck(r, 0.1) for r in plain)} of {len(plain)}; "
+    print(f"respo_wtilt, lr 0.03, R = {reuse}, seeds 0-11: stuck {sum(is_stuck(r, 0.1) for r in plain)} of {len(plain)}; "
           f"weight movement in signal-free batches (first quarter): stuck runs {shares[0]:.0%}, learning runs {shares[1]:.0%}; "
           f"with no step on signal-free mini-batches: stuck {sum(is_stuck(r, 0.1) for r in skipped)} of {len(skipped)}")
 confirm("at R = 8 the stuck runs moved over 3x more in signal-free batches than the learning runs; at R = 32 both under "
@@ -1125,7 +1125,7 @@ confirm("at R = 8 the stuck runs moved over 3x more in signal-free batches than 
             silent_reading[8][1] + silent_reading[32][1]), 1e-12)
 lr_rows = [(lr, [r for r in stuck_records if (r["method"], r["lr"]) == ("respo_wtilt", lr) and r["loss"] == default_kernel])
            for lr in (0.03, 0.02, 0.01)]
-print("ReSPO at its default kernel, R = 4, 8, 16, 32, seeds 0-11: stuck "
+print("respo_wtilt at its default kernel, R = 4, 8, 16, 32, seeds 0-11: stuck "
       + ", ".join(f"{sum(is_stuck(r, 0.1) for r in runs)} of {len(runs)} at lr {lr:g}" for lr, runs in lr_rows))
 
 # %% [markdown]
@@ -1159,7 +1159,7 @@ class AtTemperature(torch.nn.Module):
 
 
 print("  forward  w at the first step     positives   negatives   mean phi on positives")
-print("  at T     10%   50%   90%       w < 0.8     w > 1.2     seq clip / ReSPO")
+print("  at T     10%   50%   90%       w < 0.8     w > 1.2     seq clip / respo_wtilt")
 for temperature in (1.0, 0.7, 1.3):
     first_step_view(f"{temperature:g}", batch, env.log_probs(AtTemperature(policy, temperature), batch).detach())
 cold = sequence_log_weight(env.log_probs(AtTemperature(policy, 0.7), batch).detach(), batch.old_logp, batch.mask)
@@ -1209,8 +1209,8 @@ lone = int(rows[adv[rows] > 0])
 print(f"group {lone_group} (target {batch.prompts[lone].item()}): one correct response of 8; 16 Adam steps (lr 0.01) on this group alone")
 print("  w of the correct response after 1, 4, 8, 15 steps | its coefficient at those steps")
 lone_run = {}
-for name, method, loss in (("seq clip", "seq_clip", {}), ("ReSPO lambda_+ = 0", "respo_wtilt", {"wtilt_lambda_pos": 0.0}),
-                           ("ReSPO lambda_+ = 0.1", "respo_wtilt", {}), ("ReSPO lambda_+ = 1", "respo_wtilt", {"wtilt_lambda_pos": 1.0})):
+for name, method, loss in (("seq clip", "seq_clip", {}), ("respo_wtilt lambda_+ = 0", "respo_wtilt", {"wtilt_lambda_pos": 0.0}),
+                           ("respo_wtilt lambda_+ = 0.1", "respo_wtilt", {}), ("respo_wtilt lambda_+ = 1", "respo_wtilt", {"wtilt_lambda_pos": 1.0})):
     run, _ = drift_run(method, advantages=adv[rows], episodes=batch[rows], loss=loss)
     lw = log_weights(run, batch[rows])[:, lone - rows[0]]                              # [steps]
     phi = [coefficients(run[s], batch[rows].old_logp, adv[rows], batch[rows].mask, StudyLossConfig(agg=AGG, method=method, **loss))[0]
@@ -1218,11 +1218,11 @@ for name, method, loss in (("seq clip", "seq_clip", {}), ("ReSPO lambda_+ = 0", 
     print(f"  {name:<21} " + " ".join(f"{lw[s].exp():>7.1f}" for s in (1, 4, 8, 15)) + " | "
           + " ".join(f"{v:.2f}" for v in phi))
     lone_run[name] = ([lw[s].exp().item() for s in (1, 4, 8, 15)], phi)
-respo_w, respo_phi = lone_run["ReSPO lambda_+ = 0.1"]
+respo_w, respo_phi = lone_run["respo_wtilt lambda_+ = 0.1"]
 confirm("at the default its coefficient is under 0.1 from step 4 on while its w keeps climbing to step 15; after 15 "
         "steps its w is highest at lambda_+ = 0 and lower the larger lambda_+",
         max(0, max(respo_phi[1:]) >= 0.1, not respo_w[1] < respo_w[2] < respo_w[3],
-            not (lone_run["ReSPO lambda_+ = 0"][0][3] > respo_w[3] > lone_run["ReSPO lambda_+ = 1"][0][3])), 1e-12)
+            not (lone_run["respo_wtilt lambda_+ = 0"][0][3] > respo_w[3] > lone_run["respo_wtilt lambda_+ = 1"][0][3])), 1e-12)
 
 # %% [markdown]
 # Drifted-away positives, where the positive branch's up-weighting acts: §6's batch sampled two batches behind the
@@ -1237,15 +1237,15 @@ start_lw = sequence_log_weight(env.log_probs(learner, lagged).detach(), lagged.o
 drifted = torch.where(lagged_adv > 0, start_lw, torch.full_like(start_lw, math.inf)).argsort()[:5]
 print(f"the five lowest-w positives start at w = {start_lw[drifted].exp().min():.3f} to {start_lw[drifted].exp().max():.3f}; "
       "largest w among them after 4, 8, 15 steps:")
-for name, method, loss in (("seq clip", "seq_clip", {}), ("ReSPO lambda_+ = 0.1", "respo_wtilt", {}),
-                           ("ReSPO lambda_+ = 1", "respo_wtilt", {"wtilt_lambda_pos": 1.0})):
+for name, method, loss in (("seq clip", "seq_clip", {}), ("respo_wtilt lambda_+ = 0.1", "respo_wtilt", {}),
+                           ("respo_wtilt lambda_+ = 1", "respo_wtilt", {"wtilt_lambda_pos": 1.0})):
     run, _ = drift_run(method, advantages=lagged_adv, episodes=lagged, loss=loss, base=learner)
     lw = log_weights(run, lagged)[:, drifted]                                           # [steps, 5]
     print(f"  {name:<21} " + " ".join(f"{lw[s].max().exp():>5.2f}" for s in (4, 8, 15)))
     drifted_max[name] = lw[[4, 8, 15]].max(1).values.exp()
 confirm("the drifted-away positives rise past w = 1.2 under the clip too, which gives them 0 there, and further under "
-        "ReSPO (lambda_+ = 0.1) at every step shown", max(0.0, 1.2 - drifted_max["seq clip"].max().item(),
-        (drifted_max["seq clip"] - drifted_max["ReSPO lambda_+ = 0.1"]).max().item()), 1e-12)
+        "respo_wtilt (lambda_+ = 0.1) at every step shown", max(0.0, 1.2 - drifted_max["seq clip"].max().item(),
+        (drifted_max["seq clip"] - drifted_max["respo_wtilt lambda_+ = 0.1"]).max().item()), 1e-12)
 
 # %% [markdown]
 # Below $w=1$ the positive branch is mild at the default: at most $e^{\lambda_+}$ (the first printed
@@ -1436,7 +1436,7 @@ checks.check_starved_prediction(my_starved, log_weights(one_step)[1], positive)
 #   (arXiv:2506.13585), VESPO (arXiv:2602.10693), TOPR (arXiv:2503.14286); the retained-signal
 #   statistic by length and the `no_is`/`is` references are this course's.
 # - Staleness (§6): asynchronous actors that lag the learner, as IMPALA's (Espeholt et al., ICML
-#   2018); in LLM RL, docs/bibliography.md's decoupled PPO and rollout corrections (core 05, `deeper/three_sources`).
+#   2018); in LLM RL, docs/bibliography.md's decoupled PPO and rollout corrections (core 05, `research/notebooks/three_sources`).
 # - The temperature pitfall and the truncation mask (§8): DeepSeek-V3.2's Keep Sampling Mask
 #   (arXiv:2512.02556, §3.1).
 # - The negative branch's shape (§10): VESPO's $(3,2)$.

@@ -9,7 +9,7 @@
 # %% [markdown]
 # # Deeper · Three sources of off-policy data: mismatch, staleness, reuse
 #
-# The measurements and record readings behind core notebook 05 (`../05_off_policy_in_production.ipynb`).
+# The measurements and record readings behind core notebook 05 ([05_off_policy_in_production](../../notebooks/05_off_policy_in_production.ipynb)).
 # The committed study's ReSPO runs are this project's reconstruction, `respo_wtilt` (its records
 # name it); the live cells (§1-§2) run the published kernel, `respo`, whose coefficient enters only
 # the reuse steps of §1's second cell, not the mismatch or the router. Core notebooks 01-04 had one source of
@@ -388,7 +388,7 @@ for m in MODELS:
 
 # %%
 ARMS = [a for a in figures.OFFPOLICY_ARMS if a != "vespo_token_mean"]   # a coefficient times an aggregation factor
-SHORT = {"respo_wtilt": "ReSPO", "seq_clip": "seq clip", "grpo": "GRPO", "gspo": "GSPO",
+SHORT = {"respo_wtilt": "respo_wtilt", "seq_clip": "seq clip", "grpo": "GRPO", "gspo": "GSPO",
          "grpo_trl_seq_mask": "GRPO\n+sequence\nmasked IS", "grpo_verl_token_trunc": "GRPO\n+token\ntruncated IS",
          "grpo_opsm": "GRPO\n+off-policy\nmask"}
 drifted = [s for s in SOURCES if any(figures.offpolicy_values(m, s, figures.arm_reading("respo_wtilt")) for m in MODELS)]
@@ -449,8 +449,8 @@ for m in MODELS:
 # unbiased correction for a reward given at its end. What this notebook counts as "starving a
 # stale positive" is, at sequence level,
 # importance sampling doing its job: a response the learner has moved away from is, correctly,
-# a rare response under the learner. ReSPO's value (printed, slightly above 1) is not a less biased estimate
-# of the same gradient; it is notebook 01 §1's change of target, a weighted likelihood of the
+# a rare response under the learner. The reconstruction's value (printed as respo_wtilt, slightly above 1) is not a less biased estimate
+# of the same gradient; it is notebooks/deeper/derivation_details §1's change of target, a weighted likelihood of the
 # successes $\mu$ found, whatever the learner now thinks of them. The token-level truncation keeps
 # a value near 1 for a third reason: it never sees the product. The off-policy mask touches
 # negatives only, so it is GRPO on positives.
@@ -485,7 +485,7 @@ for m in MODELS:
 # 2. Why is the mismatch's $|\log w|$ larger on long responses (§1)?
 #    <details><summary>answer</summary>$\log w=\sum_t(\log\pi_{old}-\log\mu)$ adds one rounding difference per token, so a longer response sums more of them (the first check). How much larger is far beyond $\sqrt{}$ of the length ratio, and §1 prints why: the per-token differences are larger on the longer half (the second check) and heavy-tailed (the largest $|d_t|$ of each half, and the share of its half's sum that the single largest $|\log w|$ carries; without that one response the ratio is much smaller). The control shuffles each half's own $d_t$ across its responses with random signs, which makes them independent and zero-mean, and still reaches the observed ratio (the third check): nothing printed needs the errors to be dependent or biased. The $\sqrt{|y|}$ rule fails because it assumes one light-tailed error size on both halves; why the longer responses' tokens round worse is not shown here.</details>
 # 3. Under staleness alone, the sequence-level masked correction and the sequence clip give a starved positive about the same coefficient. Why, and is it starvation?
-#    <details><summary>answer</summary>At $R=1$, $\pi=\pi_{old}$, so GRPO's trust region gives 1 and the correction gives $\rho=\pi_{old}/\mu=w$ (kept while $\rho\le3$); the sequence clip gives $w$ too. That value is the exact importance weight, the unbiased correction, not an artefact; ReSPO's positive branch gives about $e^{\lambda_+(1-w)}\ge1$, a change of target (notebook 01 §1).</details>
+#    <details><summary>answer</summary>At $R=1$, $\pi=\pi_{old}$, so GRPO's trust region gives 1 and the correction gives $\rho=\pi_{old}/\mu=w$ (kept while $\rho\le3$); the sequence clip gives $w$ too. That value is the exact importance weight, the unbiased correction, not an artefact; ReSPO's positive branch gives about $e^{\lambda_+(1-w)}\ge1$, a change of target (notebooks/deeper/derivation_details §1).</details>
 # 4. ReSPO in verl: which flag would apply the mismatch correction twice, and which would hide it?
 #    <details><summary>answer</summary>Twice: the kernel's own `policy_loss.correction` on top of verl's `rollout_correction` (the adapter refuses it). Hidden: `rollout_correction.rollout_is=null`, which leaves $w=\pi/\pi_{old}$. `examples/verl_respo.sh` sets `rollout_is=sequence` with a matching `policy_loss.rollout_is_level`, and keeps `bypass_mode=false`, because bypass mode replaces the loss with verl's own. verl hands over $\min(\rho, C)$ with $C$ its `rollout_is_threshold` (and $\log\rho$ clamped to $\pm20$), so the folded $w$ is $\pi/\mu$ only while $\rho\le C$.</details>
 # 5. Why does the off-policy sequence mask never change what a positive receives?

@@ -9,13 +9,13 @@
 # %% [markdown]
 # # Deeper · The tiny Qwen3's batches and records
 #
-# The record readings behind core notebook 04 (`../04_starvation_watched.ipynb`). Every ReSPO
+# The record readings behind core notebook 04 ([04_starvation_watched](../../notebooks/04_starvation_watched.ipynb)). Every ReSPO
 # coefficient here, live or read from the committed studies, is this project's reconstruction,
 # `respo_wtilt` (w^alpha e^{-lambda (w - 1)} per branch), the kernel those studies ran; the
 # methods run and are tabulated under `seq-mean-token-sum-norm` aggregation (`AGG` below), the
 # studies' own. Core notebook 04 reads a batch with the published kernel, `respo`.
 #
-# The toy (`deeper/starvation_controls`, core 04) showed the mechanism; this notebook looks for it on a language model, and the
+# The toy (`research/notebooks/starvation_controls`, core 04) showed the mechanism; this notebook looks for it on a language model, and the
 # committed studies' answer comes first: on this model it could not be produced (Study 3's manipulation
 # check failed, §4), so what follows shows the coefficients at work on batches whose positives drifted,
 # not the paper's mechanism at work. A 0.3M-parameter
@@ -404,7 +404,6 @@ for lr, v in views.items():
         print(f"  wrong answer row {j}: {same} tokens shared with it, log w {d.sum():+.2f} = {d[:same].sum():+.2f} on "
               f"them + {d[same:].sum():+.2f} after it diverges")
 
-# %% [markdown]
 # %%
 for lr, (token_share, fall_share) in prefix_reading.items():
     where = ("more of it than their share of the tokens: the fall sits on the prefix shared with wrong answers"
@@ -424,8 +423,8 @@ confirm("the group's direct push on the lowest positive's prefixes is never nega
 # between were not recorded. Whatever lowered a shared token came through weights shared
 # across positions and prompts: the pushes on *other* tokens, this group's wrong digits
 # (printed above, with how far each wrong answer fell after it diverged) and the other groups',
-# with steps whose length Adam sets. This batch cannot separate those sources; `deeper/starvation_controls` §2
-# separates interference from the optimizer on the toy, and notebook 02 §6 shows the
+# with steps whose length Adam sets. This batch cannot separate those sources; `research/notebooks/starvation_controls` §2
+# separates interference from the optimizer on the toy, and notebooks/deeper/branches_explored §6 shows the
 # interference exactly. Where a rate has no starved positive there is nothing to explain.
 #
 # ### Reading the coefficients of the lowest positive
@@ -450,7 +449,7 @@ for lr, v in views.items():
               f"the tokens rose by a factor {gspo_ratio:.4f} each on average")
     print(f"  GSPO: its length-normalised ratio s = w^(1/{n}) = {gspo_ratio:.4f}, the geometric mean of the token ratios: "
           f"{change}; it gives s where s <= 1 + {gspo_eps_high:g}, 0 above: {v['per_response']['gspo'][low]:.3f}")
-    print(f"  ReSPO: phi_+ = exp(-lambda_+ (w - 1)) = {v['per_response']['respo_wtilt'][low]:.3f}, at most e^lambda_+ = "
+    print(f"  respo_wtilt: phi_+ = exp(-lambda_+ (w - 1)) = {v['per_response']['respo_wtilt'][low]:.3f}, at most e^lambda_+ = "
           f"{math.exp(StudyLossConfig().wtilt_lambda_pos):.3f} as w -> 0")
 
 # %% [markdown]
@@ -507,7 +506,7 @@ print(f"at the stress rate the sequence clip keeps {stress_clip[0]:.3f} of the s
          "the longest positives keep less of it, both tails counted" if gap < 0 else
          "the longest positives keep more of it, both tails counted")
       + f"; its least-kept third is the {('shortest', 'middle', 'longest')[int(stress_clip.argmin())]}")
-confirm("ReSPO keeps at least 0.9 of the positives' push in every tercile at both rates",
+confirm("respo_wtilt keeps at least 0.9 of the positives' push in every tercile at both rates",
         max(0.0, *(0.9 - r["respo_wtilt"].min().item() for r in retained_by_rate.values())), 1e-12)
 
 # %% [markdown]
@@ -533,7 +532,7 @@ sigma, eps_band = 0.05, METHOD_TABLE["seq_clip"][2][1]
 band_top = math.log(1 + eps_band)
 draws = torch.Generator().manual_seed(0)
 print(f"symmetric drift, sigma = {sigma} per token, no pressure: R_m of the sequence clip (closed form | sampled) "
-      f"and of ReSPO (sampled)")
+      f"and of respo_wtilt (sampled)")
 reference_rm = []
 for n in (5, 15, 30, 60):
     s_n = sigma * math.sqrt(n)
@@ -593,7 +592,7 @@ confirm("with no pressure, both tails hold positives longer than average, the lo
 # (`offpolicy.LaggedPolicy` keeps those weights), and $\log\mu$ is that old policy's. So at the
 # first of the $R$ steps on a batch $w=\pi_{\rm now}/\mu_{\rm lag}$ is already not 1: it carries
 # the $K$ batches of updates since the sample (staleness), and the $R$ steps on the batch add
-# their own drift on top (reuse); $w$ folds both. `deeper/starvation_controls` §6 shows it on the toy. The
+# their own drift on top (reuse); $w$ folds both. `research/notebooks/starvation_controls` §6 shows it on the toy. The
 # whole evaluation ran twice, on two CPU settings, because float rounding decides which seeds
 # learn; the per-run records are committed and read back here (`research/README.md` gives the commands).
 # The protocol, from the records:
@@ -670,7 +669,7 @@ for model_name in models:
     parts = [f"### {model_name}", outcome_table(of_model["default"], 0.1)]
     for key, name in (("early_auc", "early AUC"), ("full_auc", "full AUC"), ("final_reward", "final training reward"),
                       ("heldout_reward", "held-out pass@1")):
-        parts += [f"**{name}**, ReSPO minus baseline", paired_across(of_model, key)]
+        parts += [f"**{name}**, respo_wtilt minus baseline", paired_across(of_model, key)]
     display(Markdown("\n\n".join(parts)))
 
 # %% [markdown]
@@ -736,7 +735,7 @@ reward_panels({f"{setting} CPU setting": runs for setting, runs in stress.items(
 low_w_panels({f"{setting} CPU setting": runs for setting, runs in stress.items()}, f"the stress cell, lr {stress_lr:g}")
 parts = [outcome_table(stress["default"], 0.1)]
 for key, name in (("full_auc", "full AUC"), ("heldout_reward", "held-out pass@1")):
-    parts += [f"**{name}**, ReSPO minus baseline", paired_across(stress, key)]
+    parts += [f"**{name}**, respo_wtilt minus baseline", paired_across(stress, key)]
 display(Markdown("\n\n".join(parts + [diagnostics_table(stress["default"])])))
 
 # %% [markdown]
@@ -840,7 +839,7 @@ confirm("the count of records with longer fallen positives is the one figures.py
 # the step is not $\eta$ times the gradient, and within a target the reruns show no rise of
 # $\log w$ with length (the correlation printed above), so nothing here checks it. The gate rules out
 # its pattern on this task; it cannot rule out starvation where some update pushes long correct
-# answers down, which notebook 02 §6 builds exactly and Study 3 tried to build on this model.
+# answers down, which notebooks/deeper/branches_explored §6 builds exactly and Study 3 tried to build on this model.
 #
 # ### Study 3: `digit_conflict`, and its verdict
 #

@@ -280,3 +280,28 @@ def test_the_loss_gradient_is_the_gradient_of_the_surrogate_objective():
     (surrogate,) = torch.autograd.grad(-(adv * Phi).mean(), logits)
     assert surrogate.abs().sum() > 0
     torch.testing.assert_close(kernel, surrogate, rtol=1e-9, atol=1e-12)
+
+
+ZERO = torch.tensor([-200.0], dtype=torch.float64)  # log W far below any W a run reaches: W = e^-200, with the clamp widened to keep it
+
+
+@pytest.mark.parametrize("beta", [0.3, 0.5, 0.8])
+def test_the_tails_fix_the_orders_phi_at_zero_is_positive_only_above_order_one(beta):
+    """docs/math.md §4.4: phi(0) > 0 needs alpha > 1 (the positive branch), phi(0) = 0 needs alpha <= 1 (the negative)."""
+    for alpha in (1.5, 2.0, 3.0):
+        at_zero = respo_branch(ZERO, alpha, beta, 2.0, log_w_max=300.0).item()
+        phi0 = (1 - beta) ** (1 / (alpha - 1))
+        assert at_zero == pytest.approx(phi0 * math.exp(2.0 * (1 - phi0)), rel=1e-9) and at_zero > 0.01
+    for alpha in (0.0, 0.5, 1.0):
+        assert respo_branch(ZERO, alpha, beta, 2.0, log_w_max=300.0).item() < 1e-20
+
+
+@pytest.mark.parametrize("alpha,beta", [(1.5, 0.5), (2.0, 0.3), (3.0, 0.5), (4.0, 0.8)])
+def test_lambda_plus_at_least_the_general_bound_makes_w_zero_the_positive_branchs_maximum(alpha, beta):
+    """docs/math.md §4.4: phi_+ decreases on W > 0 exactly when lambda >= (1 - beta)^(-1 / (alpha - 1))."""
+    bound = (1 - beta) ** (-1 / (alpha - 1))
+    log_w = torch.linspace(-30, 3, 4001)
+    for lam in (bound, 1.5 * bound):
+        assert (respo_branch(log_w, alpha, beta, lam, log_w_max=300.0).diff() <= 1e-15).all()
+    rises = respo_branch(log_w, alpha, beta, 0.8 * bound, log_w_max=300.0).diff()
+    assert rises.max() > 0  # a smaller tilt leaves an interior peak
