@@ -118,7 +118,7 @@ def test_the_step_benchmark_against_trl_runs_quick(tmp_path):
     """research/bench/step.py needs TRL, which this environment has: its --quick smoke test keeps it from rotting unseen."""
     record = tmp_path / "step.json"
     env = {**os.environ, "NANO_RESPO_CACHE": str(tmp_path / "cache"), "TMPDIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "research/bench/step.py", "--quick", "--record", str(record)], cwd=ROOT, env=env,
+    done = subprocess.run([sys.executable, "-m", "research.bench.step", "--quick", "--record", str(record)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "ratio ours / TRL:" in done.stdout and "overhead ratio" in done.stdout
