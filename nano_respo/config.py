@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .kernel import SCALES, LossConfig, reuse_split
-from .models import TINY_MODELS, WEIGHT_DTYPES, check_device, resolve_model_path
+from .models import PROMPT_FORMATS, TINY_MODELS, WEIGHT_DTYPES, check_device, resolve_model_path
 
 # How long the cosine runs (--sft-anneal): budget, a quarter of `steps` (sft.LR_SCHEDULE); the others, a share of
 # the step the model converged at (a quarter of `steps` when it did not), so it stops about when it has what
@@ -104,6 +104,8 @@ class TrainConfig(StepConfig):
     """tiny-qwen3, tiny-qwen3-moe (offline, random init), a hub id (Qwen/Qwen3-0.6B) or a local/run directory."""
     task: str = "reverse"
     """addition, reverse (long answers), a task registered in nano_respo.tasks.TASKS, or a .jsonl file of {"prompt": ..., "answer": ...} lines."""
+    prompt_format: str = "template"
+    """How prompts reach the model: template (the checkpoint's chat template; Qwen3's chat model thinks), no-thinking (Qwen3's template with thinking off), plain (no template: a Base model's plain prompt)."""
     task_size: int | None = None
     """Task difficulty: digits per operand (addition), string length (reverse); None = the task's default."""
     heldout_file: str | None = None
@@ -185,6 +187,8 @@ class TrainConfig(StepConfig):
             raise ValueError(f"lag: must be >= 0, got {self.lag}")
         if self.lag and self.fsdp:
             raise ValueError("lag: a lagged sampler is not supported under --fsdp")
+        if self.prompt_format not in PROMPT_FORMATS:
+            raise ValueError(f"prompt_format: choose one of {', '.join(PROMPT_FORMATS)}, got {self.prompt_format!r}")
         if self.sampler_dtype not in WEIGHT_DTYPES:
             raise ValueError(f"sampler_dtype: choose one of {', '.join(WEIGHT_DTYPES)}, got {self.sampler_dtype!r}")
         if self.sampler_dtype != "float32" and self.fsdp:

@@ -217,6 +217,23 @@ def load_model(name: str, dtype: str = "float32", device: str = "cpu", gradient_
     return model.to(device), tokenizer
 
 
+# How a prompt reaches the model: the checkpoint's chat template as shipped (Qwen3's chat model then thinks), the
+# same template with Qwen3's thinking off, or no template (the prompt text as it is: a Base model's plain prompt).
+PROMPT_FORMATS = ("template", "no-thinking", "plain")
+THINKING_OFF = "{%- set enable_thinking = false %}"  # what apply_chat_template(..., enable_thinking=False) sets
+
+
+def apply_prompt_format(tokenizer, prompt_format: str):
+    """The tokenizer, its chat template set for `prompt_format` (PROMPT_FORMATS); saved with every checkpoint,
+    so a run's format travels with it."""
+    if prompt_format == "plain":
+        tokenizer.chat_template = None
+    elif prompt_format == "no-thinking" and tokenizer.chat_template and \
+            not tokenizer.chat_template.startswith(THINKING_OFF):
+        tokenizer.chat_template = THINKING_OFF + tokenizer.chat_template
+    return tokenizer
+
+
 def check_device(name: str) -> str:
     """The one check of a device name: auto, cpu, cuda or cuda:N (nothing is asked of CUDA here)."""
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", name):

@@ -34,7 +34,7 @@ import typing
 
 from ..config import ANNEALS
 from ..kernel import AGG_MODES, METHOD_TABLE, SCALES, WEIGHT_AGAINST
-from ..models import WEIGHT_DTYPES, check_device
+from ..models import PROMPT_FORMATS, WEIGHT_DTYPES, check_device
 from ..protocol import PROTOCOLS
 
 
@@ -42,7 +42,8 @@ def choices() -> dict[str, tuple]:
     """Allowed values by field name, for every config this module parses, read when a parser is built: a method
     registered in kernel.METHOD_TABLE after import (a study's own row) is a choice of --method too."""
     return {"method": tuple(METHOD_TABLE), "methods": tuple(METHOD_TABLE), "agg": AGG_MODES, "adv_scale": SCALES,
-            "dtype": WEIGHT_DTYPES, "sft_anneal": ANNEALS, "weight_against": WEIGHT_AGAINST}
+            "dtype": WEIGHT_DTYPES, "sft_anneal": ANNEALS, "weight_against": WEIGHT_AGAINST,
+            "prompt_format": PROMPT_FORMATS}
 
 
 DEVICES = "{auto,cpu,cuda,cuda:N}"
@@ -69,7 +70,7 @@ TRAIN_GROUPS = {
          "sft_seed", "sft_from_scratch"]),
     "task": (
         "What the model must answer and how the held-out split is scored.",
-        ["task", "task_size", "heldout_file", "eval_every", "eval_problems", "eval_samples"]),
+        ["task", "task_size", "heldout_file", "prompt_format", "eval_every", "eval_problems", "eval_samples"]),
     "the RL loop": (
         "One iteration: sample group_size completions for each of prompts_per_iteration prompts, "
         "reward them, then take `reuse` optimizer steps on that batch (epochs x mini-batches).",

@@ -11,7 +11,7 @@ import torch
 from ..checkpoint import STATE_FILE, checkpoint_dtype, checkpoint_problem, checkpoints_newest_first, load_trainer_state
 from ..config import TrainConfig
 from ..evaluation import evaluate
-from ..models import is_run_directory, load_model, resolve_device, resolve_model_path
+from ..models import apply_prompt_format, is_run_directory, load_model, resolve_device, resolve_model_path
 from ..tasks import make_task
 from .summary import run_summary
 
@@ -28,6 +28,8 @@ class EvalConfig:
     model directory, or tiny-qwen3[-moe] (the untrained offline model: a floor to compare with)."""
     task: str | None = None
     """Task name or .jsonl file; None = the checkpoint's training task (else train.py's default)."""
+    prompt_format: str | None = None
+    """template, no-thinking or plain (train.py's --prompt-format); None = as the checkpoint's tokenizer has it (a run's carries its own)."""
     task_size: int | None = None
     """Task difficulty; None = the checkpoint's when its task is evaluated (else the task's default)."""
     heldout_file: str | None = None
@@ -113,6 +115,8 @@ def run_eval(cfg: EvalConfig) -> dict:
     # A run evaluates in the dtype it trained in: its logged held-out figures were sampled in it.
     dtype = cfg.dtype or (checkpoint_dtype(Path(path)) if trained else None) or "float32"
     model, tokenizer = load_model(path, dtype, resolve_device(cfg.device))
+    if cfg.prompt_format is not None:
+        apply_prompt_format(tokenizer, cfg.prompt_format)
     figures = evaluate(model, tokenizer, task, settings["max_new_tokens"], settings["temperature"],
                        settings["samples"], cfg.k, batch_size=cfg.batch_size or trained.get("rollout_batch") or 256)
     result = {"model": cfg.model, "checkpoint": path, "task": task.name, "problems": len(task.heldout_problems),

@@ -26,7 +26,8 @@ from ..checkpoint import (is_sharded, latest_checkpoint, load_trainer_state, new
                           remove_temporary_checkpoints, save_checkpoint, set_rng_state)
 from ..config import TrainConfig
 from ..evaluation import evaluate
-from ..models import TINY_WARM_START_STEPS, load_model, refuse_unknown_characters, resolve_device
+from ..models import (TINY_WARM_START_STEPS, apply_prompt_format, load_model, refuse_unknown_characters,
+                      resolve_device)
 from ..rollout import decode, policy_logprobs
 from ..sft import warm_start
 from ..tasks import make_task, mixed_task
@@ -338,6 +339,7 @@ def start(cfg: TrainConfig, run_dir: Path, task, stop: StopRequest) -> Run:
         iteration, step = state["iteration"], state["step"]
         print(f"resume: continuing from iteration {iteration} of {cfg.iterations} ({checkpoint.name}, "
               f"optimizer step {step})")
+    apply_prompt_format(tokenizer, cfg.prompt_format)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     if state is not None:
         optimizer.load_state_dict(state["optimizer"])
