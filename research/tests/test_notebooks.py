@@ -6,7 +6,7 @@ import nbformat
 import pytest
 
 from research.notebooks import build
-from tests.course.test_notebooks import CELL_TIMEOUT, built_here, printed, same_at_printed_precision
+from tests.course.test_notebooks import CELL_TIMEOUT, assert_fresh_execution_prints_the_committed
 
 IDS = [source.stem for source in build.SOURCES]
 
@@ -27,12 +27,5 @@ def test_notebook_cells_match_their_source(source):
 def test_notebook_outputs_equal_a_fresh_execution(source, warm_start_cache):
     committed = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
     fresh = build.execute(nbformat.read(source.with_suffix(".ipynb"), as_version=4), timeout=CELL_TIMEOUT)
-    for index, (old, new) in enumerate(zip(committed.cells, fresh.cells)):
-        if old.cell_type != "code":
-            continue
-        old_text, new_text = printed(old), printed(new)
-        assert not any(t.startswith("error:") for t in new_text), f"cell {index} of {source.stem} raised: {new_text}"
-        if built_here(committed):
-            assert len(old_text) == len(new_text) and all(map(same_at_printed_precision, old_text, new_text)), \
-                (f"cell {index} of {source.stem} prints something else now (stale notebook? run python -m "
-                 f"research.notebooks.build {source.stem}):\ncommitted: {old_text}\nfresh:     {new_text}")
+    assert_fresh_execution_prints_the_committed(committed, fresh, source.stem,
+                                                f"python -m research.notebooks.build {source.stem}")

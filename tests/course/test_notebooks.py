@@ -114,20 +114,27 @@ def built_here(notebook) -> bool:
     return built.get("built_on") == cpu_setting() and built.get("torch") == torch.__version__
 
 
+def assert_fresh_execution_prints_the_committed(committed, fresh, name: str, rebuild: str) -> None:
+    """Every cell of `fresh` ran; on the notebook's own CPU setting each printout is `committed`'s (shared with
+    research/tests/test_notebooks.py, whose notebooks `rebuild` names another command)."""
+    for index, (old, new) in enumerate(zip(committed.cells, fresh.cells)):
+        if old.cell_type != "code":
+            continue
+        old_text, new_text = printed(old), printed(new)
+        assert not any(t.startswith("error:") for t in new_text), f"cell {index} of {name} raised: {new_text}"
+        if built_here(committed):
+            assert len(old_text) == len(new_text) and all(map(same_at_printed_precision, old_text, new_text)), \
+                (f"cell {index} of {name} prints something else now (stale notebook? run {rebuild}):\n"
+                 f"committed: {old_text}\nfresh:     {new_text}")
+
+
 @pytest.mark.parametrize("source", SOURCES, ids=IDS)
 def test_notebook_outputs_equal_a_fresh_execution(source, warm_start_cache):
     """Every cell runs (the check cells hold); on the notebook's own CPU setting, every printout is the committed one."""
     committed = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
     fresh = build.execute(nbformat.read(source.with_suffix(".ipynb"), as_version=4), timeout=CELL_TIMEOUT)
-    for index, (old, new) in enumerate(zip(committed.cells, fresh.cells)):
-        if old.cell_type != "code":
-            continue
-        old_text, new_text = printed(old), printed(new)
-        assert not any(t.startswith("error:") for t in new_text), f"cell {index} of {source.stem} raised: {new_text}"
-        if built_here(committed):
-            assert len(old_text) == len(new_text) and all(map(same_at_printed_precision, old_text, new_text)), \
-                (f"cell {index} of {source.stem} prints something else now (stale notebook? run python "
-                 f"notebooks/build.py {build.name_of(source)}):\ncommitted: {old_text}\nfresh:     {new_text}")
+    assert_fresh_execution_prints_the_committed(committed, fresh, source.stem,
+                                                f"python notebooks/build.py {build.name_of(source)}")
 
 
 def test_a_notebook_runs_with_the_test_cache_not_the_users(warm_start_cache):
