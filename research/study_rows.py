@@ -42,12 +42,12 @@ class StudyLossConfig(LossConfig):
                 raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")
 
 
-WTILT_KNOBS = ("wtilt_alpha_pos", "wtilt_lambda_pos", "wtilt_alpha_neg", "wtilt_lambda_neg")
+AT_THE_DEFAULTS = StudyLossConfig()  # what a plain LossConfig runs respo_wtilt with
 
 
 def respo_wtilt_coefficient(log_w, positive, cfg, eps):
     """The reconstruction: VESPO's family with (alpha, lambda) = (0, 0.1) on positives, (3, 2) on negatives."""
-    knobs = cfg if isinstance(cfg, StudyLossConfig) else StudyLossConfig()
+    knobs = cfg if isinstance(cfg, StudyLossConfig) else AT_THE_DEFAULTS
     return power_tilt_branches(log_w, positive, (knobs.wtilt_alpha_pos, knobs.wtilt_lambda_pos),
                                (knobs.wtilt_alpha_neg, knobs.wtilt_lambda_neg), cfg.log_w_max)
 
