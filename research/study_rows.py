@@ -4,6 +4,7 @@
                          public: VESPO's family w**alpha exp(-lambda (w - 1)) with a flat positive branch
                          (docs/math.md §8); the earlier studies and the toy's selection ran it
     respo_pos_clip_neg   the branch ablation: ReSPO's phi_+ on positives, the sequence clip on negatives
+    respo_pos_vespo_neg  the other ablation: ReSPO's phi_+ on positives, VESPO's phi_- on negatives
     seq_clip_lowpos1     the sequence clip, but 1 for a positive below 1 - eps_low: it differs from seq_clip only
                          on the starved (the drift study's dose-response arm)
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from nano_respo.kernel import (METHOD_TABLE, SEQUENCE, LossConfig, clip_coefficient, power_tilt_branches,
+from nano_respo.kernel import (METHOD_TABLE, SEQUENCE, LossConfig, clip_coefficient, power_tilt, power_tilt_branches,
                                respo_branch)
 
 
@@ -58,6 +59,12 @@ def respo_pos_clip_neg_coefficient(log_w, positive, cfg, eps):
                        clip_coefficient(log_w, positive, cfg, eps))
 
 
+def respo_pos_vespo_neg_coefficient(log_w, positive, cfg, eps):
+    """The other branch ablation: ReSPO's phi_+ on positives, VESPO's w**k exp(-lambda (w - 1)) on negatives."""
+    return torch.where(positive, respo_branch(log_w, cfg.alpha_pos, cfg.beta_pos, cfg.lambda_pos, cfg.log_w_max),
+                       power_tilt(log_w, cfg.vespo_k_neg, cfg.vespo_lambda_neg, cfg.log_w_max))
+
+
 def seq_clip_lowpos1_coefficient(log_w, positive, cfg, eps):
     """The sequence clip, but 1 for a positive below 1 - eps_low: it differs from seq_clip only on the starved."""
     starved = positive & (torch.exp(log_w.clamp(max=cfg.log_w_max)) < 1 - eps[0])
@@ -68,5 +75,6 @@ METHOD_TABLE.update({
     # method:              (ratio level, coefficient,                    (eps_low, eps_high), length_norm)
     "respo_wtilt":         (SEQUENCE, respo_wtilt_coefficient,         (0.2, 0.2),   False),
     "respo_pos_clip_neg":  (SEQUENCE, respo_pos_clip_neg_coefficient,  (0.2, 0.2),   False),
+    "respo_pos_vespo_neg": (SEQUENCE, respo_pos_vespo_neg_coefficient, (0.2, 0.2),   False),
     "seq_clip_lowpos1":    (SEQUENCE, seq_clip_lowpos1_coefficient,    (0.2, 0.2),   False),
 })

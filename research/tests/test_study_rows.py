@@ -11,7 +11,7 @@ from research.study_rows import StudyLossConfig
 from tests.derivations.test_kernel_derivations import grad_of, kernel_grad, random_batch
 
 pytestmark = pytest.mark.usefixtures("float64")  # tests/conftest.py
-ROWS = ("respo_wtilt", "respo_pos_clip_neg", "seq_clip_lowpos1")
+ROWS = ("respo_wtilt", "respo_pos_clip_neg", "respo_pos_vespo_neg", "seq_clip_lowpos1")
 
 
 def study_surrogate(method, logp, old_logp, adv, mask, eps=(0.2, 0.2)):
@@ -24,6 +24,8 @@ def study_surrogate(method, logp, old_logp, adv, mask, eps=(0.2, 0.2)):
         return torch.where(adv > 0, power_tilt_surrogate(log_w, 0.0, 0.1), power_tilt_surrogate(log_w, 3.0, 2.0)) * adv
     if method == "respo_pos_clip_neg":  # ReSPO's positive surrogate, the sequence clip's negative objective
         return torch.where(adv > 0, respo_surrogate(log_w, 2.0, 0.5, 2.0) * adv, clip)
+    if method == "respo_pos_vespo_neg":  # ReSPO's positive surrogate, VESPO's negative one at (3, 2)
+        return torch.where(adv > 0, respo_surrogate(log_w, 2.0, 0.5, 2.0), power_tilt_surrogate(log_w, 3.0, 2.0)) * adv
     return torch.where((adv > 0) & (w < 1 - eps[0]), adv * log_pi_y, clip)  # seq_clip_lowpos1
 
 
@@ -87,3 +89,17 @@ def test_the_starved_positives_are_all_that_seq_clip_lowpos1_changes():
         assert starved.sum() > 30 if sign > 0 else not starved.any()
         torch.testing.assert_close(coefficient["seq_clip_lowpos1"][starved], torch.ones(int(starved.sum())))
         torch.testing.assert_close(coefficient["seq_clip_lowpos1"][~starved], coefficient["seq_clip"][~starved])
+
+
+@pytest.mark.parametrize("arm,negatives", [("respo_pos_clip_neg", "seq_clip"), ("respo_pos_vespo_neg", "vespo")])
+def test_each_split_arm_is_respo_on_positives_and_its_donor_on_negatives(arm, negatives):
+    """The reuse study's split arms (research/REUSE.md): on a batch of positives only the arm's gradient is respo's,
+    on negatives only it is the donor's; with both signs it is neither (each branch matters)."""
+    params, logp_fn, old_logp, adv, mask = random_batch(6, drift=0.8)
+    for sign, same_as in ((1.0, "respo"), (-1.0, negatives)):
+        signed = (params, logp_fn, old_logp, adv.abs() * sign, mask)
+        torch.testing.assert_close(kernel_grad(signed, method=arm), kernel_grad(signed, method=same_as))
+    mixed = (params, logp_fn, old_logp, adv, mask)
+    assert (adv > 0).any() and (adv < 0).any()
+    for other in ("respo", negatives):
+        assert not torch.allclose(kernel_grad(mixed, method=arm), kernel_grad(mixed, method=other))
