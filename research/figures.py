@@ -38,6 +38,7 @@ from research.warm_start_stop import WarmStopConfig, band, verdict
 from research.drift_figures import FIGURES as DRIFT_FIGURES
 from research.mechanism_figures import FIGURES as MECHANISM_FIGURES
 from research.rerun_figures import FIGURES as RERUN_FIGURES
+from research.reuse_figures import FIGURES as REUSE_FIGURES
 
 SETTINGS = ("default", "avx2")
 # The ReSPO of every record read here but the default run's and Study 3's: this project's reconstruction.
@@ -784,6 +785,7 @@ FIGURES = {
     **{name: Figure(what, compute) for name, (what, compute) in MECHANISM_FIGURES.items()},
     **{name: Figure(what, compute) for name, (what, compute) in RERUN_FIGURES.items()},
     **{name: Figure(what, compute) for name, (what, compute) in DRIFT_FIGURES.items()},
+    **{name: Figure(what, compute) for name, (what, compute) in REUSE_FIGURES.items()},
 }
 
 

@@ -177,9 +177,16 @@ def verdicts(c: dict[str, dict]) -> dict[str, str]:
     return out
 
 
-def across(per_setting: dict[str, dict[str, str]], claim: str) -> str:
+def reading(x: dict, claim: str) -> str:
+    """One setting's reading of a claim: its verdict, or why there is none."""
+    if "check" not in x:
+        return "not run"
+    return x.get("verdicts", {}).get(claim, "check failed")
+
+
+def across(settings: dict[str, dict], claim: str) -> str:
     """A verdict stated only when both settings give it; otherwise each setting's reading."""
-    values = {s: v.get(claim, "check failed") for s, v in per_setting.items()}
+    values = {s: reading(x, claim) for s, x in settings.items()}
     if len(values) == len(SETTINGS) and len(set(values.values())) == 1:
         return next(iter(values.values()))
     return "not resolved (" + ", ".join(f"{s}: {v}" for s, v in values.items()) + ")"
@@ -338,10 +345,9 @@ def summarise(out: Path, figures: Path | None = None) -> str:
     for s, r in settings.items():
         if "contrasts" in r:
             text += [f"## Contrasts, {s} (Holm over 27)", contrast_table(r["contrasts"])]
-    per_setting = {s: r.get("verdicts", {}) for s, r in settings.items()}
     claims = [f"{c}({n})" for c in ("E", "L") for n in NS] + ["G", "B"]
     text += ["## Verdicts (stated only when both settings give them)"]
-    text += [f"- {claim}: {across(per_setting, claim)}" for claim in claims]
+    text += [f"- {claim}: {across(settings, claim)}" for claim in claims]
     text += ["## Beside the paper", paper_table(settings), "## The positive-branch diagnostic at N = 32",
              diagnostic_table(settings)]
     if figures is not None and any(r["seeds"] for r in settings.values()):

@@ -115,9 +115,12 @@ def test_the_contrasts_holm_and_verdicts_follow_the_preregistered_rules():
 
 
 def test_a_verdict_needs_both_settings():
-    assert rules.across({"default": {"G": "supported"}, "unvectorised": {"G": "supported"}}, "G") == "supported"
-    assert rules.across({"default": {"G": "supported"}, "unvectorised": {}}, "G") == \
+    passed = {"check": {}, "verdicts": {"G": "supported"}}
+    assert rules.across({"default": passed, "unvectorised": passed}, "G") == "supported"
+    assert rules.across({"default": passed, "unvectorised": {"check": {}}}, "G") == \
         "not resolved (default: supported, unvectorised: check failed)"
+    assert rules.across({"default": passed, "unvectorised": {}}, "G") == \
+        "not resolved (default: supported, unvectorised: not run)"
 
 
 def test_the_pairing_check_finds_a_run_that_saw_other_prompts():

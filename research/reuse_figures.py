@@ -1,0 +1,104 @@
+"""The prose figures of the reuse study (research/REUSE.md), as (what, compute) pairs that research/figures.py makes
+Figures of. Every value is read from the records under research/results/reuse/ by the study's own rules
+(research/reuse_rules.py); a setting without whole seeds reads "not run"."""
+
+from __future__ import annotations
+
+import functools
+
+from research import decision
+from research.common import ROOT
+from research.digit_runs import SETTINGS, load
+from research.reuse_rules import NS, SEEDS, across, choose_lr, read_setting, shares
+
+RECORDS = ROOT / "research/results/reuse"
+RERUN = ROOT / "research/results/reuse-rerun"  # one record per setting, rerun by its command with --only
+NOT_RUN = "not run"
+CLAIMS = [f"{c}({n})" for c in ("E", "L") for n in NS] + ["G", "B"]
+
+
+@functools.cache
+def records() -> dict:
+    return load(RECORDS)
+
+
+@functools.cache
+def setting(name: str) -> dict:
+    return read_setting(records().get((name, "evaluate"), []))
+
+
+def chosen_lr() -> str:
+    lr, _ = choose_lr(records().get(("default", "lr"), []))
+    return f"{lr:g}" if lr else NOT_RUN
+
+
+def lr_means() -> str:
+    runs = records().get(("default", "lr"), [])
+    by_lr = {}
+    for r in runs:
+        by_lr.setdefault(r["lr"], []).append(r["summary"]["late"])
+    return ", ".join(f"{lr:g}: {decision.mean(v):.3f}" for lr, v in sorted(by_lr.items())) or NOT_RUN
+
+
+def whole_seeds() -> str:
+    return ", ".join(f"{s} {len(setting(s)['seeds'])}" for s in SETTINGS) + f" of {len(SEEDS)}"
+
+
+def check(name: str) -> str:
+    x = setting(name)
+    if "check" not in x:
+        return NOT_RUN
+    c = x["check"]
+    deep = ", ".join(f"{c['per_n'][n]['log_w_below_-1']:.3f}" for n in NS)
+    low = ", ".join(f"{c['per_n'][n]['below_0.8']:.3f}" for n in NS)
+    return (f"{'passes' if c['passed'] else 'fails'} (log W < -1: {deep}; w < 0.8: {low}; "
+            f"rise p {c['p']:.4f}, {len(x['seeds'])} seeds)")
+
+
+def verdict(claim: str) -> str:
+    return across({s: setting(s) for s in SETTINGS}, claim)
+
+
+def seconds() -> str:
+    out = []
+    for s in SETTINGS:
+        runs = records().get((s, "evaluate"), [])
+        if runs:
+            out.append(f"{s} {decision.mean([r['seconds'] for r in runs]):.0f} s over {len(runs)} runs")
+    return ", ".join(out) or NOT_RUN
+
+
+def grpo_deep_share_n32() -> str:
+    values = [shares([setting(s)["runs"]["grpo"][32][x] for x in setting(s)["seeds"]])["log_w_below_-1"]
+              for s in SETTINGS if setting(s)["seeds"]]
+    return " to ".join(dict.fromkeys(f"{v:.1%}" for v in sorted(values))) or NOT_RUN
+
+
+def rerun_matches() -> str:
+    """Whether each rerun record's per-update scores and held-out pass@1 equal the committed record's."""
+    reruns = load(RERUN)
+    if not reruns:
+        return NOT_RUN
+    out = []
+    for (s, stage), rs in sorted(reruns.items()):
+        originals = {r["file"]: r for r in records().get((s, stage), [])}
+        for r in rs:
+            same = r["file"] in originals and all(r[k] == originals[r["file"]][k] for k in ("score", "heldout"))
+            out.append(f"{s} {r['file']}: {'bit for bit' if same else 'DIFFERS'}")
+    return ", ".join(out)
+
+
+FIGURES = {
+    "reuse_lr": ("the reuse study's learning rate, by REUSE.md's rule on the default setting's lr stage", chosen_lr),
+    "reuse_lr_late": ("the lr stage's mean late score per lr (default setting, seeds 900-901, N = 1)", lr_means),
+    "reuse_whole_seeds": ("whole seeds of the reuse cell per setting (every method at every N)", whole_seeds),
+    "reuse_seconds": ("mean seconds of one reuse-cell run (256 updates, 8,192 responses) per setting", seconds),
+    "reuse_check_default": ("the reuse study's manipulation check on the default setting (grpo, updates 1-128)",
+                            lambda: check("default")),
+    "reuse_check_unvectorised": ("the same check on the unvectorised setting", lambda: check("unvectorised")),
+    "reuse_grpo_deep_n32": ("share of grpo's positives with log W < -1 at N = 32, updates 1-128, over settings",
+                            grpo_deep_share_n32),
+    "reuse_rerun": ("one reuse record per setting rerun from its command: equal to the committed one?", rerun_matches),
+    **{f"reuse_verdict_{c.replace('(', '').replace(')', '')}": (f"the reuse study's verdict {c} over both settings",
+                                                                functools.partial(verdict, c)) for c in CLAIMS},
+}
