@@ -413,6 +413,6 @@ def check_coefficient_by_hand(coefficient, logp: torch.Tensor, old_logp: torch.T
             break
     return verdict(ok, "the sequence clip's and ReSPO's coefficient of one response, by hand",
                    "log w is a sum of token log-ratios over the response's own tokens only (the mask); the sign "
-                   "of the advantage picks the branch; the clip table (notebook 02 §1) says where the sequence "
+                   "of the advantage picks the branch; the clip table (core notebook 02_every_method_is_a_coefficient §1) says where the sequence "
                    "clip keeps w and where it gives 0, and LossConfig() holds ReSPO's (alpha, beta, lambda) of each "
                    "sign (docs/math.md §3).")

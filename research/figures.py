@@ -677,7 +677,7 @@ FIGURES = {
         "coefficient the sequence clip gives a positive below w = 0.8 in the stress cell (range over settings)",
         lambda: span(cell_means(llm("stress"), "phi_low_w_pos", {"seq_clip"}), 2)),
     "llm_phi_low_w_stress_respo": Figure(
-        "coefficient ReSPO gives a positive below w = 0.8 in the stress cell (range over settings)",
+        "coefficient respo_wtilt gives a positive below w = 0.8 in the stress cell (range over settings)",
         lambda: span(cell_means(llm("stress"), "phi_low_w_pos", {RECONSTRUCTION}), 2)),
     "llm_phi_low_w_stress_grpo_gspo": Figure(
         "the same for GRPO and GSPO (per-token or length-normalised ratios, so a low sequence w is rarely clipped)",
@@ -686,19 +686,19 @@ FIGURES = {
         "stuck runs (final reward < 0.1) of the sequence clip in the stress cell, default and AVX2",
         lambda: stuck(llm("stress"), "seq_clip")),
     "llm_stress_full_auc_gain": Figure(
-        "whole-curve reward, ReSPO minus each baseline it beats on both settings in the stress cell",
+        "whole-curve reward, respo_wtilt minus each baseline it beats on both settings in the stress cell",
         lambda: span([m for *_, means in carried(llm("stress"), ("full_auc",)) for m in means], 2, signed=True)),
     "llm_stress_full_auc_beaten": Figure(
-        "the baselines whose whole-curve reward ReSPO beats on both settings in the stress cell",
+        "the baselines whose whole-curve reward respo_wtilt beats on both settings in the stress cell",
         lambda: ", ".join(sorted({c[0] for c in carried(llm("stress"), ("full_auc",))}))),
     "llm_stress_gspo_carried": Figure(
-        "differences between ReSPO and GSPO in the stress cell that hold on both settings (any outcome)",
+        "differences between respo_wtilt and GSPO in the stress cell that hold on both settings (any outcome)",
         lambda: len(carried(llm("stress"), baselines=("gspo",)))),
     "llm_stress_final_beaten": Figure(
-        "the baselines whose final training reward ReSPO beats on both settings in the stress cell",
+        "the baselines whose final training reward respo_wtilt beats on both settings in the stress cell",
         lambda: ", ".join(sorted({c[0] for c in carried(llm("stress"), ("final_reward",))}))),
     "llm_stress_heldout_beaten": Figure(
-        "the baselines whose held-out pass@1 ReSPO beats on both settings in the stress cell",
+        "the baselines whose held-out pass@1 respo_wtilt beats on both settings in the stress cell",
         lambda: ", ".join(sorted({c[0] for c in carried(llm("stress"), ("heldout_reward",))}))),
     "llm_heldout_start": Figure(
         "held-out pass@1 of the warm start where RL begins (range over every run of both settings)",
@@ -733,30 +733,30 @@ FIGURES = {
         lambda: f"{0.05 / tests_per_setting(llm('selected')):.5f}"),
     # The toy sequence bandit (research/toy/README.md).
     "toy_low_w_share_respo": Figure(
-        "share of ReSPO's positives below w = 0.8 on the toy under reuse (range of seed means over R and settings)",
+        "share of respo_wtilt's positives below w = 0.8 on the toy under reuse (range of seed means over R and settings)",
         lambda: percent_span([m for m in cell_means(toy("protocol"), "low_w_pos_frac", {RECONSTRUCTION})], 0)),
     "toy_phi_low_w_respo": Figure(
-        "coefficient ReSPO gives one of them (range of seed means)",
+        "coefficient respo_wtilt gives one of them (range of seed means)",
         lambda: span(cell_means(toy("protocol"), "phi_low_w_pos", {RECONSTRUCTION}), 2)),
     "toy_phi_low_w_seq_clip": Figure(
         "coefficient the sequence clip gives one (range of seed means)",
         lambda: span(cell_means(toy("protocol"), "phi_low_w_pos", {"seq_clip"}), 2)),
     "toy_early_gain_r8_protocol": Figure(
-        "early AUC, ReSPO (lr 0.03) minus each baseline (at its own lr) at R = 8, where both settings carry it",
+        "early AUC, respo_wtilt (lr 0.03) minus each baseline (at its own lr) at R = 8, where both settings carry it",
         lambda: span([m for b, _, _, cell, means in carried(toy("protocol"), ("early_auc",),
                                                             ("seq_clip", "grpo", "gspo", "cispo", "vespo"))
                       if cell.reuse == 8 for m in means], 2, signed=True)),
     "toy_early_level_r4_equal": Figure(
-        "baselines ReSPO does NOT beat in early AUC at R = 4 when it runs at their step (lr 0.01)",
+        "baselines respo_wtilt does NOT beat in early AUC at R = 4 when it runs at their step (lr 0.01)",
         lambda: ", ".join(b for b in ("seq_clip", "grpo", "gspo", "cispo", "vespo")
                           if not any(c[0] == b and c[3].reuse == 4
                                      for c in carried(toy("equal"), ("early_auc",), (b,))))),
     "toy_early_beaten_r8_equal": Figure(
-        "baselines ReSPO beats in early AUC at R = 8, 16 and 32 alike when it runs at their step (lr 0.01)",
+        "baselines respo_wtilt beats in early AUC at R = 8, 16 and 32 alike when it runs at their step (lr 0.01)",
         lambda: ", ".join(b for b in ("seq_clip", "grpo", "gspo", "cispo", "vespo")
                           if {c[3].reuse for c in carried(toy("equal"), ("early_auc",), (b,))} >= {8, 16, 32})),
     "toy_end_vs_grpo_gspo_equal": Figure(
-        "end-of-run differences (final or held-out reward) between ReSPO at lr 0.01 and GRPO or GSPO that hold on "
+        "end-of-run differences (final or held-out reward) between respo_wtilt at lr 0.01 and GRPO or GSPO that hold on "
         "both settings", lambda: len(carried(toy("equal"), ("final_reward", "heldout_reward"), ("grpo", "gspo")))),
     # digit_sum under amendment 1 of research/PREREGISTRATION.md (research/results/gates.md).
     "digit_sum_gate1_shares": Figure(

@@ -123,7 +123,7 @@ def figures() -> dict:
         "conflict_drift_right_way": ("the same count on the committed gate A cells",
                                      lambda: drift_right_way(committed_conflict())),
         "rerun_conflict_failed_checks": ("the checks each rerun gate A cell failed", lost_checks),
-        "rerun_offpolicy_exact": ("off-policy study, reuse, ReSPO, seed 0, rerun from its recorded command per setting",
+        "rerun_offpolicy_exact": ("off-policy study, reuse, respo_wtilt, seed 0, rerun from its recorded command per setting",
                                   offpolicy_exact),
     }
 

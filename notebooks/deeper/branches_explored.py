@@ -81,7 +81,7 @@ axes[1].annotate(f"peak {peak:.2f} at w* = α₋/λ₋ = {w_star:.1f}", xy=(w_st
                  fontsize=8, arrowprops=dict(arrowstyle="->"))
 half = power_tilt(torch.tensor([math.log(0.5)], dtype=torch.float64), WTILT_ALPHA_NEG,
                   WTILT_LAMBDA_NEG).item()
-axes[1].annotate(f"φ₋(0.5) = {half:.2f}: a soft trust region\nfor negatives pushed down", xy=(0.5, half),
+axes[1].annotate(f"φ₋(0.5) = {half:.2f}: below the band it fades\n(a soft trust region on negatives)", xy=(0.5, half),
                  xytext=(1.5, 0.25), fontsize=8, arrowprops=dict(arrowstyle="->"))
 axes[0].set_ylabel("coefficient φ(w)")
 fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8)

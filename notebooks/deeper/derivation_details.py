@@ -1043,16 +1043,20 @@ confirm("grad policy_loss = grad of -mean A Phi(w)", (g_loss - g_surrogate).abs(
 # is decreasing, so its limit $e^{\lambda_+}$ at $w\to0$ is its **maximum** on $w<1$: every positive
 # drifted down ($w<1$) gets more than 1, up to $e^{\lambda_+}$ (up-weighted, gently).
 # $\lambda_+$ sets how fast it falls for large $w$; a small $\lambda_+$ keeps pushing positives that
-# are already up, but gently (the value at $w=10$ is printed below). ReSPO's published $\phi_+$
-# also has its maximum at $w\to0$, higher ($e/2$), and fades to 0 above 1: a soft trust region there too (docs/math.md §2).
+# are already up, but gently (the value at $w=10$ is printed below): above $1+\epsilon$, where the
+# clip's trust region gives a positive 0, it barely fades, almost no trust region (docs/math.md §2).
+# ReSPO's published $\phi_+$ also has its maximum at $w\to0$, higher ($e/2$), and fades to 0 above 1:
+# a soft trust region for positives.
 #
 # **What a negative ($A<0$) needs.** Its weight must not explode as $w\to\infty$ (the clip's
 # unbounded cell): $\lambda_->0$ makes $\phi_-\to0$ there, with the peak at $w^*=\alpha_-/\lambda_-$
-# (where $\frac{d}{dw}[\alpha\log w-\lambda w]=0$). The reconstruction also gave it a soft trust region
-# below $w=1$: $\phi_-\sim w^{\alpha_-}\to0$ as $w\to0$, and $\alpha_->\lambda_-$ puts the peak above 1, so
+# (where $\frac{d}{dw}[\alpha\log w-\lambda w]=0$); a step on such a negative moves $w$ back towards 1,
+# so that bound is a weighting, not a trust region. Below $w=1$, where the clip's trust region gives a
+# negative 0 under $1-\epsilon$, the reconstruction fades it instead, a soft trust region:
+# $\phi_-\sim w^{\alpha_-}\to0$ as $w\to0$, and $\alpha_->\lambda_-$ puts the peak above 1, so
 # a negative the policy over-generates (slightly above 1) is pushed hardest and one already below 1
 # fades fast. ReSPO's published $\phi_-$ peaks *below* 1, at $w=1/4$, and is above 1 on a band
-# below 1 (the rows printed below).
+# below 1 (the rows printed below): no trust region there.
 #
 # **Credit: the negative branch is VESPO's.** VESPO is the same family, $w^ke^{\lambda(1-w)}$, with
 # $(k,\lambda)=(2,3)$ for $A\ge0$ and $(3,2)$ for $A<0$. The reconstruction's negative branch $(3,2)$

@@ -14,15 +14,17 @@
 # (w^alpha e^{-lambda (w - 1)} per branch), and every method runs under the aggregation its
 # records were made with, `seq-mean-token-sum-norm` (`AGG` below): that keeps the records and
 # the live runs comparable. The published kernel, `respo`, is what core notebook 04 measures.
-# "On every batch" here means the five batches of one warm policy (warm-up seed 1): core 04 prints
-# the mechanism on two warm policies side by side, and some readings of §2 and §5 (how many
-# positives the first step starves, whether a starved positive's own push brings it back, the
-# over-generated negatives' coefficient against $\phi=1$) do not carry over to the second.
+# "On every batch" here means the five batches of one warm policy (warm-up seed 1): core notebook
+# 04_starvation_watched (§1-§2) prints the mechanism on two warm policies side by side, and some
+# readings of §2 and §5 here (how many positives the first step starves, whether a starved
+# positive's own push brings it back, the over-generated negatives' coefficient against
+# $\phi=1$) do not carry over to the second.
 #
-# Notebooks 01–02 looked at coefficients as functions. Here a policy learns, and we watch
-# (1) how a correct response ends up with a low weight $w$ although every update pushed
-# positives up, (2) what each method then gives it, (3) what that costs in learning, and
-# (4) the other half of the problem: over-generated wrong responses taking the update.
+# Core notebooks 02_every_method_is_a_coefficient and 03_where_the_kernel_comes_from looked at
+# coefficients as functions. Here a policy learns: after (0) the environment and (1) the reuse
+# loop written out, we watch (2) how a correct response ends up with a low weight $w$ although
+# every update pushed positives up, (3) what each method then gives it, (4) what that costs in
+# learning, and (5) the other half of the problem: over-generated wrong responses taking the update.
 # Then what surrounds it in practice: (6) staleness (`--lag`), (7) stuck runs and the
 # optimizer, (8) the temperature pitfall, (9) when the positive branch hurts, (10) which
 # negative branch collapsed under heavy reuse; (11) two exercises and (12) quick questions.
@@ -445,7 +447,8 @@ for method in ("seq_clip", "no_is", "respo_wtilt"):
         print(f"  {method:<9} {only:<15} " + " ".join(f"{c:>2}" for c in come_back[method, only]))
 confirm("with the positives alone every arm brings most of them back, no_is (phi = 1, no concentration) too",
         sum(counts[-1] > counts[1] / 2 for (m, only), counts in come_back.items() if only == "positives only"), 1e-12)
-confirm("no_is on the whole batch, negatives pushed with no trust region, ends with more of them low than it started",
+confirm("no_is on the whole batch, every negative pushed at phi = 1 (those below 0.8 too), ends with more of them low "
+        "than it started",
         max(0, come_back["no_is", "whole batch"][1] - come_back["no_is", "whole batch"][-1]), 1e-12)
 
 # %% [markdown]
@@ -577,10 +580,10 @@ confirm("plain SGD at lr 1 with no_is on the whole batch starves at most one pos
 # left out, and for a short step that count names exactly the ones that fall. One long Adam step
 # (about lr on every weight) takes some past $w=0.8$ at once, and at the rates used here it is
 # beyond the linear regime, so more fall than first order names; a short SGD step moves them by
-# too little in one step, though over many steps, with negatives pushed without a trust region,
-# SGD starves them too. Each starved positive's own push brings it back, unless the negatives
-# keep being pushed at full strength; cutting their push, by about as much whichever ones are cut,
-# lets them come back. What a method gives a low-$w$ positive is the size of that own term;
+# too little in one step, though over many steps, with every negative pushed at $\phi=1$ (the
+# ones already below 0.8 too), SGD starves them too. Each starved positive's own push brings it
+# back, unless the negatives keep being pushed at full strength; cutting their push, by about
+# as much whichever ones are cut, lets them come back. What a method gives a low-$w$ positive is the size of that own term;
 # whether a larger one brings it back sooner is §4's question (with everything else the clip's:
 # sooner on most batches, §4's `seq_clip_lowpos1` arm).
 #
@@ -589,7 +592,7 @@ confirm("plain SGD at lr 1 with no_is on the whole batch starves at most one pos
 # At each of the 15 off-policy sequence-clip steps of §2, ask every method's kernel for its
 # coefficient on the same drifted batch (for a token-level method, the mean of its token
 # coefficients over the response), and split the positives by where their sequence weight
-# sits: below the trust region ($w<0.8$), inside it, above it ($w>1.2$). Averaged over the steps
+# sits: below the clip band ($w<0.8$), inside it, above it ($w>1.2$). Averaged over the steps
 # (the first, on-policy step gives everyone 1):
 
 # %%
@@ -629,11 +632,12 @@ print("the README's figures, over the toy's evaluation runs (research/figures.py
                   for name in ("toy_phi_low_w_seq_clip", "toy_phi_low_w_respo")))
 
 # %% [markdown]
-# Below the trust region the sequence clip gives a positive only its weight $w$; ReSPO's
+# Below the band the sequence clip gives a positive only its weight $w$; ReSPO's
 # nearly flat branch gives about 1; VESPO's $w^2e^{-3(w-1)}$ is above 1 at these moderate
 # weights (it peaks at $w=2/3$) and starves only far lower. The token-level methods (GRPO,
 # CISPO) and GSPO, whose length-normalised ratio stays near 1, keep most of it: the sharp
-# starvation is a *sequence-level* clip's. Above the trust region the sequence clip and GSPO
+# starvation is a *sequence-level* clip's. Above the band (the clip's trust region for
+# positives, docs/math.md §2) the sequence clip and GSPO
 # (whose upper band, printed, is so narrow that any positive whose tokens rose on average is
 # above it) give a positive 0 and VESPO little,
 # GRPO zeroes only its tokens above 1.2, while CISPO and ReSPO keep pushing.
@@ -855,7 +859,7 @@ early_r16 = {m: early_auc(m, 16, 0.01)[0] for m in methods}
 confirm("at R = 4 every method's interval overlaps every other's at each lr (within noise)", max(0.0, *overlap_r4), 1e-12)
 confirm("at R = 16 and lr 0.01 respo_wtilt has the highest mean early AUC",
         max(0.0, max(v for m, v in early_r16.items() if m != "respo_wtilt") - early_r16["respo_wtilt"]), 1e-12)
-confirm("and the end-of-run order there is not the early one (seq_clip, grpo, respo)",
+confirm("and the end-of-run order there is not the early one (seq_clip, grpo, respo_wtilt)",
         float(sorted(final, key=final.get) == sorted(final, key=early_r16.get)), 1e-12)
 
 # %% [markdown]
@@ -1339,7 +1343,8 @@ confirm("of the tilted branches the highest peak has the fewest stuck runs over 
 # §11 reruns beside its record (the check). The three tilted branches are bounded (their peak height
 # printed), and the records do not order them on collapse by that bound: the branch with the
 # highest peak has the fewest stuck runs over the 12 seeds. The most are the $\alpha_-=\lambda_-$
-# branch $(2,2)$'s, whose peak sits at $w=1$ (its trust region below 1 is the weakest), but
+# branch $(2,2)$'s, whose peak sits at $w=1$ (of the three it fades slowest below 1, the
+# weakest soft trust region on the negatives there), but
 # they come mostly at light reuse, and at $R=32$ it has fewer than the default: the
 # prototype's report that "$\alpha_-=\lambda_-$ collapses under *heavy* reuse" (unrecorded here,
 # docs/math.md §3) is not what these records show (the second check), and the totals differ by
@@ -1409,7 +1414,7 @@ checks.check_starved_prediction(my_starved, log_weights(one_step)[1], positive)
 #    direction lowers at first order; at the learning rates these runs use the step is beyond the
 #    linear regime, and on some batches many of the positives that end below 0.8 are ones first
 #    order would raise (§2's learning-rate table). Over several steps SGD starves them too when
-#    negatives are pushed without a trust region (§2's last controls).</details>
+#    every negative is pushed at $\phi=1$, the ones below 0.8 too (§2's last controls).</details>
 # 3. A batch where every response to every prompt is wrong: what gradient does any kernel give,
 #    and how can the weights still move?
 #    <details><summary>Answer</summary>Every advantage is 0, so every method's gradient is exactly
@@ -1436,7 +1441,7 @@ checks.check_starved_prediction(my_starved, log_weights(one_step)[1], positive)
 #   (arXiv:2506.13585), VESPO (arXiv:2602.10693), TOPR (arXiv:2503.14286); the retained-signal
 #   statistic by length and the `no_is`/`is` references are this course's.
 # - Staleness (§6): asynchronous actors that lag the learner, as IMPALA's (Espeholt et al., ICML
-#   2018); in LLM RL, docs/bibliography.md's decoupled PPO and rollout corrections (core 05, `research/notebooks/three_sources`).
+#   2018); in LLM RL, docs/bibliography.md's decoupled PPO and rollout corrections (core notebook 05_off_policy_in_production, `research/notebooks/three_sources`).
 # - The temperature pitfall and the truncation mask (§8): DeepSeek-V3.2's Keep Sampling Mask
 #   (arXiv:2512.02556, §3.1).
 # - The negative branch's shape (§10): VESPO's $(3,2)$.

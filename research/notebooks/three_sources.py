@@ -12,9 +12,10 @@
 # The measurements and record readings behind core notebook 05 ([05_off_policy_in_production](../../notebooks/05_off_policy_in_production.ipynb)).
 # The committed study's ReSPO runs are this project's reconstruction, `respo_wtilt` (its records
 # name it); the live cells (§1-§2) run the published kernel, `respo`, whose coefficient enters only
-# the reuse steps of §1's second cell, not the mismatch or the router. Core notebooks 01-04 had one source of
-# off-policy data: reuse, several optimizer steps on one rollout batch. A real RL system has two more. Its inference engine (vLLM) samples in
-# bfloat16 while the learner trains in float32, so the sampler is a slightly different policy
+# the reuse steps of §1's second cell, not the mismatch or the router. Core notebooks
+# 01_reuse_makes_data_off_policy to 04_starvation_watched had one source of off-policy data: reuse,
+# several optimizer steps on one rollout batch. A real RL system has two more. Its inference
+# engine (vLLM) samples in bfloat16 while the learner trains in float32, so the sampler is a slightly different policy
 # even before any update: the **train-inference mismatch** (on a mixture-of-experts model
 # the two engines' routers can even pick other experts). And asynchronous systems sample with
 # weights some updates old: **staleness**. Here the three are made on a CPU, named, measured
@@ -60,8 +61,8 @@ draw_policy_timeline(lag=2, reuse=3, iteration=3)
 #
 # ReSPO puts its kernel on the whole $w$ (the *coupled* form). TRL's and verl's rollout
 # corrections split it (the *decoupled* form, after Hilton et al.'s decoupled PPO, which writes the
-# correction per action; docs/math.md §7): a trust region (GRPO's clip) on $\pi/\pi_{old}$, times a
-# correction weight $c$ of $\pi_{old}/\mu$, truncated or masked, per token ($c(\rho_t)$) or per
+# correction per action; docs/math.md §7): GRPO's token clip on $\pi/\pi_{old}$ (its zero cells are
+# the trust region, on each token's ratio; docs/math.md §2), times a correction weight $c$ of $\pi_{old}/\mu$, truncated or masked, per token ($c(\rho_t)$) or per
 # sequence ($c(\rho)$, $\rho=\prod_t\rho_t$). Both libraries offer both granularities (§4).
 
 # %%
@@ -236,7 +237,7 @@ COLOURS = dict(zip(SOURCES, ("tab:purple", "tab:blue", "tab:orange", "tab:red"))
 MODELS = [m for m in figures.OFFPOLICY_MODELS if any(figures.offpolicy_runs(m, s) for s in SOURCES)]
 print(f"{figures.value('offpolicy_records')} records; models read: {', '.join(figures.OFFPOLICY_MODELS[m] for m in MODELS)}")
 for m in MODELS:
-    print(f"  {m}: respo runs per source " + ", ".join(f"{s} {len(figures.offpolicy_runs(m, s))}" for s in SOURCES))
+    print(f"  {m}: respo_wtilt runs per source " + ", ".join(f"{s} {len(figures.offpolicy_runs(m, s))}" for s in SOURCES))
 for s in SOURCES:  # --lag counts iterations of R updates each: mu's weights are lag x R updates old once the lag is full
     (sampler, reuse, lag), = {(r["sampler_dtype"], r["reuse"], r["lag"]) for r in figures.offpolicy_runs(MODELS[0], s)}
     print(f"  {s:9}  sampler {sampler}, R = {reuse} updates per batch, --lag {lag} iterations: mu is "
@@ -378,8 +379,8 @@ for m in MODELS:
 #   ratios, here on the product; masking it (dropping the response outside the bounds) is MIS's
 #   rejection, which ACER and V-trace never do;
 # - **token-level** multiplies each token by its own $\rho_t$, which stays near 1 even where the
-#   product has fallen far: no trust region on the product, and a bias wherever the tokens'
-#   ratios compound.
+#   product has fallen far: the product itself is neither weighted nor bounded, and a bias wherever
+#   the tokens' ratios compound.
 #
 # VESPO's recipe is left out of the figure: it aggregates by token-mean, so its recorded value
 # is its coefficient times an aggregation factor common to every response of a batch (our
@@ -485,7 +486,7 @@ for m in MODELS:
 # 2. Why is the mismatch's $|\log w|$ larger on long responses (§1)?
 #    <details><summary>answer</summary>$\log w=\sum_t(\log\pi_{old}-\log\mu)$ adds one rounding difference per token, so a longer response sums more of them (the first check). How much larger is far beyond $\sqrt{}$ of the length ratio, and §1 prints why: the per-token differences are larger on the longer half (the second check) and heavy-tailed (the largest $|d_t|$ of each half, and the share of its half's sum that the single largest $|\log w|$ carries; without that one response the ratio is much smaller). The control shuffles each half's own $d_t$ across its responses with random signs, which makes them independent and zero-mean, and still reaches the observed ratio (the third check): nothing printed needs the errors to be dependent or biased. The $\sqrt{|y|}$ rule fails because it assumes one light-tailed error size on both halves; why the longer responses' tokens round worse is not shown here.</details>
 # 3. Under staleness alone, the sequence-level masked correction and the sequence clip give a starved positive about the same coefficient. Why, and is it starvation?
-#    <details><summary>answer</summary>At $R=1$, $\pi=\pi_{old}$, so GRPO's trust region gives 1 and the correction gives $\rho=\pi_{old}/\mu=w$ (kept while $\rho\le3$); the sequence clip gives $w$ too. That value is the exact importance weight, the unbiased correction, not an artefact; ReSPO's positive branch gives about $e^{\lambda_+(1-w)}\ge1$, a change of target (notebooks/deeper/derivation_details §1).</details>
+#    <details><summary>answer</summary>At $R=1$, $\pi=\pi_{old}$, so GRPO's clipped coefficient on $\pi/\pi_{old}$ is 1 and the correction gives $\rho=\pi_{old}/\mu=w$ (kept while $\rho\le3$); the sequence clip gives $w$ too. That value is the exact importance weight, the unbiased correction, not an artefact; ReSPO's positive branch gives about $e^{\lambda_+(1-w)}\ge1$, a change of target (notebooks/deeper/derivation_details §1).</details>
 # 4. ReSPO in verl: which flag would apply the mismatch correction twice, and which would hide it?
 #    <details><summary>answer</summary>Twice: the kernel's own `policy_loss.correction` on top of verl's `rollout_correction` (the adapter refuses it). Hidden: `rollout_correction.rollout_is=null`, which leaves $w=\pi/\pi_{old}$. `examples/verl_respo.sh` sets `rollout_is=sequence` with a matching `policy_loss.rollout_is_level`, and keeps `bypass_mode=false`, because bypass mode replaces the loss with verl's own. verl hands over $\min(\rho, C)$ with $C$ its `rollout_is_threshold` (and $\log\rho$ clamped to $\pm20$), so the folded $w$ is $\pi/\mu$ only while $\rho\le C$.</details>
 # 5. Why does the off-policy sequence mask never change what a positive receives?

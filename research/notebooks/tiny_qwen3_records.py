@@ -10,12 +10,13 @@
 # # Deeper · The tiny Qwen3's batches and records
 #
 # The record readings behind core notebook 04 ([04_starvation_watched](../../notebooks/04_starvation_watched.ipynb)). Every ReSPO
-# coefficient here, live or read from the committed studies, is this project's reconstruction,
+# coefficient of §1-§4, live or read from the committed studies, is this project's reconstruction,
 # `respo_wtilt` (w^alpha e^{-lambda (w - 1)} per branch), the kernel those studies ran; the
 # methods run and are tabulated under `seq-mean-token-sum-norm` aggregation (`AGG` below), the
-# studies' own. Core notebook 04 reads a batch with the published kernel, `respo`.
+# studies' own. Core notebook 04 reads a batch with the published kernel, `respo`, and so does
+# exercise 2 (§5), which grades a coefficient written by hand against `respo`.
 #
-# The toy (`research/notebooks/starvation_controls`, core 04) showed the mechanism; this notebook looks for it on a language model, and the
+# The toy (`research/notebooks/starvation_controls`; core notebook 04_starvation_watched §1-§3) showed the mechanism; this notebook looks for it on a language model, and the
 # committed studies' answer comes first: on this model it could not be produced (Study 3's manipulation
 # check failed, §4), so what follows shows the coefficients at work on batches whose positives drifted,
 # not the paper's mechanism at work. A 0.3M-parameter
@@ -542,7 +543,7 @@ for n in (5, 15, 30, 60):
     sampled = {m: METHOD_TABLE[m][1](log_w_drawn, every, LossConfig(agg=AGG, method=m), METHOD_TABLE[m][2]).mean().item()
                for m in ("seq_clip", "respo_wtilt")}
     reference_rm.append((closed, sampled["seq_clip"]))
-    print(f"  |y| = {n:>2}: seq_clip {closed:.3f} | {sampled['seq_clip']:.3f}   respo {sampled['respo_wtilt']:.3f}")
+    print(f"  |y| = {n:>2}: seq_clip {closed:.3f} | {sampled['seq_clip']:.3f}   respo_wtilt {sampled['respo_wtilt']:.3f}")
 stress_lengths = torch.cat([b["mask"].sum(-1)[b["adv"] > 0] for b in views[stress_lr]["batches"]]).double()
 picked = stress_lengths[torch.randint(len(stress_lengths), (2000, 75), generator=draws)]         # [batches, positives]
 drawn = picked.sqrt() * sigma * torch.randn(picked.shape, generator=draws, dtype=torch.float64)  # log w, same drift
@@ -669,7 +670,7 @@ for model_name in models:
     parts = [f"### {model_name}", outcome_table(of_model["default"], 0.1)]
     for key, name in (("early_auc", "early AUC"), ("full_auc", "full AUC"), ("final_reward", "final training reward"),
                       ("heldout_reward", "held-out pass@1")):
-        parts += [f"**{name}**, respo_wtilt minus baseline", paired_across(of_model, key)]
+        parts += [f"**{name}**, respo_wtilt minus baseline", paired_across(of_model, key, reference="respo_wtilt")]
     display(Markdown("\n\n".join(parts)))
 
 # %% [markdown]
@@ -735,7 +736,7 @@ reward_panels({f"{setting} CPU setting": runs for setting, runs in stress.items(
 low_w_panels({f"{setting} CPU setting": runs for setting, runs in stress.items()}, f"the stress cell, lr {stress_lr:g}")
 parts = [outcome_table(stress["default"], 0.1)]
 for key, name in (("full_auc", "full AUC"), ("heldout_reward", "held-out pass@1")):
-    parts += [f"**{name}**, respo_wtilt minus baseline", paired_across(stress, key)]
+    parts += [f"**{name}**, respo_wtilt minus baseline", paired_across(stress, key, reference="respo_wtilt")]
 display(Markdown("\n\n".join(parts + [diagnostics_table(stress["default"])])))
 
 # %% [markdown]
@@ -755,9 +756,11 @@ for name in ("llm_low_w_share_selected", "llm_selected_gains", "llm_selected_gai
 # Read them in order. At the learning rates each method scored best on selection seeds, few
 # positives sit in the low-$w$ tail (§2's finding line counts them in its batches) and the
 # only differences that hold on both settings are small ones against the baselines printed:
-# against GRPO, at its own lower rate (§3's printout), they compare recipes, not kernels; GSPO ran at
-# ReSPO's rate, so those against it (early and full AUC in §3's tables) are kernel differences,
-# small and surviving no multiplicity correction (research/README.md). With every method at the
+# against GRPO, at its own lower rate (the `lr` column of §3's outcome table), they compare recipes,
+# not kernels; GSPO ran at ReSPO's rate, so those against it are kernel differences: in §3's
+# difference tables the `gspo` rows whose last column says `respo_wtilt higher` (tiny-qwen3's early
+# AUC at R = 4, tiny-qwen3-moe's full AUC at R = 4, lag 2), small and surviving no multiplicity
+# correction (research/README.md). With every method at the
 # stress rate the tail fills; the positives in it are longer than the average positive (the
 # two length lines). A symmetric random drift would produce that too (§2's reference computes it):
 # $\log w$ sums one log-ratio per token, so long responses fill *both* tails. Not every drift does
@@ -772,9 +775,10 @@ for name in ("llm_low_w_share_selected", "llm_selected_gains", "llm_selected_gai
 # Why no early-optimisation claim is resolved: early AUC is the mean reward of the first three
 # batches, and the first batch is sampled before any method acts, identical for every method in
 # every seed group (the last line); in the lag-2 cells all three come from the initial weights,
-# so early AUC is the same for every method there (the 0.000 ± 0.000 rows of §3); the
-# differences that remain are against GRPO and GSPO, and none survives a multiplicity
-# correction over 8 seeds. Separately, the sequence clip's stuck runs in the stress cell do not
+# so early AUC is the same for every method there (the `4, lag 2` rows of §3's early-AUC
+# tables, 0.000 ± 0.000 on both settings for both models); the differences that remain (the
+# early-AUC rows marked `respo_wtilt higher`) are against GRPO and GSPO, and none survives a
+# multiplicity correction over 8 seeds. Separately, the sequence clip's stuck runs in the stress cell do not
 # travel between the two CPU settings (printed), so "the clip collapses" is not a finding
 # either. These runs neither confirm nor refute the paper's claims (research/README.md gives the
 # verdict per claim).
@@ -892,15 +896,16 @@ my_high_w_negative = None  # your answer: a row index of views[stress_lr]
 checks.check_high_w_negative(my_high_w_negative, views[stress_lr]["log_w"], views[stress_lr]["adv"])
 
 # %% [markdown]
-# **Exercise 2: a coefficient by hand.** Write the coefficient the sequence clip and ReSPO give
-# one response of the batch, from its token log-probs under $\pi$ and $\mu$, its mask and its
+# **Exercise 2: a coefficient by hand.** Write the coefficient the sequence clip and ReSPO's
+# published kernel (`respo`, not the reconstruction `respo_wtilt` the studies ran) give one
+# response of the batch, from its token log-probs under $\pi$ and $\mu$, its mask and its
 # advantage, without calling the kernel. The check runs your function on responses of the
 # batch (and on copies shifted to other weights) and compares it with `kernel.coefficients`.
 
 # %%
 def my_coefficient(logp, old_logp, mask, advantage, method):
     """phi of one response: logp, old_logp [C] token log-probs under pi and mu, mask [C] bool, advantage a float,
-    method "seq_clip" or "respo_wtilt" (at LossConfig(method="respo_wtilt", agg=AGG)'s defaults). Returns a float."""
+    method "seq_clip" or "respo" (the published kernel, at LossConfig()'s defaults). Returns a float."""
     return None  # your code
 
 
