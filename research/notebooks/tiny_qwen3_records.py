@@ -13,7 +13,7 @@
 # coefficient here, live or read from the committed studies, is this project's reconstruction,
 # `respo_wtilt` (w^alpha e^{-lambda (w - 1)} per branch), the kernel those studies ran; the
 # methods run and are tabulated under `seq-mean-token-sum-norm` aggregation (`AGG` below), the
-# studies' own. Core notebook 04 reads a batch with the published kernel, `respo`.
+# studies' own. notebooks/deeper/branches_explored §10 reads a batch with the published kernel, `respo`.
 #
 # The toy (`research/notebooks/starvation_controls`, core 04) showed the mechanism; this notebook looks for it on a language model, and the
 # committed studies' answer comes first: on this model it could not be produced (Study 3's manipulation
