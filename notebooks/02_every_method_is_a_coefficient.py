@@ -39,12 +39,10 @@
 # %%
 import math
 
-import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
-from IPython.display import display
 
-from course import DriftStudy, SequenceSpace, confirm, reuse_one_group
+from course import SequenceSpace, confirm, reuse_one_group
 from nano_respo.kernel import METHOD_TABLE, LossConfig, coefficients, policy_loss, respo_coefficient
 from nano_respo.surrogate import phi_curve  # phi read back from the gradient of kernel.policy_loss
 
@@ -141,47 +139,9 @@ confirm("phi_- peaks at w = 1/4 with height e/2, is below 1 for every w > 1 and 
 # is pushed *harder* than on-policy (the band where $\phi_->1$), where the clip gives it 0 below
 # $1-\epsilon$. Both branches are bounded by $e/2$, whatever the drift.
 #
-# ## 4. Token-level against sequence-level clipping, on one response
+# Token-level against sequence-level clipping, on one response: [deeper/branches_explored §7](deeper/branches_explored.ipynb).
 #
-# A token clip (GRPO) tests each token ratio $r_t$; a sequence clip tests their product $w$. Take one
-# correct response of 16 tokens whose token log-ratios drifted a little, each drawn from
-# $\mathcal N(-0.05,\,0.05^2)$ (seed 0), and read each method's coefficient per token:
-
-# %%
-gen = torch.Generator().manual_seed(0)
-old = torch.full((1, 16), -1.0, dtype=torch.float64)
-new = old - 0.05 + 0.05 * torch.randn(1, 16, generator=gen, dtype=torch.float64)
-one = torch.ones(1, 16, dtype=torch.bool)
-per_token = {m: coefficients(new, old, torch.ones(1, dtype=torch.float64), one, LossConfig(method=m))[0][0]
-             for m in ("grpo", "seq_clip", "respo")}
-r_t = (new - old).exp()[0]
-fig, ax = plt.subplots(figsize=(7.5, 2.6))
-ax.bar(range(1, 17), per_token["grpo"], color="tab:green", alpha=0.7, label="GRPO's φ_t (token clip)")
-ax.plot(range(1, 17), r_t, "k.", label="token ratio r_t")
-for m, colour in (("seq_clip", "tab:blue"), ("respo", "tab:red")):
-    ax.axhline(per_token[m][0], color=colour, lw=2, label=f"{m}: one φ for every token")
-ax.axhspan(0.8, 1.2, color="0.9", zorder=0)
-ax.set(xlabel="token t", ylabel="coefficient", ylim=(0, 1.6))
-ax.legend(fontsize=7, ncol=2, loc="lower right")
-fig.tight_layout()
-plt.show()
-w_one = r_t.prod().item()
-print(f"w = product of the 16 token ratios = {w_one:.2f}; token ratios from {r_t.min():.2f} to {r_t.max():.2f}")
-print("mean coefficient over the tokens: " + ", ".join(f"{m} {v.mean():.2f}" for m, v in per_token.items()))
-confirm("every token ratio stays inside [0.8, 1.2] while w falls below 0.8: GRPO keeps every token's r_t, the sequence "
-        "clip gives w, ReSPO more than 1",
-        max(0.0, (r_t - 1).abs().max().item() - 0.2, w_one - 0.8, (per_token["grpo"] - r_t).abs().max().item(),
-            abs(per_token["seq_clip"][0].item() - w_one), 1 - per_token["respo"][0].item()), 1e-12)
-
-# %% [markdown]
-# On this response the token clip sees nothing to clip: each ratio is near 1, so each token keeps
-# its $r_t$. Their product, $w$, has drifted below the band, and the sequence clip gives the whole
-# response that $w$: an under-generated correct answer, starved. ReSPO gives it more than 1. The
-# token clip starves less because it never looks at the product; for the same reason it is no
-# trust region on $w$. `deeper/branches_explored` §5 repeats this on 4000 responses and says what
-# the token clip pays for it.
-#
-# ## 5. One worked group: every coefficient, and the gradient it makes
+# ## 4. One worked group: every coefficient, and the gradient it makes
 #
 # A group of 4 responses on the 27-response space of core 01 §4 (reward 1 when the tokens sum to at
 # least 4), after 8 Adam steps of ReSPO's loss on that group (`course.reuse_one_group`;
@@ -265,109 +225,22 @@ confirm("over these draws ReSPO's step is never 0 and never points away from the
 # One draw was not the rule: over the 30 groups the printout counts how often each method's step
 # vanished or turned against the importance-sampled estimate; ReSPO's did neither (the check).
 #
-# ## 6. Move ReSPO's six numbers
-#
-# The sliders redraw (left) the two branches, (middle) the mean coefficient of a positive with
-# $w<1-\epsilon$ as the drift grows (1 is its on-policy value), and (right) the relative spread of a
-# one-response gradient estimate, for ReSPO against the sequence clip, GRPO and the exact weight, on
-# every response of 8 binary tokens (`course.DriftStudy`; `deeper/branches_explored` §3-§4 reads it
-# in detail). The static figure is the published constants: a code host shows only that one.
-
-# %%
-study = DriftStudy(seed=0)
-others = {"seq_clip": ("tab:blue", "-"), "grpo": ("tab:green", "-"), "is": ("0.3", ":")}
-
-
-def explore(alpha_pos=2.0, beta_pos=0.5, lambda_pos=2.0, alpha_neg=1.0, beta_neg=0.5, lambda_neg=2.0, eps=0.2):
-    params = dict(alpha_pos=alpha_pos, beta_pos=beta_pos, lambda_pos=lambda_pos, alpha_neg=alpha_neg,
-                  beta_neg=beta_neg, lambda_neg=lambda_neg)
-    configs = {"respo": (LossConfig(**params), ("tab:red", "-"))} | {
-        m: (LossConfig(method=m, eps_low=eps, eps_high=eps), style) for m, style in others.items()}
-    fig, axes = plt.subplots(1, 3, figsize=(10, 2.9))
-    axes[0].axvspan(1 - eps, 1 + eps, color="0.85", zorder=0)
-    for sign, colour in ((True, "tab:red"), (False, "tab:blue")):
-        axes[0].plot(w, respo_coefficient(log_w, torch.full_like(log_w, sign, dtype=torch.bool), **params),
-                     color=colour, lw=2, label="φ₊" if sign else "φ₋")
-    axes[0].plot(w, w, ":", color="0.4", label="w")
-    axes[0].set(xscale="log", ylim=(0, 2.5), xlabel="w", title="ReSPO's two branches")
-    axes[0].legend(fontsize=7)
-    steps = range(len(study.drifts))
-    for name, (cfg, (colour, ls)) in configs.items():
-        axes[1].plot(study.spread, [study.low_w_keep(cfg, k, eps) for k in steps], ls, color=colour, marker="o", ms=3,
-                     label=name)
-        axes[2].plot(study.spread, [study.bias_and_std(cfg, k)[1] for k in steps], ls, color=colour, marker="o", ms=3)
-    axes[1].set(xlabel="drift: std of log w", ylim=(0, None), title=f"mean φ of a positive with w < {1 - eps:.2f}")
-    axes[2].set(xlabel="drift: std of log w", yscale="log", title="relative std of one sample")
-    axes[1].legend(fontsize=7)
-    fig.tight_layout()
-    plt.show()
-
-
-explore()
-
-# %%
-sliders = {name: widgets.FloatSlider(value=value, min=low, max=high, step=step, description=label)
-           for name, value, low, high, step, label in (
-               ("alpha_pos", 2.0, 0.5, 3.0, 0.25, "α₊"), ("beta_pos", 0.5, 0.0, 1.0, 0.05, "β₊"),
-               ("lambda_pos", 2.0, 0.0, 5.0, 0.25, "λ₊"), ("alpha_neg", 1.0, 0.5, 3.0, 0.25, "α₋"),
-               ("beta_neg", 0.5, 0.0, 1.0, 0.05, "β₋"), ("lambda_neg", 2.0, 0.0, 5.0, 0.25, "λ₋"),
-               ("eps", 0.2, 0.05, 0.5, 0.05, "ε"))}
-display(widgets.VBox([widgets.HBox(list(sliders.values())[:3]), widgets.HBox(list(sliders.values())[3:]),
-                      widgets.interactive_output(explore, sliders)]))
-
-# %% [markdown]
-# Things to try: $\beta_+=1,\lambda_+=0$ gives positives the exact weight, and the middle curve falls
-# onto the sequence clip's; $\beta_+=0$ ignores the weight (1 everywhere); $\lambda_-=0$ removes the
-# negatives' bound ($\phi_-=\sqrt w$). `deeper/branches_explored` draws both families' parameters as small
-# multiples (§2) and reads what each knob does at one drift, one parameter at a time (§4).
-#
-# ## 7. The cheat sheet
-#
-# Every method's coefficient at an under-generated ($w\ll1$), a near-on-policy and an over-generated
-# ($w\gg1$) response, for each sign, read from `kernel.coefficients` with each method's defaults.
-# Every method here runs under the same aggregation, `token-mean` (the default for every method,
-# and the paper's), so the table compares coefficients only. The responses have one token, so a
-# token-level method's $r_t$ is $w$.
-
-# %%
-at = torch.tensor([0.05, 0.9, 1.1, 20.0], dtype=torch.float64)
-print(f"{'':<27}{'A > 0 at w =':^28} |{'A < 0 at w =':^28}")
-print(f"{'method':<19}{'reads':<8}" + "".join(f"{v:>7g}" for v in at.tolist()) + " |"
-      + "".join(f"{v:>7g}" for v in at.tolist()))
-sheet = {}
-for method, (level, *_) in METHOD_TABLE.items():
-    row = []
-    for sign in (1.0, -1.0):
-        phi, _ = coefficients(at.log()[:, None], torch.zeros(4, 1, dtype=torch.float64), torch.full((4,), sign,
-                              dtype=torch.float64), torch.ones(4, 1, dtype=torch.bool), LossConfig(method=method))
-        row.append(phi[:, 0])
-    sheet[method] = row
-    reads = "r_t" if level == "token" else "w^1/|y|" if method == "gspo" else "w"
-    print(f"{method:<19}{reads:<8}" + "".join(f"{v:>7.2f}" for v in row[0].tolist()) + " |"
-          + "".join(f"{v:>7.2f}" for v in row[1].tolist()))
-confirm("the sheet is the figure of §2: every entry equals the coefficient read back from policy_loss's gradient",
-        max((sheet[m][k] - phi_curve(m, at.log(), sign)).abs().max().item()
-            for m in METHOD_TABLE for k, sign in enumerate((True, False))), 1e-12)
-
-# %% [markdown]
-# Read a column: at $w=0.05$ with $A>0$ (a starved-looking correct answer) the sequence clip gives
-# $w$, the token-level methods read $r_t$, which is $w$ here because one token is the whole response
-# (on a long response each token has its own ratio, §4), and ReSPO gives nearly $e/2$. At $w=20$ with $A<0$ the
-# sequence clip gives 20; ReSPO gives almost nothing.
+# ReSPO's six numbers on sliders: [deeper/branches_explored §8](deeper/branches_explored.ipynb); every method's
+# coefficient at four weights, as a table: [deeper/branches_explored §9](deeper/branches_explored.ipynb).
 #
 # > **What to remember**
 # > - Every method here is a coefficient $\phi$ on $A\,\nabla\log\pi$, read off $r_t$ or $w$; the loss differs only in that coefficient.
-# > - The sequence clip starves under-generated correct answers ($\phi=w\to0$) and keeps over-generated wrong ones at their unbounded $w$; token clips see ratios near 1, starve less, and put no bound on $w$.
+# > - The sequence clip starves under-generated correct answers ($\phi=w\to0$) and keeps over-generated wrong ones at their unbounded $w$; token clips see ratios near 1, starve less, and put no bound on $w$ (`deeper/branches_explored` §5, §7).
 # > - ReSPO's branches are smooth and bounded by $e/2$: the most under-generated correct answer gets the most, over-generated answers of both signs fade.
 #
 # ## Quick questions
 #
 # 1. A correct answer has $w=0.05$. What do the sequence clip, GRPO on a one-token response and ReSPO give it?
-#    <details><summary>answer</summary>The cheat sheet's first column: the sequence clip and GRPO give $w=0.05$ (GRPO clips positives only above $1+\epsilon$); ReSPO gives $\phi_+(0.05)$, near $e/2$.</details>
-# 2. In §4, why does GRPO keep the correct response's push while the sequence clip starves it?
-#    <details><summary>answer</summary>Every token ratio stayed inside the band, so GRPO keeps each $r_t$; their product $w$ fell below $1-\epsilon$, and the sequence clip gives the whole response $w$ (the check under the figure).</details>
-# 3. Where does ReSPO push a wrong answer harder than on-policy, and where does it let it go?
-#    <details><summary>answer</summary>Harder on a band of moderately under-generated wrong answers ($\phi_->1$ for $0.05<w<0.99$, peak $e/2$ at $w=1/4$); it lets go at both ends, $w\to0$ and $w\gg1$ (§3's checks; §5's 101).</details>
+#    <details><summary>answer</summary>§2's panels at $w=0.05$: the sequence clip and GRPO give $w=0.05$ (GRPO clips positives only above $1+\epsilon$); ReSPO gives $\phi_+(0.05)$, near $e/2$ (§3's figure).</details>
+# 2. Where does ReSPO push a wrong answer harder than on-policy, and where does it let it go?
+#    <details><summary>answer</summary>Harder on a band of moderately under-generated wrong answers ($\phi_->1$ for $0.05<w<0.99$, peak $e/2$ at $w=1/4$); it lets go at both ends, $w\to0$ and $w\gg1$ (§3's checks; §4's 101).</details>
+# 3. In §4's worked group, why does the sequence clip's step point away from the importance-sampled one?
+#    <details><summary>answer</summary>It gives 0 to the correct 112 (above its band) and to 101 (below it), so what is left of its step is the push down on the two wrong answers 111 and 110 (§4's second check). Over the 30 groups that happens on some draws, never with ReSPO's step (the count and its check).</details>
 #
 # ## Sources
 #

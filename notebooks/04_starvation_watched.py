@@ -15,19 +15,17 @@
 #
 # **The answer.** A step that pushes every correct answer up still lowers some of them: the
 # positives share weights, and at first order a positive whose gradient points against the
-# batch's push loses probability. Under reuse some positives end low-$w$ (how many is set by the step's
-# length more than by this count, §2), and the sequence clip gives each its $w$, so at most steps it keeps under 0.6 of the positives' push where the published
-# ReSPO keeps more at every step. On the other side ReSPO gives an over-generated wrong answer less than
-# ignoring $w$ would ($\phi=1$) and less than the exact weight ($\phi=w$); below $W=1$ it pushes a
-# wrong answer down harder than on-policy, where the clip gives 0. Last, an exact case with
-# nothing sampled: under plain gradient steps a rare long correct answer falls furthest under
-# ReSPO, mostly through that push below 1 on wrong answers sharing its prefix; under Adam the
+# batch's push loses probability. Under reuse some end low-$w$ (how many is set more by the step's
+# length than by this count, §2); the sequence clip gives each its $w$ and keeps under 0.6 of the
+# positives' push at most steps, where the published ReSPO keeps more at every step. ReSPO gives an
+# over-generated wrong answer less than $\phi=1$ and less than $\phi=w$; below $W=1$ it pushes a
+# wrong answer down harder than on-policy, where the clip gives 0. In an exact planted case, under
+# plain gradient steps that push lowers a rare long correct answer most under ReSPO; under Adam the
 # order reverses.
 #
-# Words as in core 01: **drifted** ($w\ne1$), **under-generated** or **low-$w$** ($w<0.8$,
-# below the clip band), **over-generated** ($w>1.2$), **starved** (an under-generated correct
-# answer a method gives a vanishing coefficient). Every mechanism sentence below is checked on two
-# warm policies, printed side by side; what holds on one batch only says so.
+# Words as in core 01's glossary: **drifted**, **under-generated** or **low-$w$** ($w<0.8$),
+# **over-generated** ($w>1.2$), **starved**. Every mechanism sentence below is checked on two
+# warm policies, printed side by side.
 #
 # ## 1. Two warm policies, five batches each
 #
@@ -45,14 +43,14 @@ import math
 import matplotlib.pyplot as plt
 import torch
 
-from course import EndedSpace, confirm
-from nano_respo.kernel import LossConfig, coefficients, group_advantages, policy_loss, respo_coefficient, sequence_log_weight
+from course import confirm
+from nano_respo.kernel import LossConfig, coefficients, group_advantages, policy_loss, sequence_log_weight
 from toy.envs import DigitSum
 
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})
 AGG = "seq-mean-token-sum-norm"  # the warm-up's and the drift's aggregation, as in research/notebooks/starvation_controls
-LOW, HIGH = math.log(0.8), math.log(1.2)
+LOW = math.log(0.8)
 env = DigitSum()
 
 
@@ -108,8 +106,6 @@ POLICY_BATCHES = {1: (6, 7, 8, 9, 10), 2: (16, 17, 18, 19, 20)}   # warm-up seed
 policies = {seed: warm_policy(seed) for seed in POLICY_BATCHES}
 batches = {(p, b): draw_batch(policies[p], b) for p, seeds in POLICY_BATCHES.items() for b in seeds}
 drifts = {key: clip_drift(policies[key[0]], *batch) for key, batch in batches.items()}
-for p, seeds in POLICY_BATCHES.items():
-    print(f"warm policy {p}, batches {seeds}: reward " + " ".join(f"{env.reward(batches[p, b][0]).mean():.2f}" for b in seeds))
 
 # %% [markdown]
 # ## 2. The first-order count: a push up lowers some positives
@@ -119,7 +115,7 @@ for p, seeds in POLICY_BATCHES.items():
 # $\eta A_j\|\nabla\log\pi_j\|^2$ from its own term and $\eta\sum_{i\ne j}A_i\langle\nabla\log\pi_j,\nabla\log\pi_i\rangle$
 # from the others, which is negative when its gradient points against theirs. The cell counts,
 # per batch, the positives whose first-order change is negative (per-response gradients by
-# autograd), and on each policy's first batch checks the count against a tiny real step.
+# autograd); the count against a tiny real step, batch by batch: [deeper/branches_explored §11](deeper/branches_explored.ipynb).
 
 # %%
 def response_gradients(policy, batch):
@@ -134,21 +130,12 @@ falling, low_after = {}, {}
 for (p, b), (batch, adv) in batches.items():
     positive = adv > 0
     grads = response_gradients(policies[p], batch)
-    push = (adv * positive) @ grads
-    falling[p, b] = positive & (grads @ push < 0)
+    falling[p, b] = positive & (grads @ ((adv * positive) @ grads) < 0)
     low_after[p, b] = positive & (sequence_log_weight(drifts[p, b][4], batch.old_logp, batch.mask) < LOW)
-    if b == POLICY_BATCHES[p][0]:
-        tiny = copy.deepcopy(policies[p])
-        start = torch.nn.utils.parameters_to_vector(tiny.parameters()).detach()
-        torch.nn.utils.vector_to_parameters(start + 1e-4 * push / push.norm(), tiny.parameters())
-        moved = sequence_log_weight(env.log_probs(tiny, batch).detach(), batch.old_logp, batch.mask)
-        confirm(f"policy {p}, batch {b}: a step of length 1e-4 along the positives' push lowers exactly the positives "
-                "the first-order count names", ((positive & (moved < 0)) != falling[p, b]).sum().item(), 1e-12)
-print("per batch: positives falling at first order / positives | low-w positives after 4 clip steps")
-for i in range(5):
-    print("   ".join(f"policy {p}, batch {POLICY_BATCHES[p][i]:>2}: {int(falling[p, POLICY_BATCHES[p][i]].sum()):>2} / "
-                     f"{int((batches[p, POLICY_BATCHES[p][i]][1] > 0).sum()):>2} | {int(low_after[p, POLICY_BATCHES[p][i]].sum()):>2}"
-                     for p in POLICY_BATCHES))
+for p, seeds in POLICY_BATCHES.items():
+    print(f"policy {p}, batches {seeds[0]}-{seeds[-1]}: positives falling at first order / positives "
+          + " ".join(f"{int(falling[p, b].sum())}/{int((batches[p, b][1] > 0).sum())}" for b in seeds)
+          + "; low-w positives after 4 clip steps " + " ".join(str(int(low_after[p, b].sum())) for b in seeds))
 confirm("on every batch of both policies some positives fall at first order under a push on the positives alone",
         sum(int(f.sum()) == 0 for f in falling.values()), 1e-12)
 confirm("row by row, policy 2's batch has fewer positives falling at first order than policy 1's and more low-w "
@@ -158,13 +145,11 @@ confirm("row by row, policy 2's batch has fewer positives falling at first order
 
 # %% [markdown]
 # Interference at first order is there on every batch of both policies (the check), but how
-# much differs: policy 1 lowers about a third of its positives, policy 2 a few (the columns).
+# much differs: policy 1 lowers about a third of its positives, policy 2 a few (the counts printed).
 # How many positives then end low-$w$ is not the first-order count: after 4 steps policy 2 has
 # more of them, not fewer (the second check). Adam's first step is about lr on every weight whatever the gradient,
 # beyond the linear regime at lr 0.01; `research/notebooks/starvation_controls` §2 runs the controls on
-# policy 1 (positives alone, SGD of Adam's step length, a learning-rate sweep) and finds that
-# the step's length decides how many cross 0.8, and that a starved positive's own term brings it
-# back unless the negatives keep being pushed.
+# policy 1 and finds that the step's length decides how many cross 0.8.
 #
 # ## 3. The symptom: what each method keeps of the positives' push
 #
@@ -215,8 +200,7 @@ confirm("the sequence clip keeps under 0.6 of it at most steps of every batch of
 # more at every step of every batch (the first check): its positive branch
 # $\phi_+=\frac{1+W}2e^{1-W}$ is above 1 for every $W<1$ (core 02). The token clip keeps much of it
 # too, for another reason: each token's ratio drifts little, so few tokens leave the band. What a
-# larger own term buys over many steps is `research/notebooks/starvation_controls` §4 (the reconstruction's
-# arms on policy 1, with a control that gives only the low-$w$ positives 1).
+# larger own term buys over many steps: `research/notebooks/starvation_controls` §4.
 #
 # ## 4. The negative branch, on both sides of $W=1$
 #
@@ -229,59 +213,6 @@ confirm("the sequence clip keeps under 0.6 of it at most steps of every batch of
 # under-generated side):
 
 # %%
-grid = torch.linspace(-6, 6, 12001, dtype=torch.float64)
-phi_minus = respo_coefficient(grid, torch.zeros_like(grid, dtype=torch.bool))
-over, under = grid > 1e-9, grid < -1e-9
-confirm("phi_- < 1 and phi_- < W for every W > 1 (log W up to 6)",
-        max(0.0, (phi_minus[over] - 1).max().item(), (phi_minus[over] - grid[over].exp()).max().item()), 1e-12)
-confirm("phi_- > W for every W < 1 (log W down to -6): not below the exact weight on the under-generated side",
-        max(0.0, (grid[under].exp() - phi_minus[under]).max().item()), 1e-12)
-given = {}
-for key, (batch, adv) in batches.items():
-    log_w = sequence_log_weight(drifts[key][4], batch.old_logp, batch.mask)
-    rows = (adv < 0) & (log_w > HIGH)
-    given[key] = (int(rows.sum()), log_w[rows].exp(),
-                  {m: per_response(drifts[key][4], batch, adv, m)[rows] for m in KEPT_METHODS})
-print("after 4 clip steps, over-generated negatives per batch: count, then mean w | mean phi of the clip, ReSPO, GRPO")
-for i in range(5):
-    cells = []
-    for p in POLICY_BATCHES:
-        n, w, phis = given[p, POLICY_BATCHES[p][i]]
-        cells.append(f"policy {p}: {n:>2}" + (f", w {w.mean():.2f} | " + " ".join(f"{phis[m].mean():.2f}" for m in KEPT_METHODS)
-                                              if n else " " * 27))
-    print("   ".join(cells))
-confirm("on every batch of both policies ReSPO gives each over-generated negative less than 1 and less than its w, "
-        "the clip exactly its w", max(0.0, *(max((phis["respo"] - 1).max().item(), (phis["respo"] - w).max().item(),
-                                                  (phis["seq_clip"] - w).abs().max().item())
-                                              for n, w, phis in given.values() if n)), 1e-6)
-fig, ax = plt.subplots(figsize=(6, 3))
-w_axis = grid.exp()
-ax.plot(w_axis, phi_minus, color="tab:red", lw=2, label="ReSPO φ₋")
-ax.plot(w_axis, w_axis, ":", color="0.3", label="φ = w (exact)")
-ax.axhline(1, color="0.6", ls="--", lw=1, label="φ = 1 (w ignored)")
-for key, (n, w, phis) in given.items():
-    if n:
-        ax.scatter(w, phis["respo"], s=12, color="tab:red" if key[0] == 1 else "tab:purple", zorder=3)
-ax.set(xscale="log", xlim=(0.05, 8), ylim=(0, 3), xlabel="w", ylabel="coefficient of a negative",
-       title="negatives: ReSPO against both references (dots: over-generated, policy 1 red, 2 purple)")
-ax.legend(fontsize=7)
-fig.tight_layout()
-plt.show()
-
-# %% [markdown]
-# Policy 1 has over-generated negatives on every batch, policy 2 a few or none (the counts): how
-# many there are is the draw's, what each method gives them is the kernel's. ReSPO pushes them
-# down less than either reference: that is the suppression the abstract names, a bound on how
-# much an over-generated failure weighs, not a harder push. It is no trust region (docs/math.md
-# §2): the step moves their $W$ back towards 1. The reconstruction's negative branch raised them
-# against $\phi=1$ (`research/notebooks/starvation_controls` §5 reads that on policy 1).
-#
-# The shape does more than the abstract says. Below $W=1$ a negative step lowers $W$ further,
-# which is the cell where the clip's trust region gives 0 ($W<0.8$). There $\phi_-$ is above 1, a
-# harder push than on-policy, with its peak $e/2$ at $W=1/4$; VESPO's negative branch
-# $W^3e^{-2(W-1)}$ nearly zeroes the same cell. Against the clip and VESPO, on a grid:
-
-# %%
 def negative_coefficient(method, log_w):
     """The kernel's coefficient of a one-token wrong answer (A = -1) whose weight is exp(log_w)."""
     phi, _ = coefficients(log_w[:, None], torch.zeros(len(log_w), 1, dtype=log_w.dtype), -torch.ones(len(log_w)),
@@ -289,192 +220,68 @@ def negative_coefficient(method, log_w):
     return phi[:, 0]
 
 
+grid = torch.linspace(-6, 6, 12001, dtype=torch.float64)
 below = {m: negative_coefficient(m, grid) for m in ("respo", "seq_clip", "vespo")}
-band = (grid.exp() > 0.05) & (grid.exp() < 0.999)
-quarter = torch.tensor([math.log(0.25)], dtype=torch.float64)
-at_quarter = {m: negative_coefficient(m, quarter).item() for m in below}
-print("a wrong answer at W = 1/4: " + ", ".join(f"{m} {v:.3f}" for m, v in at_quarter.items())
-      + f"; e/2 = {math.e / 2:.3f}; ReSPO's largest on the grid at W = {grid[below['respo'].argmax()].exp():.3f}")
-confirm("phi_- > 1 for every W in (0.05, 1)",
-        max(0.0, (1 - below["respo"][band]).max().item()), 1e-12)
-rising = (grid.exp() > 0.25) & (grid.exp() < 1)
+phi_minus, over, under = below["respo"], grid > 1e-9, grid < -1e-9
+confirm("phi_- < 1 and phi_- < W for every W > 1 (log W up to 6)",
+        max(0.0, (phi_minus[over] - 1).max().item(), (phi_minus[over] - grid[over].exp()).max().item()), 1e-12)
+confirm("phi_- > W for every W < 1 (log W down to -6): not below the exact weight on the under-generated side",
+        max(0.0, (grid[under].exp() - phi_minus[under]).max().item()), 1e-12)
+band, rising = (grid.exp() > 0.05) & (grid.exp() < 0.999), (grid.exp() > 0.25) & (grid.exp() < 1)
+at_quarter = {m: negative_coefficient(m, torch.tensor([math.log(0.25)], dtype=torch.float64)).item() for m in below}
+confirm("phi_- > 1 for every W in (0.05, 1)", max(0.0, (1 - phi_minus[band]).max().item()), 1e-12)
 confirm("phi_- peaks at W = 1/4 with e/2, rising as W falls from 1 to there; the clip gives 0 there, VESPO under 0.1",
-        max(abs(at_quarter["respo"] - math.e / 2), abs(grid[below["respo"].argmax()].exp().item() - 0.25),
-            max(0.0, below["respo"][rising].diff().max().item()),
-            at_quarter["seq_clip"], max(0.0, at_quarter["vespo"] - 0.1)), 1e-3)
-fig, ax = plt.subplots(figsize=(6, 2.6))
+        max(abs(at_quarter["respo"] - math.e / 2), abs(grid[phi_minus.argmax()].exp().item() - 0.25),
+            max(0.0, phi_minus[rising].diff().max().item()), at_quarter["seq_clip"], max(0.0, at_quarter["vespo"] - 0.1)),
+        1e-3)
+fig, ax = plt.subplots(figsize=(6.5, 3))
 for m, colour in (("respo", "tab:red"), ("seq_clip", "tab:blue"), ("vespo", "tab:brown")):
     ax.plot(grid.exp(), below[m], color=colour, label=m)
-ax.axhline(1, color="0.6", ls="--", lw=1, label="φ = 1")
+ax.plot(grid.exp(), grid.exp(), ":", color="0.3", label="φ = W (exact)")
+ax.axhline(1, color="0.6", ls="--", lw=1, label="φ = 1 (W ignored)")
 ax.axvspan(0.8, 1.2, color="0.9", label="clip band")
-ax.set(xscale="log", xlim=(0.01, 8), ylim=(0, 2), xlabel="W", ylabel="coefficient of a negative",
-       title="the negative branch: ReSPO, the sequence clip, VESPO")
+ax.set(xscale="log", xlim=(0.01, 8), ylim=(0, 2.5), xlabel="W", ylabel="coefficient of a negative",
+       title="the negative branch: ReSPO, the sequence clip, VESPO and both references")
 ax.legend(fontsize=7)
 fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# So below $W=1$ the published $\phi_-$ removes the clip's trust region for negatives and pushes
-# harder than on-policy; only its fall to 0 as $W\to0$ (below 0.05) bounds the push. As a wrong
-# answer's $W$ falls from 1 to 1/4 its coefficient rises (the curve, the second check), so each step
+# ReSPO pushes over-generated negatives down less than either reference (the first check; on the
+# warm policies' batches: [deeper/branches_explored §11](deeper/branches_explored.ipynb)): that is the
+# suppression the abstract names, a bound on how much an over-generated failure weighs, not a harder
+# push. It is no trust region (docs/math.md §2): the step moves their $W$ back towards 1.
+#
+# The shape does more than the abstract says. Below $W=1$ a negative step lowers $W$ further, into
+# the cell where the clip's trust region gives 0 ($W<0.8$). There $\phi_-$ is above 1 (the third
+# check), a harder push than on-policy, with its peak $e/2$ at $W=1/4$; VESPO's negative branch
+# $W^3e^{-2(W-1)}$ nearly zeroes the same cell (the last check, the figure). So below $W=1$ the
+# published $\phi_-$ removes the clip's trust region for negatives; only its fall to 0 as $W\to0$
+# (below 0.05) bounds the push. As a wrong answer's $W$ falls from 1 to 1/4 its coefficient rises
+# (the curve, the last check), so each step
 # pushes it harder than the last until it passes the peak. What that costs
-# depends on what the wrong answer shares with a correct one and on the optimizer: §6 plants a case
+# depends on what the wrong answer shares with a correct one and on the optimizer: §5 plants a case
 # where it costs a rare correct answer under plain gradient steps, and not under Adam.
 #
-# ## 5. A real batch, read as text
+# A real batch of the tiny Qwen3, read as text: [deeper/branches_explored §10](deeper/branches_explored.ipynb).
 #
-# The tiny Qwen3 (`tiny-qwen3`, 0.3M parameters, character tokenizer) after its shipped warm
-# start, on the `reverse` task ("reverse 48213" → "31284"). One rollout batch of 16 prompts × 8,
-# then the 8 sequence-clip steps `train.py --method seq_clip --reuse 8 --epochs 2` takes, at the
-# committed study's stress learning rate 3e-4 (not `train.py`'s default 1e-4, at which few
-# responses drift in one batch). We print this batch's lowest-$w$ correct answer and its
-# highest-$w$ wrong one.
-
-# %%
-import contextlib  # noqa: E402
-import io  # noqa: E402
-
-from nano_respo.config import TrainConfig  # noqa: E402
-from nano_respo.rollout import policy_logprobs  # noqa: E402
-from nano_respo.run.session import build_task, initial_model  # noqa: E402
-from nano_respo.trainer import rl_iteration  # noqa: E402
-
-cfg = TrainConfig(model="tiny-qwen3", task="reverse", loss=LossConfig(method="seq_clip", agg=AGG), reuse=8, epochs=2,
-                  prompts_per_iteration=16, lr=3e-4, seed=0)
-task = build_task(cfg)
-torch.manual_seed(cfg.seed)
-with contextlib.redirect_stdout(io.StringIO()):            # the warm start prints where it comes from (shipped)
-    model, tokenizer = initial_model(cfg, task, "cpu", policy_logprobs)
-optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
-qwen_batch, _, _ = rl_iteration(model, tokenizer, task, optimizer, cfg, iteration=0, step=0)
-with torch.no_grad():
-    qwen_logp, _, _ = policy_logprobs(model, qwen_batch, cfg.temperature)
-mask, qwen_adv = qwen_batch.completion_mask, qwen_batch.advantages
-qwen_log_w = sequence_log_weight(qwen_logp, qwen_batch.old_logp, mask)
-width = mask.shape[1]
-texts = tokenizer.batch_decode(torch.where(mask, qwen_batch.input_ids[:, -width:], tokenizer.pad_token_id),
-                               skip_special_tokens=True)
-prompts = tokenizer.batch_decode(qwen_batch.input_ids[:, :-width], skip_special_tokens=True)
-qwen_phi = {m: coefficients(qwen_logp, qwen_batch.old_logp, qwen_adv, mask, LossConfig(method=m))[0]
-            for m in ("seq_clip", "respo")}
-print(f"this batch: {int((qwen_adv > 0).sum())} positives, {int(((qwen_adv > 0) & (qwen_log_w < LOW)).sum())} of them "
-      f"low-w; {int((qwen_adv < 0).sum())} negatives, {int(((qwen_adv < 0) & (qwen_log_w > HIGH)).sum())} over-generated")
-for name, sign in (("lowest-w correct answer", 1), ("highest-w wrong answer", -1)):
-    rows = qwen_adv * sign > 0
-    i = int(torch.where(rows, qwen_log_w * sign, torch.full_like(qwen_log_w, math.inf)).argmin()) if sign > 0 else \
-        int(torch.where(rows, qwen_log_w, torch.full_like(qwen_log_w, -math.inf)).argmax())
-    print(f"{name}: {prompts[i].strip()!r} -> {texts[i].strip()!r}  A {qwen_adv[i]:+.2f}, w {qwen_log_w[i].exp():.2f}, "
-          f"{int(mask[i].sum())} tokens; phi: clip {qwen_phi['seq_clip'][i, 0]:.2f}, ReSPO {qwen_phi['respo'][i, 0]:.2f}")
-
-# %% [markdown]
-# On this batch the printout says how far the worst-placed correct answer fell and what each
-# method gives it; it is one batch at one rate, not a rate of starvation. How often positives
-# fall below 0.8 across the committed study's runs, and what every method gave them there, is
-# `research/notebooks/tiny_qwen3_records` §1-§3 (the reconstruction's records); the study's own reading of
-# whether the mechanism showed on this model is its §4.
+# ## 5. The consequence, exactly: a rare long correct answer (plain steps lower it most under ReSPO; Adam reverses it)
 #
-# ## 6. The consequence, exactly: a rare long correct answer (plain steps lower it most under ReSPO; Adam reverses it)
-#
-# `deeper/branches_explored` §6 plants the mechanism with nothing sampled: responses of 0 to 7
-# binary tokens then an end token, two correct ones, the short `1E` that $\mu$ writes often and the
-# long `1111111E` ($y^*$) it writes about once in a thousand. Wrong answers starting with `1` share
-# $y^*$'s first token. Each arm takes 16 steps on its *exact* expected gradient with $\mu$ fixed, one
-# infinitely large batch reused, under plain gradient steps (SGD, lr 2) and under Adam (lr 0.05, the
-# optimizer every trainer here and the paper use). Two arms swap one branch: ReSPO's coefficient on
-# the positives with the clip's on the negatives, and the reverse. Before step 4 the cell splits
-# the component of the SGD step towards $y^*$, $\langle g,\nabla\log\pi(y^*)\rangle$, by the responses it
-# comes from:
-
-# %%
-ended = EndedSpace(vocab=2, max_len=8)
-star, short = (1,) * 7 + (ended.end,), (1, ended.end)
-i_star, i_short = ended.index(star), ended.index(short)
-theta_mu = ended.logits_from_probs({(): (0.3, 0.6, 0.1), (1,): (0.1, 0.4, 0.5),
-                                    **{(1,) * k: (0.35, 0.35, 0.3) for k in range(2, 7)}})
-logp_mu = ended.token_log_probs(theta_mu)
-mu = logp_mu.sum(-1).exp()
-reward = torch.tensor([float(s in (star, short)) for s in ended.seqs], dtype=torch.float64)
-exact_adv = reward - (mu * reward).sum()
-wrong_sharing_1 = torch.tensor([s[0] == 1 for s in ended.seqs]) & (reward == 0)
-ARMS = {"seq_clip": ("seq_clip", "seq_clip"), "respo": ("respo", "respo"),
-        "respo +, clip -": ("respo", "seq_clip"), "clip +, respo -": ("seq_clip", "respo")}
-
-
-def exact_reuse(positives, negatives, optimizer="sgd", steps=16, split_at=3):
-    """pi(y*) and y*'s coefficient before each step; the component towards y* by response before step split_at + 1."""
-    theta = theta_mu.clone().requires_grad_(True)
-    opt = torch.optim.SGD([theta], lr=2.0) if optimizer == "sgd" else torch.optim.Adam([theta], lr=0.05)
-    rows, split = [], None
-    for step in range(steps):
-        logp = ended.token_log_probs(theta)
-        phi = torch.where((exact_adv > 0)[:, None],
-                          coefficients(logp.detach(), logp_mu, exact_adv, ended.mask, LossConfig(method=positives))[0],
-                          coefficients(logp.detach(), logp_mu, exact_adv, ended.mask, LossConfig(method=negatives))[0])
-        rows.append((logp[i_star].sum().exp().item(), phi[i_star].mean().item()))
-        if step == split_at:  # response i's part: mu_i A_i sum_t phi_t <grad log pi_t, grad log pi(y*)>
-            jac = torch.autograd.functional.jacobian(ended.token_log_probs, theta.detach(), vectorize=True)  # [N, L, P]
-            split = mu * exact_adv * (phi * (jac @ jac[i_star].sum(0))).sum(-1)
-        objective = (mu[:, None] * phi * exact_adv[:, None] * logp).sum()
-        opt.zero_grad()
-        (-objective).backward()
-        opt.step()
-    return rows, split
-
-
-exact = {(arm, opt): exact_reuse(*ARMS[arm], optimizer=opt) for arm in ARMS for opt in ("sgd", "adam")}
-fig, axes = plt.subplots(1, 2, figsize=(9, 2.8))
-for ax, opt in zip(axes, ("sgd", "adam")):
-    for arm, colour in (("seq_clip", "tab:blue"), ("respo", "tab:red"), ("respo +, clip -", "tab:orange"),
-                        ("clip +, respo -", "tab:purple")):
-        ax.plot(range(1, 17), [p * 1e3 for p, _ in exact[arm, opt][0]], "o-", ms=3, color=colour, label=arm)
-    ax.axhline(mu[i_star].item() * 1e3, color="0.5", ls=":", lw=1)
-    ax.set(xlabel="step R", ylabel="π(1111111E) × 1e3", title=f"{opt}: the rare long correct answer (dotted: μ)")
-axes[0].legend(fontsize=7)
-fig.tight_layout()
-plt.show()
-print(f"mu(y*) x 1e3 = {mu[i_star] * 1e3:.2f}; at R = 16, pi(y*) x 1e3 under SGD | Adam, and phi(y*) under SGD:")
-for arm in ARMS:
-    print(f"  {arm:<16} {exact[arm, 'sgd'][0][-1][0] * 1e3:6.2f} | {exact[arm, 'adam'][0][-1][0] * 1e3:6.2f}   "
-          f"phi {exact[arm, 'sgd'][0][-1][1]:.2f}")
-print("SGD, before step 4, component towards y* x 100 = 1E | y* | wrong answers starting with 1 | other wrong answers")
-for arm in ("seq_clip", "respo"):
-    part = exact[arm, "sgd"][1]
-    print(f"  {arm:<9} {part.sum() * 100:+6.2f} = {part[i_short] * 100:+6.2f} | {part[i_star] * 100:+6.2f} | "
-          f"{part[wrong_sharing_1].sum() * 100:+6.2f} | {part[~wrong_sharing_1 & (reward == 0)].sum() * 100:+6.2f}")
-end_of = lambda arm, opt: exact[arm, opt][0][-1][0]
-confirm("SGD: the clip starves y* (phi = w < 1 at R = 16), ReSPO gives it more than 1, yet y* ends lower under ReSPO",
-        max(0.0, exact["seq_clip", "sgd"][0][-1][1] - 1, 1 - exact["respo", "sgd"][0][-1][1],
-            end_of("respo", "sgd") - end_of("seq_clip", "sgd")), 1e-12)
-confirm("SGD: ReSPO's negatives in the clip end y* under a tenth of the clip's; the clip's in ReSPO over ten times ReSPO's",
-        max(0.0, end_of("clip +, respo -", "sgd") - end_of("seq_clip", "sgd") / 10,
-            10 * end_of("respo", "sgd") - end_of("respo +, clip -", "sgd")), 1e-12)
-wrong_part = {arm: exact[arm, "sgd"][1][wrong_sharing_1].sum().item() for arm in ("seq_clip", "respo")}
-confirm("SGD, step 4: wrong answers sharing y*'s first token push it down harder under ReSPO; the clip's 1E part is 0",
-        max(0.0, wrong_part["respo"] - wrong_part["seq_clip"], abs(exact["seq_clip", "sgd"][1][i_short].item())), 1e-12)
-confirm("Adam: every arm ends y* above mu(y*), ReSPO above the clip; swapping the negatives swaps the order",
-        max(0.0, *(mu[i_star].item() - end_of(arm, "adam") for arm in ARMS),
-            max(end_of("seq_clip", "adam"), end_of("respo +, clip -", "adam"))
-            - min(end_of("respo", "adam"), end_of("clip +, respo -", "adam"))), 1e-12)
-
-# %% [markdown]
-# Under plain gradient steps the clip starves $y^*$ (the first check) and ReSPO gives it more than 1,
-# yet $y^*$ ends lower under ReSPO. The swaps name the cause (the second check): with ReSPO's
-# negatives the clip loses $y^*$ too, and with the clip's negatives ReSPO keeps it. The split names
-# the responses (the third check, the printed columns): wrong answers starting with `1`, pushed below
-# $W=1$ where $\phi_->1$ (the clip gives them 0 below 0.8), push down the token they share with $y^*$. Under ReSPO
-# $y^*$'s own term is small beside them (its column): it weighs $\mu(y^*)$ of the expected step.
-#
-# Under Adam the order reverses (the last check, the right panel): every arm raises $y^*$ above
-# $\mu(y^*)$, ReSPO most, and the negatives' coefficients carry the reversal again. Why Adam turns
-# the negatives' push into a rise of $y^*$ is not computed here; `deeper/branches_explored` §6 states a
-# conjecture. So the lesson holds where it was checked: in this planted space, at one learning rate
-# per optimizer. It shows a mechanism, not how often it arises in training.
+# [deeper/branches_explored §6](deeper/branches_explored.ipynb) plants the mechanism with nothing
+# sampled: a rare long correct answer $y^*$ sharing its first token with a short correct one and
+# with wrong answers, each method taking 16 steps on its exact expected gradient. Under plain
+# gradient steps $y^*$ ends lower under ReSPO than under the clip, though ReSPO gives it more than 1:
+# its negative branch keeps pushing down, with $\phi_->1$ below $W=1$, the wrong answers sharing
+# $y^*$'s first token, and that token with them. Under Adam, which every trainer here and the paper
+# use, the order reverses, again through the negatives' coefficients. Each sentence is a check
+# there, in one planted space at one learning rate per optimizer: a mechanism, not how often it
+# arises in training.
 #
 # > **What to remember**
-# > - A push on the correct answers lowers some of them at first order, through shared weights: on both warm policies here, on every batch; how many end low-$w$ depends on the step's length.
-# > - The sequence clip gives a low-$w$ positive its $w$ and keeps under 0.6 of the positives' push at most steps here; ReSPO's $\phi_+>1$ below $W=1$ keeps more of it at every step.
-# > - ReSPO gives an over-generated negative less than $\phi=1$ and less than $\phi=w$: a bound on its weight, not a harder push. Below $W=1$ it pushes harder than on-policy (peak $e/2$ at $W=1/4$) where the clip's trust region gives 0 (§4).
-# > - In the planted case that push below 1, on wrong answers sharing a rare correct answer's prefix, lowers it most under plain gradient steps; under Adam the order reverses (§6).
+# > - A push on the correct answers lowers some of them at first order, through shared weights (every batch of both policies); how many end low-$w$ depends on the step's length.
+# > - The sequence clip gives a low-$w$ positive its $w$ and keeps under 0.6 of the positives' push at most steps; ReSPO's $\phi_+>1$ below $W=1$ keeps more at every step.
+# > - ReSPO's $\phi_-$ bounds an over-generated negative's weight (below $\phi=1$ and $\phi=w$), no harder push; below $W=1$ it pushes harder than on-policy (peak $e/2$ at $W=1/4$) where the clip's trust region gives 0 (§4).
+# > - In the planted case that push, on wrong answers sharing a rare correct answer's prefix, lowers it most under plain gradient steps; under Adam the order reverses (§5).
 #
 # ## Quick questions
 #
@@ -490,4 +297,4 @@ confirm("Adam: every arm ends y* above mu(y*), ReSPO above the clip; swapping th
 # The published kernel (Chen, Ban and Hsieh, arXiv:2609.35433; docs/math.md §3); the sequence
 # clip and GSPO's sequence ratio (Zheng et al., arXiv:2507.18071); GRPO's token clip (Shao et al.,
 # arXiv:2402.03300); the controls and records behind each section: `research/notebooks/starvation_controls`,
-# `research/notebooks/tiny_qwen3_records`, `deeper/branches_explored` §6 (docs/bibliography.md).
+# `research/notebooks/tiny_qwen3_records`, `deeper/branches_explored` §6 and §10 (docs/bibliography.md).

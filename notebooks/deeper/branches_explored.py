@@ -11,10 +11,12 @@
 #
 # **Where the core links here.** Core notebook 02 (every method is a coefficient) sends its
 # sentences on what each parameter does to §2 and §4, on bias and spread against the exact
-# gradient (its worked group, its sliders) to §3, and on token- against sequence-level clipping
-# to §5. Core 01 (reuse makes data off-policy) sends its sentence on whether the positive branch's
-# change of target pays to §6, the planted exact case, which core notebook 04 §6 reads as the
-# consequence. §1 draws the reconstruction's kernel beside the published one (core 02 §3 draws
+# gradient (its worked group) to §3, and on token- against sequence-level clipping to §5; §7-§9
+# hold what moved out of it (token against sequence clipping on one response, the sliders on
+# ReSPO's six numbers, every method's coefficient as a table). Core 01 (reuse makes data
+# off-policy) sends its sentence on whether the positive branch's change of target pays to §6, the
+# planted exact case, which core notebook 04 §5 reads as the consequence; §10-§11 hold what moved
+# out of core 04 (a batch of the tiny Qwen3 read as text, its warm policies batch by batch). §1 draws the reconstruction's kernel beside the published one (core 02 §3 draws
 # the published one alone). This notebook was course notebook 02 before the paper was public; it keeps its
 # controls, its side topics and its draws, with ReSPO now the published kernel (`respo`,
 # docs/math.md §3) and the power-tilt family of VESPO and of this project's reconstruction
@@ -25,13 +27,19 @@
 # coefficient comes from `nano_respo.kernel`.
 
 # %%
+import copy
 import math
 
+import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
+from IPython.display import display
 
 from course import DriftStudy, EndedSpace, confirm
-from nano_respo.kernel import METHOD_TABLE, LossConfig, coefficients, power_tilt, respo_branch, respo_coefficient
+from nano_respo.kernel import (METHOD_TABLE, LossConfig, coefficients, group_advantages, policy_loss, power_tilt,
+                               respo_branch, respo_coefficient, sequence_log_weight)
+from nano_respo.surrogate import phi_curve  # phi read back from the gradient of kernel.policy_loss
+from toy.envs import DigitSum
 
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})
@@ -190,8 +198,7 @@ confirm("every tilted panel stays below e^(lambda - 1) / lambda, on both orders"
 # %% [markdown]
 # *Takeaway:* in the published family $\beta$ sets how much of $w$ the mean lets in and $\lambda$ bounds
 # the result; the order $\alpha$ decides the low side: the arithmetic mean keeps at least $1-\beta$
-# as $w\to0$ (red), the geometric mean goes to 0 (blue). The sliders of core notebook 02 move all
-# six numbers.
+# as $w\to0$ (red), the geometric mean goes to 0 (blue). §8's sliders move all six numbers.
 #
 # ## 3. Exact bias and variance of every method, as the drift grows
 #
@@ -372,7 +379,7 @@ confirm("on most draws ReSPO's largest-drift bias is the largest sequence-level 
 #
 # ## 4. One parameter at a time: what moves the spread, and what a drifted correct answer keeps
 #
-# Core notebook 02's sliders move ReSPO's six parameters and the clip range and redraw what a
+# §8's sliders move ReSPO's six parameters and the clip range and redraw what a
 # low-$w$ positive ($w<1-\epsilon$) keeps and the spread of the estimate on this section's space. Here
 # the same two readings, one parameter at a time from the published constants, at §3's largest
 # drift: the relative std of a one-response estimate, and the mean coefficient of a positive with
@@ -440,14 +447,14 @@ for method in ("grpo", "cispo", "seq_clip", "vespo", "respo"):
 # cell shows: the drift here is independent per token, while a trained policy's drift is
 # correlated across tokens, which moves the token-level numbers (`research/notebooks/starvation_controls`
 # measures it on a trained toy policy, and `research/notebooks/tiny_qwen3_records` prints what the LLM runs give
-# each clip). Core notebook 02 shows both clips on one response.
+# each clip). §7 shows both clips on one response.
 #
 # **What the token clip pays for it**, from printouts already above. It never looks at the
 # product, so it is no trust region on $w$: here almost every response has $w<0.8$ while few
 # tokens leave the band (the first line printed; the check below). It zeroes tokens rather than
 # responses, on both signs, as soon as token ratios leave the band, and its bias at §3's
 # moderate drift is the sequence clip's (the `grpo` and `seq_clip` rows of §3's table, equal to
-# their printed digits). And zeroing part of a response turns the step: core notebook 02's
+# their printed digits). And zeroing part of a response turns the step: core notebook 02 §4's
 # worked group prints GRPO's cosine with the exact gradient beside every other method's.
 
 # %%
@@ -680,7 +687,380 @@ confirm("Adam: with y*'s coefficient 0 the order stays reversed, and swapping th
 # persistent pushes on wrong continuations at $y^*$'s prefixes move those rows as fast as any,
 # raising $y^*$'s own next tokens. What a coefficient buys depends on the optimizer that applies
 # it. And it is one designed space: it shows the mechanism and what each coefficient does to it,
-# not how often it arises in a trained model (core 04 §5 and research/notebooks/tiny_qwen3_records look for it there).
+# not how often it arises in a trained model (§10 and research/notebooks/tiny_qwen3_records look for it there).
+#
+# **SGD beside Adam, drawn.** Core 04 §5 reads this case in a few sentences; here are its four arms
+# (the two methods and the two swaps of the negatives' coefficients) step by step under both
+# optimizers, and the check behind its sentence on Adam:
+
+# %%
+four = ("sequence clip", "ReSPO", "ReSPO positives, clip negatives", "clip positives, ReSPO negatives")
+paths = {(name, opt): [p for p, *_ in exact_reuse(arms[name][0], both, lr=lr, optimizer=opt, edit=arms[name][1])]
+         for name in four for lr, opt in ((2.0, "sgd"), (0.05, "adam"))}
+fig, axes = plt.subplots(1, 2, figsize=(9, 2.8))
+for ax, opt in zip(axes, ("sgd", "adam")):
+    for name, colour in zip(four, ("tab:blue", "tab:red", "tab:orange", "tab:purple")):
+        ax.plot(range(1, 17), [p * 1e3 for p in paths[name, opt]], "o-", ms=3, color=colour, label=name)
+    ax.axhline(mu6[i_star].item() * 1e3, color="0.5", ls=":", lw=1)
+    ax.set(xlabel="step R", ylabel="π(1111111E) × 1e3", title=f"{opt}: the rare long correct answer (dotted: μ)")
+axes[0].legend(fontsize=7)
+fig.tight_layout()
+plt.show()
+confirm("the drawn ends are the swap rows printed above",
+        max(abs(paths[name, opt][-1] - swapped[name][k]) for name in four for k, opt in enumerate(("sgd", "adam"))), 1e-12)
+confirm("Adam: each of the four arms ends y* above mu(y*), ReSPO above the sequence clip",
+        max(0.0, *(mu6[i_star].item() - paths[name, "adam"][-1] for name in four),
+            paths["sequence clip", "adam"][-1] - paths["ReSPO", "adam"][-1]), 1e-12)
+
+# %% [markdown]
+# The swap rows above, drawn. Under SGD (left) the two arms with ReSPO's negatives end $y^*$ under a
+# tenth of where the clip leaves it (the third check of the swaps); under Adam (right) every arm
+# ends it above $\mu(y^*)$ (the last check here), the two arms with ReSPO's negatives highest (the
+# last check of the swaps).
+#
+# ## 7. Token-level against sequence-level clipping, on one response (moved from core 02)
+#
+# §5's comparison on one response. A token clip (GRPO) tests each token ratio $r_t$; a sequence clip tests their product $w$. Take one
+# correct response of 16 tokens whose token log-ratios drifted a little, each drawn from
+# $\mathcal N(-0.05,\,0.05^2)$ (seed 0), and read each method's coefficient per token:
+
+# %%
+gen = torch.Generator().manual_seed(0)
+old = torch.full((1, 16), -1.0, dtype=torch.float64)
+new = old - 0.05 + 0.05 * torch.randn(1, 16, generator=gen, dtype=torch.float64)
+one = torch.ones(1, 16, dtype=torch.bool)
+per_token = {m: coefficients(new, old, torch.ones(1, dtype=torch.float64), one, LossConfig(method=m))[0][0]
+             for m in ("grpo", "seq_clip", "respo")}
+r_t = (new - old).exp()[0]
+fig, ax = plt.subplots(figsize=(7.5, 2.6))
+ax.bar(range(1, 17), per_token["grpo"], color="tab:green", alpha=0.7, label="GRPO's φ_t (token clip)")
+ax.plot(range(1, 17), r_t, "k.", label="token ratio r_t")
+for m, colour in (("seq_clip", "tab:blue"), ("respo", "tab:red")):
+    ax.axhline(per_token[m][0], color=colour, lw=2, label=f"{m}: one φ for every token")
+ax.axhspan(0.8, 1.2, color="0.9", zorder=0)
+ax.set(xlabel="token t", ylabel="coefficient", ylim=(0, 1.6))
+ax.legend(fontsize=7, ncol=2, loc="lower right")
+fig.tight_layout()
+plt.show()
+w_one = r_t.prod().item()
+print(f"w = product of the 16 token ratios = {w_one:.2f}; token ratios from {r_t.min():.2f} to {r_t.max():.2f}")
+print("mean coefficient over the tokens: " + ", ".join(f"{m} {v.mean():.2f}" for m, v in per_token.items()))
+confirm("every token ratio stays inside [0.8, 1.2] while w falls below 0.8: GRPO keeps every token's r_t, the sequence "
+        "clip gives w, ReSPO more than 1",
+        max(0.0, (r_t - 1).abs().max().item() - 0.2, w_one - 0.8, (per_token["grpo"] - r_t).abs().max().item(),
+            abs(per_token["seq_clip"][0].item() - w_one), 1 - per_token["respo"][0].item()), 1e-12)
+
+# %% [markdown]
+# On this response the token clip sees nothing to clip: each ratio is near 1, so each token keeps
+# its $r_t$. Their product, $w$, has drifted below the band, and the sequence clip gives the whole
+# response that $w$: an under-generated correct answer, starved. ReSPO gives it more than 1. The
+# token clip starves less because it never looks at the product; for the same reason it is no
+# trust region on $w$. §5 repeats this on 4000 responses and says what the token clip pays for it.
+#
+# ## 8. Move ReSPO's six numbers (moved from core 02)
+#
+# The sliders redraw (left) the two branches, (middle) the mean coefficient of a positive with
+# $w<1-\epsilon$ as the drift grows (1 is its on-policy value), and (right) the relative spread of a
+# one-response gradient estimate, for ReSPO against the sequence clip, GRPO and the exact weight, on
+# every response of 8 binary tokens (`course.DriftStudy`, §3's space; §3-§4 read it in detail). The
+# static figure is the published constants: a code host shows only that one.
+
+# %%
+slider_log_w = torch.linspace(math.log(0.01), math.log(20.0), 600, dtype=torch.float64)   # the axis of core 02 §2
+slider_w = slider_log_w.exp()
+others = {"seq_clip": ("tab:blue", "-"), "grpo": ("tab:green", "-"), "is": ("0.3", ":")}
+
+
+def explore(alpha_pos=2.0, beta_pos=0.5, lambda_pos=2.0, alpha_neg=1.0, beta_neg=0.5, lambda_neg=2.0, eps=0.2):
+    params = dict(alpha_pos=alpha_pos, beta_pos=beta_pos, lambda_pos=lambda_pos, alpha_neg=alpha_neg,
+                  beta_neg=beta_neg, lambda_neg=lambda_neg)
+    configs = {"respo": (LossConfig(**params), ("tab:red", "-"))} | {
+        m: (LossConfig(method=m, eps_low=eps, eps_high=eps), style) for m, style in others.items()}
+    fig, axes = plt.subplots(1, 3, figsize=(10, 2.9))
+    axes[0].axvspan(1 - eps, 1 + eps, color="0.85", zorder=0)
+    for sign, colour in ((True, "tab:red"), (False, "tab:blue")):
+        axes[0].plot(slider_w, respo_coefficient(slider_log_w, torch.full_like(slider_log_w, sign, dtype=torch.bool),
+                                                 **params), color=colour, lw=2, label="φ₊" if sign else "φ₋")
+    axes[0].plot(slider_w, slider_w, ":", color="0.4", label="w")
+    axes[0].set(xscale="log", ylim=(0, 2.5), xlabel="w", title="ReSPO's two branches")
+    axes[0].legend(fontsize=7)
+    steps = range(len(study.drifts))
+    for name, (cfg, (colour, ls)) in configs.items():
+        axes[1].plot(study.spread, [study.low_w_keep(cfg, k, eps) for k in steps], ls, color=colour, marker="o", ms=3,
+                     label=name)
+        axes[2].plot(study.spread, [study.bias_and_std(cfg, k)[1] for k in steps], ls, color=colour, marker="o", ms=3)
+    axes[1].set(xlabel="drift: std of log w", ylim=(0, None), title=f"mean φ of a positive with w < {1 - eps:.2f}")
+    axes[2].set(xlabel="drift: std of log w", yscale="log", title="relative std of one sample")
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    plt.show()
+
+
+explore()
+
+# %%
+sliders = {name: widgets.FloatSlider(value=value, min=low, max=high, step=step, description=label)
+           for name, value, low, high, step, label in (
+               ("alpha_pos", 2.0, 0.5, 3.0, 0.25, "α₊"), ("beta_pos", 0.5, 0.0, 1.0, 0.05, "β₊"),
+               ("lambda_pos", 2.0, 0.0, 5.0, 0.25, "λ₊"), ("alpha_neg", 1.0, 0.5, 3.0, 0.25, "α₋"),
+               ("beta_neg", 0.5, 0.0, 1.0, 0.05, "β₋"), ("lambda_neg", 2.0, 0.0, 5.0, 0.25, "λ₋"),
+               ("eps", 0.2, 0.05, 0.5, 0.05, "ε"))}
+display(widgets.VBox([widgets.HBox(list(sliders.values())[:3]), widgets.HBox(list(sliders.values())[3:]),
+                      widgets.interactive_output(explore, sliders)]))
+
+# %% [markdown]
+# Things to try: $\beta_+=1,\lambda_+=0$ gives positives the exact weight, and the middle curve falls
+# onto the sequence clip's; $\beta_+=0$ ignores the weight (1 everywhere); $\lambda_-=0$ removes the
+# negatives' bound ($\phi_-=\sqrt w$). §2 draws both families' parameters as small multiples and §4
+# reads what each knob does at one drift, one parameter at a time.
+#
+# ## 9. The cheat sheet: every method's coefficient at four weights (moved from core 02)
+#
+# Every method's coefficient at an under-generated ($w\ll1$), a near-on-policy and an over-generated
+# ($w\gg1$) response, for each sign, read from `kernel.coefficients` with each method's defaults.
+# Every method here runs under the same aggregation, `token-mean` (the default for every method,
+# and the paper's), so the table compares coefficients only. The responses have one token, so a
+# token-level method's $r_t$ is $w$.
+
+# %%
+at_w = torch.tensor([0.05, 0.9, 1.1, 20.0], dtype=torch.float64)
+print(f"{'':<27}{'A > 0 at w =':^28} |{'A < 0 at w =':^28}")
+print(f"{'method':<19}{'reads':<8}" + "".join(f"{v:>7g}" for v in at_w.tolist()) + " |"
+      + "".join(f"{v:>7g}" for v in at_w.tolist()))
+sheet = {}
+for method, (level, *_) in METHOD_TABLE.items():
+    row = []
+    for sign in (1.0, -1.0):
+        phi, _ = coefficients(at_w.log()[:, None], torch.zeros(4, 1, dtype=torch.float64), torch.full((4,), sign,
+                              dtype=torch.float64), torch.ones(4, 1, dtype=torch.bool), LossConfig(method=method))
+        row.append(phi[:, 0])
+    sheet[method] = row
+    reads = "r_t" if level == "token" else "w^1/|y|" if method == "gspo" else "w"
+    print(f"{method:<19}{reads:<8}" + "".join(f"{v:>7.2f}" for v in row[0].tolist()) + " |"
+          + "".join(f"{v:>7.2f}" for v in row[1].tolist()))
+confirm("the sheet is core 02 §2's figure: every entry equals the coefficient read back from policy_loss's gradient",
+        max((sheet[m][k] - phi_curve(m, at_w.log(), sign)).abs().max().item()
+            for m in METHOD_TABLE for k, sign in enumerate((True, False))), 1e-12)
+
+# %% [markdown]
+# Read a column: at $w=0.05$ with $A>0$ (a starved-looking correct answer) the sequence clip gives
+# $w$, the token-level methods read $r_t$, which is $w$ here because one token is the whole response
+# (on a long response each token has its own ratio, §7), and ReSPO gives nearly $e/2$. At $w=20$ with $A<0$ the
+# sequence clip gives 20; ReSPO gives almost nothing.
+#
+# ## 10. A real batch, read as text (moved from core 04)
+#
+# Core 04 watches the mechanism on a toy policy; here is one batch of a language model. The tiny
+# Qwen3 (`tiny-qwen3`, 0.3M parameters, character tokenizer) after its shipped warm
+# start, on the `reverse` task ("reverse 48213" → "31284"). One rollout batch of 16 prompts × 8,
+# then the 8 sequence-clip steps `train.py --method seq_clip --reuse 8 --epochs 2` takes, at the
+# committed study's stress learning rate 3e-4 (not `train.py`'s default 1e-4, at which few
+# responses drift in one batch). We print this batch's lowest-$w$ correct answer and its
+# highest-$w$ wrong one.
+
+# %%
+import contextlib  # noqa: E402
+import io  # noqa: E402
+
+from nano_respo.config import TrainConfig  # noqa: E402
+from nano_respo.rollout import policy_logprobs  # noqa: E402
+from nano_respo.run.session import build_task, initial_model  # noqa: E402
+from nano_respo.trainer import rl_iteration  # noqa: E402
+
+AGG = "seq-mean-token-sum-norm"  # core 04's aggregation, the committed study's
+LOW, HIGH = math.log(0.8), math.log(1.2)  # the clip band's edges in log w: below, a low-w answer; above, an over-generated one
+cfg = TrainConfig(model="tiny-qwen3", task="reverse", loss=LossConfig(method="seq_clip", agg=AGG), reuse=8, epochs=2,
+                  prompts_per_iteration=16, lr=3e-4, seed=0)
+task = build_task(cfg)
+torch.manual_seed(cfg.seed)
+with contextlib.redirect_stdout(io.StringIO()):            # the warm start prints where it comes from (shipped)
+    model, tokenizer = initial_model(cfg, task, "cpu", policy_logprobs)
+optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+qwen_batch, _, _ = rl_iteration(model, tokenizer, task, optimizer, cfg, iteration=0, step=0)
+with torch.no_grad():
+    qwen_logp, _, _ = policy_logprobs(model, qwen_batch, cfg.temperature)
+mask, qwen_adv = qwen_batch.completion_mask, qwen_batch.advantages
+qwen_log_w = sequence_log_weight(qwen_logp, qwen_batch.old_logp, mask)
+width = mask.shape[1]
+texts = tokenizer.batch_decode(torch.where(mask, qwen_batch.input_ids[:, -width:], tokenizer.pad_token_id),
+                               skip_special_tokens=True)
+prompts = tokenizer.batch_decode(qwen_batch.input_ids[:, :-width], skip_special_tokens=True)
+qwen_phi = {m: coefficients(qwen_logp, qwen_batch.old_logp, qwen_adv, mask, LossConfig(method=m))[0]
+            for m in ("seq_clip", "respo")}
+print(f"this batch: {int((qwen_adv > 0).sum())} positives, {int(((qwen_adv > 0) & (qwen_log_w < LOW)).sum())} of them "
+      f"low-w; {int((qwen_adv < 0).sum())} negatives, {int(((qwen_adv < 0) & (qwen_log_w > HIGH)).sum())} over-generated")
+for name, sign in (("lowest-w correct answer", 1), ("highest-w wrong answer", -1)):
+    rows = qwen_adv * sign > 0
+    i = int(torch.where(rows, qwen_log_w * sign, torch.full_like(qwen_log_w, math.inf)).argmin()) if sign > 0 else \
+        int(torch.where(rows, qwen_log_w, torch.full_like(qwen_log_w, -math.inf)).argmax())
+    print(f"{name}: {prompts[i].strip()!r} -> {texts[i].strip()!r}  A {qwen_adv[i]:+.2f}, w {qwen_log_w[i].exp():.2f}, "
+          f"{int(mask[i].sum())} tokens; phi: clip {qwen_phi['seq_clip'][i, 0]:.2f}, ReSPO {qwen_phi['respo'][i, 0]:.2f}")
+
+# %% [markdown]
+# On this batch the printout says how far the worst-placed correct answer fell and what each
+# method gives it; it is one batch at one rate, not a rate of starvation. How often positives
+# fall below 0.8 across the committed study's runs, and what every method gave them there, is
+# `research/notebooks/tiny_qwen3_records` §1-§3 (the reconstruction's records); the study's own reading of
+# whether the mechanism showed on this model is its §4.
+#
+# ## 11. Core 04's warm policies, batch by batch (moved from core 04)
+#
+# Core 04 §2-§4 print per policy what this section prints per batch. The same two warm policies
+# (warm-up seeds 1 and 2), the same five batches each and the same 8 sequence-clip steps, by core
+# 04 §1's code (`AGG`, `LOW` and `HIGH` as in §10):
+
+# %%
+env = DigitSum()
+
+
+def warm_policy(seed):
+    """research/notebooks/starvation_controls §1's warm-up: 15 rollout batches of 16 prompts x 8, each reused as 4 mini-batches."""
+    torch.manual_seed(seed)
+    policy = env.make_policy()
+    # the reconstruction respo_wtilt: VESPO's family at its constants (0, 0.1) on positives, (3, 2) on negatives
+    cfg = LossConfig(method="vespo", agg=AGG, vespo_k_pos=0.0, vespo_lambda_pos=0.1, vespo_k_neg=3.0, vespo_lambda_neg=2.0)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=0.01)
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(15):
+        prompts = env.train_prompts[torch.randint(len(env.train_prompts), (16,), generator=generator)].repeat_interleave(8)
+        batch = env.sample(policy, prompts, generator)
+        adv, _ = group_advantages(env.reward(batch), 8)
+        for groups in torch.randperm(16, generator=generator).view(4, -1):
+            rows = (groups[:, None] * 8 + torch.arange(8)).reshape(-1)
+            part = batch[rows]
+            loss, _ = policy_loss(env.log_probs(policy, part), part.old_logp, adv[rows], part.mask, cfg)
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+            optimizer.step()
+    return policy
+
+
+def draw_batch(policy, seed):
+    """32 prompts x 8 responses from `policy` and their group advantages."""
+    generator = torch.Generator().manual_seed(seed)
+    prompts = env.train_prompts[torch.randint(len(env.train_prompts), (32,), generator=generator)].repeat_interleave(8)
+    batch = env.sample(policy, prompts, generator)
+    return batch, group_advantages(env.reward(batch), 8)[0]
+
+
+def clip_drift(policy, batch, adv, steps=8):
+    """A copy of `policy` takes `steps` full-batch sequence-clip steps on `batch`; [steps, B] log w before each."""
+    learner = copy.deepcopy(policy)
+    optimizer = torch.optim.Adam(learner.parameters(), lr=0.01)
+    cfg = LossConfig(method="seq_clip", agg=AGG)
+    seen = []
+    for _ in range(steps):
+        logp = env.log_probs(learner, batch)
+        seen.append(logp.detach())
+        loss, _ = policy_loss(logp, batch.old_logp, adv, batch.mask, cfg)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(learner.parameters(), 1.0)
+        optimizer.step()
+    return torch.stack(seen)
+
+
+POLICY_BATCHES = {1: (6, 7, 8, 9, 10), 2: (16, 17, 18, 19, 20)}   # warm-up seed: batch seeds
+warm_policies = {seed: warm_policy(seed) for seed in POLICY_BATCHES}
+warm_batches = {(p, b): draw_batch(warm_policies[p], b) for p, seeds in POLICY_BATCHES.items() for b in seeds}
+clip_steps = {key: clip_drift(warm_policies[key[0]], *batch) for key, batch in warm_batches.items()}
+for p, seeds in POLICY_BATCHES.items():
+    print(f"warm policy {p}, batches {seeds}: reward " + " ".join(f"{env.reward(warm_batches[p, b][0]).mean():.2f}" for b in seeds))
+
+# %% [markdown]
+# **The first-order count, batch by batch, and against a tiny real step** (core 04 §2). Per batch,
+# the positives whose first-order change under a push on the positives alone is negative, and
+# the low-$w$ positives after 4 clip steps; on each policy's first batch the cell checks the count
+# against a real step of length $10^{-4}$ along that push.
+
+# %%
+def response_gradients(policy, batch):
+    """[B, P] grad log pi(y) of every response (autograd, one response at a time)."""
+    params = list(policy.parameters())
+    seq_logp = (env.log_probs(policy, batch) * batch.mask).sum(-1)
+    return torch.stack([torch.cat([g.reshape(-1) for g in torch.autograd.grad(seq_logp[i], params, retain_graph=True)])
+                        for i in range(len(seq_logp))])
+
+
+falling, low_after = {}, {}
+for (p, b), (batch, adv_b) in warm_batches.items():
+    positive = adv_b > 0
+    grads = response_gradients(warm_policies[p], batch)
+    push = (adv_b * positive) @ grads
+    falling[p, b] = positive & (grads @ push < 0)
+    low_after[p, b] = positive & (sequence_log_weight(clip_steps[p, b][4], batch.old_logp, batch.mask) < LOW)
+    if b == POLICY_BATCHES[p][0]:
+        tiny = copy.deepcopy(warm_policies[p])
+        start = torch.nn.utils.parameters_to_vector(tiny.parameters()).detach()
+        torch.nn.utils.vector_to_parameters(start + 1e-4 * push / push.norm(), tiny.parameters())
+        moved = sequence_log_weight(env.log_probs(tiny, batch).detach(), batch.old_logp, batch.mask)
+        confirm(f"policy {p}, batch {b}: a step of length 1e-4 along the positives' push lowers exactly the positives "
+                "the first-order count names", ((positive & (moved < 0)) != falling[p, b]).sum().item(), 1e-12)
+print("per batch: positives falling at first order / positives | low-w positives after 4 clip steps")
+for i in range(5):
+    print("   ".join(f"policy {p}, batch {POLICY_BATCHES[p][i]:>2}: {int(falling[p, POLICY_BATCHES[p][i]].sum()):>2} / "
+                     f"{int((warm_batches[p, POLICY_BATCHES[p][i]][1] > 0).sum()):>2} | {int(low_after[p, POLICY_BATCHES[p][i]].sum()):>2}"
+                     for p in POLICY_BATCHES))
+
+# %% [markdown]
+# The first-order count is exact at a small enough step (the checks); at Adam's step length it is
+# not what decides how many positives end low-$w$ (the last column against the first, core 04 §2's
+# second check). `research/notebooks/starvation_controls` §2 runs the controls on policy 1
+# (positives alone, SGD of Adam's step length, a learning-rate sweep) and finds that the step's
+# length decides how many cross 0.8, and that a starved positive's own term brings it back unless
+# the negatives keep being pushed.
+#
+# **The over-generated negatives, batch by batch** (core 04 §4). After 4 clip steps, each batch's
+# negatives above the band ($w>1.2$), their mean $w$ and the mean coefficient each method gives
+# them (for the token clip, GRPO's, the mean over the response's tokens), and ReSPO's coefficient
+# on each of them against both references, $\phi=1$ and $\phi=w$:
+
+# %%
+def per_response(logp, batch, adv, method):
+    """Each response's coefficient (a token method's: its mean over the response's tokens)."""
+    phi, _ = coefficients(logp, batch.old_logp, adv, batch.mask, LossConfig(method=method))
+    return (phi * batch.mask).sum(-1) / batch.mask.sum(-1)
+
+
+given = {}
+for key, (batch, adv_b) in warm_batches.items():
+    log_w_b = sequence_log_weight(clip_steps[key][4], batch.old_logp, batch.mask)
+    rows = (adv_b < 0) & (log_w_b > HIGH)
+    given[key] = (int(rows.sum()), log_w_b[rows].exp(),
+                  {m: per_response(clip_steps[key][4], batch, adv_b, m)[rows] for m in ("seq_clip", "respo", "grpo")})
+print("after 4 clip steps, over-generated negatives per batch: count, then mean w | mean phi of the clip, ReSPO, GRPO")
+for i in range(5):
+    cells = []
+    for p in POLICY_BATCHES:
+        n, w_b, phis = given[p, POLICY_BATCHES[p][i]]
+        cells.append(f"policy {p}: {n:>2}" + (f", w {w_b.mean():.2f} | " + " ".join(f"{phis[m].mean():.2f}" for m in phis)
+                                              if n else " " * 27))
+    print("   ".join(cells))
+confirm("on every batch of both policies ReSPO gives each over-generated negative less than 1 and less than its w, "
+        "the clip exactly its w", max(0.0, *(max((phis["respo"] - 1).max().item(), (phis["respo"] - w_b).max().item(),
+                                                  (phis["seq_clip"] - w_b).abs().max().item())
+                                              for n, w_b, phis in given.values() if n)), 1e-6)
+log_axis = torch.linspace(math.log(0.05), math.log(8.0), 1200, dtype=torch.float64)
+fig, ax = plt.subplots(figsize=(6, 3))
+ax.plot(log_axis.exp(), respo_coefficient(log_axis, torch.zeros_like(log_axis, dtype=torch.bool)), color="tab:red", lw=2,
+        label="ReSPO φ₋")
+ax.plot(log_axis.exp(), log_axis.exp(), ":", color="0.3", label="φ = w (exact)")
+ax.axhline(1, color="0.6", ls="--", lw=1, label="φ = 1 (w ignored)")
+for key, (n, w_b, phis) in given.items():
+    if n:
+        ax.scatter(w_b, phis["respo"], s=12, color="tab:red" if key[0] == 1 else "tab:purple", zorder=3)
+ax.set(xscale="log", xlim=(0.05, 8), ylim=(0, 3), xlabel="w", ylabel="coefficient of a negative",
+       title="negatives: ReSPO against both references (dots: over-generated, policy 1 red, 2 purple)")
+ax.legend(fontsize=7)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Policy 1 has over-generated negatives on every batch, policy 2 a few or none (the counts): how
+# many there are is the draw's, what each method gives them is the kernel's (the check, and the
+# dots on the curve). The reconstruction's negative branch raised them against $\phi=1$
+# (`research/notebooks/starvation_controls` §5 reads that on policy 1).
 #
 # ## Quick questions
 #
@@ -694,7 +1074,9 @@ confirm("Adam: with y*'s coefficient 0 the order stays reversed, and swapping th
 #    <details><summary>answer</summary>When $n$ is small: the error is $\text{bias}^2+\text{std}^2/n$, so the spread's share falls like $1/n$ and the bias's does not (§3's table at $n=64$).</details>
 # 5. Why does a token-level clip starve a low-$w$ positive less than a sequence-level clip in §5?
 #    <details><summary>answer</summary>It clips each token ratio $r_t$, which stays near 1 while the product $w=\prod_tr_t$ drifts; for $A>0$ it only zeroes tokens with $r_t>1+\epsilon$, whereas the sequence clip gives the whole response its product weight $w$.</details>
-# 6. In §6, ReSPO gives the rare long answer a coefficient above 1 and the sequence clip gives it its fallen $w$. Why does the long answer still end less likely under ReSPO (with plain gradient steps)?
+# 6. In §7, why does GRPO keep the correct response's push while the sequence clip starves it?
+#    <details><summary>answer</summary>Every token ratio stayed inside the band, so GRPO keeps each $r_t$; their product $w$ fell below $1-\epsilon$, and the sequence clip gives the whole response $w$ (the check under the figure).</details>
+# 7. In §6, ReSPO gives the rare long answer a coefficient above 1 and the sequence clip gives it its fallen $w$. Why does the long answer still end less likely under ReSPO (with plain gradient steps)?
 #    <details><summary>answer</summary>In the expected gradient its own term is $\mu(y^*)\phi^*A^*\|\nabla\log\pi(y^*)\|^2$, about $\mu(y^*)$ of the step whatever $\phi^*$: giving $y^*$ the other method's coefficient, or 0, hardly moves it. What moves it are the coefficients on the responses that share its prefix, and ReSPO differs from the clip on both signs: it keeps pushing the short correct `1E` above the clip's band, fading (the clip gives it 0), and it keeps pushing down wrong answers starting with `1` after their weight fell (the clip gives them 0). Swapped into the clip one at a time, the negative branch alone takes $y^*$ below a tenth of the clip's value, the positive branch alone lower than the clip but much less (§6's swap rows). With Adam the order reverses, and the swaps put the whole reversal in the negative branch.</details>
 #
 # ## Where this comes from

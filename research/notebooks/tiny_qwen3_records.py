@@ -13,7 +13,7 @@
 # coefficient of §1-§4, live or read from the committed studies, is this project's reconstruction,
 # `respo_wtilt` (w^alpha e^{-lambda (w - 1)} per branch), the kernel those studies ran; the
 # methods run and are tabulated under `seq-mean-token-sum-norm` aggregation (`AGG` below), the
-# studies' own. Core notebook 04 reads a batch with the published kernel, `respo`, and so does
+# studies' own. notebooks/deeper/branches_explored §10 reads a batch with the published kernel, `respo`, and so does
 # exercise 2 (§5), which grades a coefficient written by hand against `respo`.
 #
 # The toy (`research/notebooks/starvation_controls`; core notebook 04_starvation_watched §1-§3) showed the mechanism; this notebook looks for it on a language model, and the
