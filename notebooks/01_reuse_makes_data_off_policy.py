@@ -21,11 +21,8 @@
 # expectations, logarithms and the chain rule; what a policy, a reward and a gradient step are.
 # No RL library and no earlier course: §1 builds the policy gradient and the advantage from
 # these, and the clip is introduced in core 02. To run the notebooks: `pip install -e .` at the
-# repository root, then `jupyter lab notebooks/` (CPU only).
-#
-# Every coefficient below comes from `nano_respo.kernel`; a line starting with ✓ is a check
-# that raised if the numbers disagreed. Deeper material is one link away, in
-# `notebooks/deeper/` and the research wing's `research/notebooks/`.
+# repository root, then `jupyter lab notebooks/` (CPU only). A line starting with ✓ is a check
+# that raised if the numbers disagreed; every coefficient comes from `nano_respo.kernel`.
 #
 # ## 1. The policy gradient working
 #
@@ -34,7 +31,7 @@
 # responses; the advantage $A$ of a response is its reward minus its group's mean. Here every
 # batch feeds exactly one optimizer step, so the policy that sampled the batch is the policy
 # being trained: the plain policy gradient $\mathbb E_\pi[A\,\nabla\log\pi]$. One run from scratch
-# (seed 0), with a copy of the policy kept after batch 20 for §3:
+# (seed 0), keeping the policy after each batch for §3:
 
 # %%
 import copy
@@ -55,19 +52,10 @@ plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid
 env = make_env("seq")
 torch.manual_seed(0)
 policy = env.make_policy(32)                     # the initial weights train() would draw for seed 0
-kept = {}
-
-
-def keep_batch_20():
-    keep_batch_20.done += 1
-    if keep_batch_20.done == 20:
-        kept["policy"] = copy.deepcopy(policy)    # the policy after 20 batches, for §3
-
-
-keep_batch_20.done = 0
+kept = []                                        # a copy of the policy after each batch (a small MLP)
 run = train(Job(env="seq", method="no_is", reuse=1, seed=0, lr=0.02, iterations=300,
                 loss={"agg": "token-mean"}),     # LossConfig's default aggregation (the toy pins its records' one)
-            progress=keep_batch_20, policy=policy)
+            progress=lambda: kept.append(copy.deepcopy(policy)), policy=policy)
 curve = torch.tensor(run["reward_curve"])
 fig, ax = plt.subplots(figsize=(6, 2.4))
 ax.plot(range(1, len(curve) + 1), curve, color="0.6", lw=0.8, label="each rollout batch")
@@ -82,10 +70,9 @@ confirm("this run learns: under 0.1 over the first 10 batches, above 0.9 over th
         max(0.0, curve[:10].mean().item() - 0.1, 0.9 - curve[-10:].mean().item(), 0.9 - run["heldout_reward"]), 1e-12)
 
 # %% [markdown]
-# The reward climbs from almost nothing to almost every answer right, on targets it never
-# trained on too. This is one run: it shows the loop works, not how often the toy learns at this
-# learning rate. The toy's RL runs are deterministic on a given machine; on another CPU setting
-# the rounding can differ, so the numbers above may differ there (the check must still hold).
+# The reward climbs from almost nothing to almost every answer right, on held-out targets too.
+# One run shows the loop works, not how often the toy learns at this learning rate; on another
+# CPU setting its numbers can differ (the check must still hold).
 #
 # ## 2. The reuse loop
 #
@@ -99,47 +86,30 @@ confirm("this run learns: under 0.1 over the first 10 batches, above 0.9 over th
 print("R = 8, one epoch (the paper):", reuse_split(8, epochs=1), "  R = 8, two epochs:", reuse_split(8, epochs=2))
 
 # %% [markdown]
-# The loop, as `toy/train.py` and `nano_respo/trainer.py` run it:
+# ## 3. $w$ drifting within one batch
 #
-# ```python
-# episodes = env.sample(policy, prompts, generator)      # mu: log mu(y_t) kept as episodes.old_logp
-# adv, _ = group_advantages(env.reward(episodes), 8)     # once per batch
-# for epoch in range(epochs):
-#     for rows in minibatch_order(n_groups, 8, per_epoch, generator):
-#         loss, stats = policy_loss(env.log_probs(policy, episodes[rows]), episodes.old_logp[rows], ...)
-#         loss.backward(); optimizer.step(); optimizer.zero_grad()
-# ```
+# $\mu$, the **behaviour policy**, is the sampler that wrote the batch (its log-probs are stored:
+# `old_logp`); $\pi$ is the learner now, moved by every optimizer step. A third policy, $\pi_{old}$,
+# the learner when the updates on this batch start, is $\mu$ in any synchronous loop with the same
+# numerics, as here; core 05 §1 takes the three apart (docs/math.md §7).
 #
-# ## 3. Three policies on one timeline, and $w$ drifting within one batch
-#
-# Three policies take part in one iteration (docs/math.md §7):
-#
-# - $\mu$, the **behaviour policy**: the one that sampled the batch. Its log-probs are stored while
-#   sampling (`old_logp`).
-# - $\pi_{old}$: the learner at the start of the updates on this batch. In this toy, as in any
-#   synchronous loop with the same numerics, $\pi_{old}=\mu$. A stale sampler (`--lag k`, the
-#   learner of $k$ iterations ago) or other numerics (a bf16 inference engine, an MoE's router)
-#   make $\mu\ne\pi_{old}$; core notebook 05 takes those apart.
-# - $\pi$: the learner now, moved by every optimizer step.
-#
-# Per response the **sequence weight** is $w=\pi(y|x)/\mu(y|x)=\prod_t\pi(y_t|\cdot)/\mu(y_t|\cdot)$. At the
-# first step of a fresh batch $w=1$ for every response; then it drifts. The words this course
-# uses for where a response's $w$ ends, with the clip band $\epsilon=0.2$:
+# Per response the **sequence weight** is $w=\pi(y|x)/\mu(y|x)=\prod_t\pi(y_t|\cdot)/\mu(y_t|\cdot)$. The words
+# this course uses for where a response's $w$ ends, with the clip band $\epsilon=0.2$:
 #
 # | word | meaning |
 # |---|---|
-# | **drifted** | $w\ne1$: $\pi$ has moved on this response since $\mu$ wrote it |
-# | **under-generated**, or **low-$w$** | $w<1-\epsilon$: $\pi$ writes it less often than $\mu$ did |
-# | **over-generated** | $w>1+\epsilon$: $\pi$ writes it more often than $\mu$ did |
+# | **drifted** | $w\ne1$: the learner has moved on this response since the sampler wrote it |
+# | **under-generated**, or **low-$w$** | $w<1-\epsilon$: the learner writes it less often than the sampler did |
+# | **over-generated** | $w>1+\epsilon$: the learner writes it more often than the sampler did |
 # | **starved** | an under-generated correct answer ($A>0$) that a method gives a vanishing coefficient |
 #
-# Below, the run's policy after batch 20 takes one new batch and reuses it as the paper does,
-# one epoch of 8 mini-batches of ReSPO's loss (a fresh Adam at the run's learning rate). Before
-# each step the cell records $\log w$ of *every* response of the batch; the right panel marks the
-# mini-batch each step uses.
+# Below, the run's policy after batch 20 takes one new batch and reuses it as the paper does, in
+# the loop `toy/train.py` and `nano_respo/trainer.py` run: one epoch of 8 mini-batches of ReSPO's
+# loss (a fresh Adam at the run's learning rate). Before each step the cell records $\log w$ of
+# *every* response and which ones the step uses.
 
 # %%
-policy = kept["policy"]
+policy = kept[19]                                                  # the policy after batch 20
 gen = torch.Generator().manual_seed(1)
 prompts = env.train_prompts[torch.randint(len(env.train_prompts), (16,), generator=gen)].repeat_interleave(8)
 episodes = env.sample(policy, prompts, gen)                        # mu is this policy; log mu kept
@@ -160,46 +130,29 @@ for _ in range(epochs):
         optimizer.step()
 log_w = torch.stack(log_w)                                         # [8 steps, 128]
 
-fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(10, 3.2), gridspec_kw={"width_ratios": (1, 1.3)})
-ax0.axis("off")
-ax0.set(xlim=(0, 10), ylim=(0, 4), title="one iteration, left to right")
-ax0.annotate("", xy=(9.9, 2.0), xytext=(0.1, 2.0), arrowprops=dict(arrowstyle="->"))
-for x, y, label in ((0.9, 2.4, "μ samples the batch\n(--lag k: the learner\nof k iterations ago)"),
-                    (3.4, 0.9, "π_old: the learner\nwhen updates start"),
-                    (6.4, 2.4, "π: the learner after\nk − 1 mini-batch steps"), (9.2, 0.9, "next\nbatch")):
-    ax0.plot([x], [2.0], "o", color="k")
-    ax0.text(x, y, label, ha="center", va="bottom" if y > 2 else "top", fontsize=8)
-ax0.annotate("", xy=(8.6, 3.7), xytext=(3.4, 3.7), arrowprops=dict(arrowstyle="<->", color="tab:red"))
-ax0.text(6.0, 3.8, "one epoch: mini-batches 1 … N", ha="center", fontsize=8, color="tab:red")
-colour = torch.where(adv > 0, 0, torch.where(adv < 0, 1, 2))
-names = ("A > 0", "A < 0", "A = 0 (no signal)")
-for c, (name, col) in enumerate(zip(names, ("tab:red", "tab:blue", "0.75"))):
+fig, ax = plt.subplots(figsize=(6, 3.2))
+for pick, name, col in ((adv > 0, "A > 0", "tab:red"), (adv < 0, "A < 0", "tab:blue"), (adv == 0, "A = 0 (no signal)", "0.75")):
+    jitter = (torch.arange(int(pick.sum())) % 7 - 3) * 0.04
     for k in range(len(log_w)):
-        pick = colour == c
-        jitter = (torch.arange(int(pick.sum())) % 7 - 3) * 0.04
-        ax1.scatter(k + 1 + jitter, log_w[k, pick].exp(), s=5, color=col, alpha=0.35, label=name if k == 0 else None)
-for k, rows in enumerate(used):
-    ax1.scatter(torch.full((len(rows),), k + 1.35), log_w[k, rows].exp(), s=9, marker="<", color="k",
-                label="the mini-batch this step uses" if k == 0 else None)
-ax1.axhspan(0.8, 1.2, color="0.88", zorder=0)
-ax1.set(yscale="log", xlabel="optimizer step k on this batch (mini-batch k)", ylabel="w = π/μ before the step")
-ax1.legend(fontsize=7, loc="lower left", ncol=2)
+        ax.scatter(k + 1 + jitter, log_w[k, pick].exp(), s=5, color=col, alpha=0.35, label=name if k == 0 else None)
+ax.axhspan(0.8, 1.2, color="0.88", zorder=0)
+ax.set(yscale="log", xlabel="optimizer step k on this batch (mini-batch k)", ylabel="w = π/μ before the step")
+ax.legend(fontsize=7, loc="lower left", ncol=2)
 fig.tight_layout()
 plt.show()
 at_use = [log_w[k, rows].exp() for k, rows in enumerate(used)]
-print("w of the responses each step uses, lowest and highest:")
-print("  " + "  ".join(f"k={k + 1}: {v.min():.2g}-{v.max():.2g}" for k, v in enumerate(at_use)))
+print("w of the responses each step uses, lowest-highest: "
+      + "  ".join(f"k={k + 1}: {v.min():.2g}-{v.max():.2g}" for k, v in enumerate(at_use)))
 confirm("at the first step every w is 1 (mu = pi)", log_w[0].abs().max(), 1e-12)
 confirm("on this batch every later step uses some response whose w lies outside the clip band [0.8, 1.2]",
         max(0.0, *(math.log(1.2) - v.log().abs().max().item() for v in at_use[1:])), 1e-12)
 
 # %% [markdown]
-# On this batch, the first mini-batch sees $w=1$ exactly (the first check): at that step every
-# method in this course computes the plain policy gradient. Every later step uses responses that
-# have drifted out of the grey clip band, some far below it and some far above (the printed
-# ranges, the second check). Nothing was lagged or quantised, so $\mu=\pi_{old}$ here: the only thing
-# between sampling and step $k$ is the $k-1$ updates. These ranges come from one batch of one run
-# and may differ on another machine, like §1's.
+# The first mini-batch sees $w=1$ exactly (the first check): there every method in this course
+# computes the plain policy gradient. Every later step on this batch uses responses that have
+# drifted out of the grey clip band, some far below it and some far above (the printed ranges,
+# the second check). Nothing was lagged or quantised: only the $k-1$ updates lie between sampling
+# and step $k$.
 #
 # ## 4. The exact gradient
 #
@@ -214,7 +167,8 @@ space = SequenceSpace(vocab=3, length=3)
 reward = (space.seqs.sum(-1) >= 4).double()                       # 1 when the tokens sum to at least 4
 g = torch.Generator().manual_seed(0)
 theta_mu = space.random_theta(g)
-theta = theta_mu + 0.8 * space.random_theta(g)
+direction = space.random_theta(g)
+theta = theta_mu + 0.8 * direction
 mu, pi = space.log_probs(theta_mu).exp(), space.log_probs(theta).exp()
 A = reward - (mu * reward).sum()
 score = torch.autograd.functional.jacobian(space.log_probs, theta)  # [27, P] grad log pi(y)
@@ -229,71 +183,38 @@ print(f"w over the 27 responses: {w.min():.2f} to {w.max():.2f}")
 #
 # The exact weight is unbiased, but a product of token ratios is heavy-tailed: the second moment
 # of a one-response estimate, $\mathbb E_\mu[w^2A^2\|\nabla\log\pi\|^2]$, grows with the drift, and
-# multiplicatively with the length (`deeper/derivation_details` §1 derives the recursion, checks it
-# and prints $\mathbb E_\mu[w^2]$ at three drifts). Methods replace $w$ by a coefficient $\phi(w)$ (core 02
-# lists them). The sequence clip zeroes one tail per sign; ReSPO bounds $\phi$ by $e/2$ with one
-# branch per sign of $A$.
-#
-# Does bounding $\phi$ cut the second moment here? Replace $w$ by ReSPO's $\phi$ on one sign at a
-# time, the exact $w$ on the other, on 60 fresh draws of $(\mu,\pi)$ at two drifts (the logits of $\pi$ are
-# $\mu$'s moved by drift × $\mathcal N(0,1)$), and compare each second moment with the exact weight's:
+# multiplicatively with the length (`deeper/derivation_details` §1 derives the recursion).
+# Methods replace $w$ by a coefficient $\phi(w)$ (core 02 lists them): the sequence clip zeroes one
+# tail per sign, ReSPO bounds $\phi$ by $e/2$ with one branch per sign of $A$. On §4's space, with
+# §4's drift scaled by 0.5 to 4:
 
 # %%
-def second_moments(seed: int, drift: float) -> tuple[float, float, float]:
-    """E_mu[phi^2 A^2 |grad log pi|^2] / the exact weight's, with ReSPO's phi on A > 0 only, A < 0 only, both."""
-    gen = torch.Generator().manual_seed(seed)
-    theta_mu = space.random_theta(gen)
-    theta = theta_mu + drift * space.random_theta(gen)
-    log_mu = space.log_probs(theta_mu)
-    mu = log_mu.exp()
-    A = reward - (mu * reward).sum()
-    sq_norm = torch.autograd.functional.jacobian(space.log_probs, theta).pow(2).sum(-1)    # |grad log pi(y)|^2
-    w = (space.log_probs(theta) - log_mu).exp()
-    phi = respo_coefficient(w.log(), A > 0)
-    moment = [(mu * (c * A) ** 2 * sq_norm).sum() for c in (w, torch.where(A > 0, phi, w), torch.where(A > 0, w, phi), phi)]
-    return tuple((m / moment[0]).item() for m in moment[1:])
-
-
-drifts = (0.8, 3.2)
-ratios = {d: torch.tensor([second_moments(seed, d) for seed in range(1, 61)]) for d in drifts}   # [60, 3]
-print("draws (of 60) where ReSPO's phi cuts (<) or raises (>) the exact weight's second moment:")
-print(f"  {'drift':>5} {'phi_+ only: <':>14} {'>':>3} {'phi_- only: <':>14} {'>':>3} {'both: <':>8}")
-for d, r in ratios.items():
-    print(f"  {d:>5} {int((r[:, 0] < 1).sum()):>14} {int((r[:, 0] > 1).sum()):>3} {int((r[:, 1] < 1).sum()):>14} "
-          f"{int((r[:, 1] > 1).sum()):>3} {int((r[:, 2] < 1).sum()):>8}")
-fig, axes = plt.subplots(1, 2, figsize=(8, 3), sharex=True, sharey=True)
-for ax, (d, r) in zip(axes, ratios.items()):
-    ax.scatter(r[:, 0], r[:, 1], s=12, color="tab:purple")
-    ax.axhline(1, color="0.4", lw=0.8)
-    ax.axvline(1, color="0.4", lw=0.8)
-    ax.set(xscale="log", yscale="log", title=f"drift {d}: one dot per draw", xlabel="φ₊ only / exact")
-axes[0].set_ylabel("φ₋ only / exact")
-fig.tight_layout()
-plt.show()
-counts = {d: [int((r[:, k] < 1).sum()) for k in range(3)] for d, r in ratios.items()}
-confirm("at drift 0.8 neither branch alone cuts the second moment on most draws; at drift 3.2 the negative branch "
-        "alone does, on more draws than at 0.8",
-        max(0.0, counts[0.8][0] - 30, counts[0.8][1] - 30, 31 - counts[3.2][1], counts[0.8][1] - counts[3.2][1] + 1), 1e-12)
-confirm("the positive branch alone raises it on most draws at both drifts",
-        max(0.0, *(counts[d][0] - 29 for d in drifts)), 1e-12)
+drifts, moments = (0.4, 0.8, 1.6, 3.2), []                        # per drift: E_mu[w^2], E_mu[phi^2]
+for drift in drifts:
+    log_wd = space.log_probs(theta_mu + drift * direction) - space.log_probs(theta_mu)
+    moments.append([(mu * c ** 2).sum().item() for c in (log_wd.exp(), respo_coefficient(log_wd, A > 0))])
+print(f"drift {drifts}: E_mu[w^2] = " + ", ".join(f"{m[0]:.3g}" for m in moments)
+      + "; ReSPO's E_mu[phi^2] = " + ", ".join(f"{m[1]:.3f}" for m in moments))
+confirm("E_mu[w^2] grows with the drift", max(0.0, *(a[0] - b[0] for a, b in zip(moments, moments[1:]))), 1e-12)
+confirm("ReSPO's E_mu[phi^2] stays within (e/2)^2 at every drift",
+        max(0.0, *(m[1] - (math.e / 2) ** 2 for m in moments)), 1e-12)
 
 # %% [markdown]
-# Read the counts, not a single draw. At the smaller drift neither branch cuts the exact weight's
-# second moment on most draws. At the larger one the negative branch alone cuts it on most
-# draws (the checks; the dots below the horizontal line in the right panel), and the positive
-# branch alone still raises it on most. The positive branch is not a variance cut: a low-$w$
-# positive adds $w^2\approx0$ to the exact weight's second moment, and ReSPO gives it up to $e/2$.
-# What it buys is a different target, one that does not let $\pi$ drop a success $\mu$ found
-# (docs/math.md §4.1; `deeper/derivation_details` §1 splits one draw's second moment by cell and
-# checks the target). Whether that pays depends on the rest of the update: `deeper/branches_explored`
-# §6 builds an exact case where, under plain gradient steps, it does not. So
-# the choice of $\phi$ is a choice of bias and of target, not only of variance: core 02 lays
-# every method's choice side by side.
+# The exact weight's second moment grows with the drift (the printed line, the first check);
+# ReSPO's stays within $(e/2)^2$ (the second). That is not simply a variance cut: replaced one sign
+# at a time over 60 draws, ReSPO's negative branch alone cuts the exact weight's second moment on
+# most draws at a large drift, and its positive branch alone raises it on most draws
+# ([deeper/derivation_details §8](deeper/derivation_details.ipynb) counts both). A low-$w$ positive
+# adds $w^2\approx0$ to the exact weight's second moment, and ReSPO gives it up to $e/2$: what that
+# buys is a different target, one that does not let $\pi$ drop a success $\mu$ found (docs/math.md
+# §4.1). Whether that pays depends on the rest of the update: `deeper/branches_explored` §6 builds
+# an exact case where, under plain gradient steps, it does not. So the choice of $\phi$ is a choice
+# of bias and of target, not only of variance: core 02 lays every method's choice side by side.
 #
 # > **What to remember**
-# > - Reusing a batch makes every step after the first off-policy: the $k$-th mini-batch is $k-1$ updates stale, and $w=\pi/\mu$ drifts within one batch.
-# > - The exact correction is $w$ (unbiased); its second moment grows with the drift and the length.
-# > - A method is what it does with $w$. ReSPO bounds it; on this course's draws its negative branch cuts the variance as the drift grows, and its positive branch changes the target rather than cutting variance.
+# > - Reusing a batch makes every step after the first off-policy: the $k$-th mini-batch is $k-1$ updates stale.
+# > - The exact correction $w=\pi/\mu$ (unbiased) drifts within one batch; its second moment grows with the drift and the length.
+# > - A method is what it does with $w$. ReSPO bounds it; on this course's draws its negative branch cuts the variance as the drift grows, its positive branch changes the target rather than cutting it.
 #
 # ## Quick questions
 #
@@ -302,7 +223,7 @@ confirm("the positive branch alone raises it on most draws at both drifts",
 # 2. With the paper's reuse, one epoch of 8 mini-batches, how many updates stale is the last mini-batch, and how many times is each response used?
 #    <details><summary>answer</summary>7 updates stale; each response is used once (§2's `reuse_split(8, epochs=1)` printed (1, 8)).</details>
 # 3. Why does giving an under-generated correct answer a coefficient near $e/2$ not reduce variance?
-#    <details><summary>answer</summary>Under the exact weight it adds $w^2A^2\|\nabla\log\pi\|^2\approx0$; any larger coefficient adds more. §5's counts show the positive branch alone raising the second moment on most draws. What it changes is the target (docs/math.md §4.1).</details>
+#    <details><summary>answer</summary>Under the exact weight it adds $w^2A^2\|\nabla\log\pi\|^2\approx0$; any larger coefficient adds more. What it changes is the target (§5, docs/math.md §4.1).</details>
 #
 # ## Sources
 #
@@ -311,5 +232,4 @@ confirm("the positive branch alone raises it on most draws at both drifts",
 # arXiv:2402.03300); the exact trajectory weight with one reward at the end (per-decision importance
 # sampling, Precup, Sutton and Singh, ICML 2000); the three policies $\mu$, $\pi_{old}$, $\pi$ (decoupled
 # PPO, Hilton, Cobbe and Schulman, arXiv:2110.00641); ReSPO's kernel and its one-epoch reuse (Chen,
-# Ban and Hsieh, arXiv:2609.35433). The loop above is `toy/train.py`'s; `nano_respo/trainer.py` runs
-# the same one on the tiny Qwen3.
+# Ban and Hsieh, arXiv:2609.35433).

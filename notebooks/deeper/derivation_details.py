@@ -11,13 +11,16 @@
 #
 # **Where the core links here.** Core notebook 01 (reuse makes data off-policy) sends its
 # sentences on the exact weight's variance growing with the length and on the second moment
-# split by cell to §1. Core 02 (every method is a coefficient) sends its worked group's steps to
-# §0 and the clip table's derivation case by case, with the clip's surrogate beside ReSPO's, to
-# §2. Core 03 (where ReSPO's kernel comes from) sends the baseline and the change of target to §1,
-# and its credit to VESPO's construction to §3-§7: the power surrogate (§3), the α-divergence
-# identity (§4), the variational proposal (§5), the closed forms of both families (§6) and the
-# reconstruction's branches (§7). This notebook was course notebook 01 before the paper was
-# public; it keeps its controls and side topics.
+# split by cell to §1, and its one-branch-at-a-time count over 60 draws to §8. Core 02 (every
+# method is a coefficient) sends its worked group's steps to §0 and the clip table's derivation
+# case by case, with the clip's surrogate beside ReSPO's, to §2. Core 03 (where ReSPO's kernel
+# comes from) sends the baseline and the change of target to §1, the steps between its results
+# to §9 (the power mean and the tilt solved numerically, the proposals on one draw, the splice)
+# and §10 (the slopes that fix the constants), ReSPO's surrogate to §6, and its credit to VESPO's
+# construction to §3-§7: the power surrogate (§3), the α-divergence identity (§4), the
+# variational proposal (§5), the closed forms of both families (§6) and the reconstruction's
+# branches (§7). This notebook was course notebook 01 before the paper was public; it keeps its
+# controls and side topics.
 #
 # A derivation to follow with pen and paper. Each step is one claim, the one-line reason
 # for it, and a numerical check underneath (a line that starts with ✓). The math is
@@ -70,8 +73,8 @@ import matplotlib.pyplot as plt
 import torch
 
 from course import SequenceSpace, confirm, reuse_one_group
-from nano_respo.kernel import (METHOD_TABLE, LossConfig, coefficients, policy_loss, power_tilt,
-                               respo_coefficient)
+from nano_respo.kernel import (METHOD_TABLE, LossConfig, coefficients, policy_loss, power_mean_log, power_tilt,
+                               respo_branch, respo_coefficient)
 from nano_respo.surrogate import phi_curve, power_tilt_surrogate, respo_surrogate  # phi_curve: phi read back from the loss
 
 torch.set_num_threads(1)
@@ -358,8 +361,8 @@ confirm("at every drift E_mu[phi_s^2] <= sup phi_s^2 = (e^(lambda_s - 1) / lambd
 #   shows that on this draw the cut in the total is its negative branch's: its positive branch
 #   alone *raises* the second moment, since what it adds on the low-$w$ positives (next point)
 #   outweighs what it takes from the high-$w$ ones, and ReSPO's total ends above the exact
-#   weight's (the first column). Core notebook 01 repeats this one-branch comparison on fresh
-#   draws and prints how often each branch alone cuts or raises it;
+#   weight's (the first column). §8 repeats this one-branch comparison on fresh draws and
+#   prints how often each branch alone cuts or raises it;
 # - a low-$w$ positive adds almost nothing ($w^2\to0$). Raising its coefficient from $w$ to
 #   ReSPO's value near $e/2$ *adds* variance there; what it buys is a different **target**. At the
 #   flat corner $\phi_+=1$ the positives' expected gradient is
@@ -709,7 +712,7 @@ plt.show()
 # *Reason:* $g=c_+g_++c_-g_-$ and $g_++g_-$ are parallel only if $c_+=c_-$ (or one part is 0).
 # Splicing the two branches with $\phi_\pm(1)=1$ is therefore a design choice (both signs
 # weigh the same on-policy), not the solution of one variational problem (docs/math.md §4.3 says
-# the same of the published kernel's splice, which core notebook 03 prints). Check on the
+# the same of the published kernel's splice, whose two constants §9 prints). Check on the
 # 27-response space (one prompt), at the reconstruction's constants:
 
 # %%
@@ -1106,6 +1109,255 @@ confirm("ReSPO's published phi_+ is largest as w -> 0 (e/2) and phi_- peaks at w
 # at least 1 below $w=1$ and at most $e^{\lambda_+}$, and negatives VESPO's bump above 1. The
 # published kernel lifts low-$w$ positives more (up to $e/2$), fades high-$w$ positives, and puts
 # the negatives' bump below 1. `deeper/branches_explored.ipynb` moves the parameters.
+
+# %% [markdown]
+# ## 8. Behind core 01 §5: which of ReSPO's branches cuts the second moment, over 60 draws
+#
+# *Extends core notebook 01 §5*, which checks that the exact weight's second moment grows with the
+# drift while ReSPO's stays bounded, and sends here the question whether bounding $\phi$ is a
+# variance cut. It needs only the 27-response space of core 01 §4 (3 tokens over 3 symbols, reward
+# 1 when the tokens sum to at least 4), rebuilt below, and ReSPO's coefficient from the kernel.
+#
+# Replace $w$ by ReSPO's $\phi$ on one sign at a time, the exact $w$ on the other, on 60 fresh draws
+# of $(\mu,\pi)$ at two drifts (the logits of $\pi$ are $\mu$'s moved by drift × $\mathcal N(0,1)$), and compare
+# each second moment $\mathbb E_\mu[\phi^2A^2\|\nabla\log\pi\|^2]$ with the exact weight's (§1 splits one draw's
+# by cell):
+
+# %%
+space01 = SequenceSpace(vocab=3, length=3)                          # core 01 §4's space
+reward01 = (space01.seqs.sum(-1) >= 4).double()
+
+
+def second_moments(seed: int, drift: float) -> tuple[float, float, float]:
+    """E_mu[phi^2 A^2 |grad log pi|^2] / the exact weight's, with ReSPO's phi on A > 0 only, A < 0 only, both."""
+    gen = torch.Generator().manual_seed(seed)
+    theta_mu = space01.random_theta(gen)
+    theta = theta_mu + drift * space01.random_theta(gen)
+    log_mu = space01.log_probs(theta_mu)
+    mu = log_mu.exp()
+    A = reward01 - (mu * reward01).sum()
+    sq_norm = torch.autograd.functional.jacobian(space01.log_probs, theta).pow(2).sum(-1)    # |grad log pi(y)|^2
+    w = (space01.log_probs(theta) - log_mu).exp()
+    phi = respo_coefficient(w.log(), A > 0)
+    moment = [(mu * (c * A) ** 2 * sq_norm).sum() for c in (w, torch.where(A > 0, phi, w), torch.where(A > 0, w, phi), phi)]
+    return tuple((m / moment[0]).item() for m in moment[1:])
+
+
+drifts = (0.8, 3.2)
+ratios = {d: torch.tensor([second_moments(seed, d) for seed in range(1, 61)]) for d in drifts}   # [60, 3]
+print("draws (of 60) where ReSPO's phi cuts (<) or raises (>) the exact weight's second moment:")
+print(f"  {'drift':>5} {'phi_+ only: <':>14} {'>':>3} {'phi_- only: <':>14} {'>':>3} {'both: <':>8}")
+for d, r in ratios.items():
+    print(f"  {d:>5} {int((r[:, 0] < 1).sum()):>14} {int((r[:, 0] > 1).sum()):>3} {int((r[:, 1] < 1).sum()):>14} "
+          f"{int((r[:, 1] > 1).sum()):>3} {int((r[:, 2] < 1).sum()):>8}")
+fig, axes = plt.subplots(1, 2, figsize=(8, 3), sharex=True, sharey=True)
+for ax, (d, r) in zip(axes, ratios.items()):
+    ax.scatter(r[:, 0], r[:, 1], s=12, color="tab:purple")
+    ax.axhline(1, color="0.4", lw=0.8)
+    ax.axvline(1, color="0.4", lw=0.8)
+    ax.set(xscale="log", yscale="log", title=f"drift {d}: one dot per draw", xlabel="φ₊ only / exact")
+axes[0].set_ylabel("φ₋ only / exact")
+fig.tight_layout()
+plt.show()
+counts = {d: [int((r[:, k] < 1).sum()) for k in range(3)] for d, r in ratios.items()}
+confirm("at drift 0.8 neither branch alone cuts the second moment on most draws; at drift 3.2 the negative branch "
+        "alone does, on more draws than at 0.8",
+        max(0.0, counts[0.8][0] - 30, counts[0.8][1] - 30, 31 - counts[3.2][1], counts[0.8][1] - counts[3.2][1] + 1), 1e-12)
+confirm("the positive branch alone raises it on most draws at both drifts",
+        max(0.0, *(counts[d][0] - 29 for d in drifts)), 1e-12)
+
+# %% [markdown]
+# Read the counts, not a single draw. At the smaller drift neither branch cuts the exact weight's
+# second moment on most draws. At the larger one the negative branch alone cuts it on most
+# draws (the checks; the dots below the horizontal line in the right panel), and the positive
+# branch alone still raises it on most. The positive branch is not a variance cut: a low-$w$
+# positive adds $w^2\approx0$ to the exact weight's second moment, and ReSPO gives it up to $e/2$.
+# What it buys is a different target, one that does not let $\pi$ drop a success $\mu$ found
+# (docs/math.md §4.1; §1 splits one draw's second moment by cell and checks the target).
+#
+# ## 9. Behind core 03 §2-§3: the power mean and the tilt solved, the proposals on one draw, the splice
+#
+# *Extends core notebook 03 §2 and §3*, which state the power mean and the tilt with one check
+# each (the objective is stationary at the kernel's curve). Here: the steps in between, both
+# problems solved numerically, the two proposals drawn on one draw, and the splice of the two
+# branches. It needs the 27-response draw of core 03 (seed 0, $\pi$ a copy of $\mu$ drifted by 0.8,
+# rebuilt below) and the kernel's `power_mean_log`, `respo_branch` and `respo_coefficient`.
+#
+# **The power mean.** Take Amari's α-divergence between positive measures, indexed by $\gamma=\alpha-1$,
+# $$D_\gamma(p\|m)=\sum_y\frac{p^\gamma m^{1-\gamma}-\gamma p-(1-\gamma)m}{\gamma(\gamma-1)},$$
+# $\mathrm{KL}(p\|m)$ at $\gamma=1$ and $\mathrm{KL}(m\|p)$ at $\gamma=0$. The measure closest to $\mu$ and $\pi$
+# with weights $(1-\beta,\beta)$, $m^\star=\arg\min_m(1-\beta)D_\gamma(\mu\|m)+\beta D_\gamma(\pi\|m)$, solves pointwise
+# $(1-\beta)(\mu/m)^\gamma+\beta(\pi/m)^\gamma=1$:
+# $$m^\star=\big[(1-\beta)\mu^\gamma+\beta\pi^\gamma\big]^{1/\gamma},\qquad \frac{m^\star}{\mu}=\phi_0(W)=\big[(1-\beta)+\beta W^{\alpha-1}\big]^{\frac1{\alpha-1}} .$$
+# Minimise the objective numerically over all 27 values of $m$ and compare with the kernel's
+# `power_mean_log`, at the two published orders and two others:
+
+# %%
+space03 = SequenceSpace(vocab=3, length=3)                          # core 03's draw
+reward03 = (space03.seqs.sum(-1) >= 4).double()
+g03 = torch.Generator().manual_seed(0)
+theta_mu03 = space03.random_theta(g03)
+theta03 = theta_mu03 + 0.8 * space03.random_theta(g03)
+log_mu03, log_pi03 = space03.log_probs(theta_mu03), space03.log_probs(theta03)
+mu03, pi03, log_W03 = log_mu03.exp(), log_pi03.exp(), log_pi03 - log_mu03
+
+
+def divergence(p, m, gamma):
+    """Amari's alpha-divergence D_gamma(p || m) between positive measures (the KL limits at gamma = 1 and 0)."""
+    if gamma == 1.0:
+        return (p * (p.log() - m.log()) - p + m).sum()
+    if gamma == 0.0:
+        return (m * (m.log() - p.log()) - m + p).sum()
+    return ((p ** gamma * m ** (1 - gamma) - gamma * p - (1 - gamma) * m) / (gamma * (gamma - 1))).sum()
+
+
+def minimise(objective, start):
+    """argmin of objective(z) over z in R^27, by L-BFGS."""
+    z = start.clone().requires_grad_(True)
+    opt = torch.optim.LBFGS([z], max_iter=500, tolerance_grad=1e-15, tolerance_change=1e-18,
+                            line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        value = objective(z)
+        value.backward()
+        return value
+
+    for _ in range(3):
+        opt.step(closure)
+    return z.detach()
+
+
+errors = []
+for alpha, beta in ((2.0, 0.5), (1.0, 0.5), (3.0, 0.3), (1.5, 0.7)):
+    log_m = minimise(lambda z: (1 - beta) * divergence(mu03, z.exp(), alpha - 1)
+                     + beta * divergence(pi03, z.exp(), alpha - 1), log_mu03)
+    errors.append(((log_m - log_mu03) - power_mean_log(log_W03, alpha, beta)).abs().max())
+confirm("the minimiser m* is mu phi_0(W) at (alpha, beta) = (2, 1/2), (1, 1/2), (3, 0.3), (1.5, 0.7)", max(errors), 1e-5)
+
+# %% [markdown]
+# **The tilt.** Core 03 §3 projects $Q_0=\mu\phi_0/Z_0$ under the budget $\mathbb E_Q[\phi_0]\le C$ and checks that
+# $\mathrm{KL}(Q\|Q_0)+\lambda\,\mathbb E_Q[\phi_0]$ is stationary at $Q\propto\mu\phi$. Solve the projection numerically
+# for each published branch and compare $Q^\star/\mu$ with the kernel's $\phi$ (up to the constant the
+# kernel drops):
+
+# %%
+projected = {}
+for sign, (alpha, beta, lam) in (("+", (2.0, 0.5, 2.0)), ("-", (1.0, 0.5, 2.0))):
+    log_phi0 = power_mean_log(log_W03, alpha, beta)
+    log_q0 = (log_mu03 + log_phi0) - torch.logsumexp(log_mu03 + log_phi0, 0)
+    z = minimise(lambda z: (torch.softmax(z, 0) * (torch.log_softmax(z, 0) - log_q0)).sum()
+                 + lam * (torch.softmax(z, 0) * log_phi0.exp()).sum(), torch.zeros(27, dtype=torch.float64))
+    ratio = torch.softmax(z, 0) / mu03                                        # Q* / mu
+    phi_sign = respo_branch(log_W03, alpha, beta, lam)
+    projected[sign] = (ratio / ratio.sum() - phi_sign / phi_sign.sum()).abs().max() * len(ratio)
+confirm("Q*/mu is proportional to the kernel's phi_+ and phi_- (relative error)", max(projected.values()), 1e-5)
+
+# %% [markdown]
+# **The proposal itself, beside the curve.** On 8 responses of 3 binary tokens (one prompt), the
+# behaviour $\mu$, the current $\pi$, and the two proposals $Q^\star_\pm=\mu\phi_\pm(W)/Z_\pm$, responses
+# ordered by $W$; right, the two branches with the 8 responses' $W$ marked.
+
+# %%
+grid03 = torch.linspace(math.log(1e-3), math.log(30.0), 800, dtype=torch.float64)
+space8 = SequenceSpace(vocab=2, length=3)                           # a fresh draw, not §5's
+g8 = torch.Generator().manual_seed(3)
+th8 = space8.random_theta(g8)
+log_mu8, log_pi8 = space8.log_probs(th8), space8.log_probs(th8 + 2.0 * space8.random_theta(g8))
+order = (log_pi8 - log_mu8).argsort()
+log_W8 = (log_pi8 - log_mu8)[order]
+proposals = {s: log_mu8[order].exp() * respo_coefficient(log_W8, torch.full((8,), s == "+"))
+             for s in "+-"}
+proposals = {s: q / q.sum() for s, q in proposals.items()}
+fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(10, 3), gridspec_kw={"width_ratios": (1.4, 1)})
+x = torch.arange(8).float()
+for k, (values, label, colour) in enumerate(((log_mu8[order].exp(), "μ (sampled)", "0.6"),
+                                             (log_pi8[order].exp(), "π (current)", "tab:orange"),
+                                             (proposals["+"], "Q*₊ (A > 0)", "tab:red"),
+                                             (proposals["-"], "Q*₋ (A < 0)", "tab:blue"))):
+    ax0.bar(x + (k - 1.5) * 0.2, values, 0.2, color=colour, label=label)
+ax0.set_xticks(x.tolist(), [f"{v:.2f}" for v in log_W8.exp().tolist()])
+ax0.set(xlabel="the 8 responses, by W = π/μ", ylabel="probability")
+ax0.legend(fontsize=7)
+for s, colour in (("+", "tab:red"), ("-", "tab:blue")):
+    ax1.plot(grid03.exp(), respo_coefficient(grid03, torch.full_like(grid03, s == "+", dtype=torch.bool)), color=colour,
+             label=f"φ{'₊' if s == '+' else '₋'}(W) = Q*/μ up to Z")
+    ax1.plot(log_W8.exp(), respo_coefficient(log_W8, torch.full((8,), s == "+")), "o", color=colour, ms=4)
+ax1.set(xscale="log", xlim=(0.003, 5), xlabel="W", ylim=(0, 1.6))
+ax1.legend(fontsize=7)
+fig.tight_layout()
+plt.show()
+moved = {s: ((q - log_mu8[order].exp()) * log_W8).sum().item() for s, q in proposals.items()}
+print(f"E_Q[log W] - E_mu[log W]: Q*_+ {moved['+']:+.3f}, Q*_- {moved['-']:+.3f}; "
+      f"W of the 8 responses from {log_W8.exp().min():.2f} to {log_W8.exp().max():.2f}")
+shift = {s: q - log_mu8[order].exp() for s, q in proposals.items()}                # Q* - mu, by response
+raised = log_W8 > 0
+confirm("on this draw both proposals put less mass than mu on every response pi raised (W > 1); Q*_+ puts more on "
+        "every one it lowered, Q*_- less on the lowest-W one",
+        max(0.0, shift["+"][raised].max().item(), shift["-"][raised].max().item(), -shift["+"][~raised].min().item(),
+            shift["-"][0].item()), 1e-12)
+
+# %% [markdown]
+# On this draw both proposals lean away from what $\pi$ raised and towards what it lowered (the
+# check, and the printed shifts of $\mathbb E_Q[\log W]$): both branches are below 1 above $W=1$ and above
+# 1 on a band below it. They part at the low end: at the response $\pi$ has almost dropped (the
+# smallest printed $W$), $Q^\star_+$ keeps more mass than $\mu$ and $Q^\star_-$ less, as the two curves on the
+# right part below $W=1/4$.
+#
+# **The splice.** Each sign solves its own problem and drops its own constant $Z_\pm$; fixing
+# $\phi_\pm(1)=1$ splices the two so that both weigh the same on-policy. The two constants differ, so
+# the spliced step is not the solution of one variational problem: a design choice (docs/math.md
+# §4.3; §5 shows the same for the reconstruction). For core 03's prompt:
+
+# %%
+constants = {s: (mu03 * respo_coefficient(log_W03, torch.full((27,), s == "+"))).sum().item() for s in "+-"}
+print(f"Z_+ = E_mu[phi_+(W)] = {constants['+']:.3f}, Z_- = E_mu[phi_-(W)] = {constants['-']:.3f}")
+confirm("the two constants differ (by more than 1%), so the splice re-weights the signs",
+        max(0.0, 0.01 - abs(constants["+"] / constants["-"] - 1)), 1e-12)
+
+# %% [markdown]
+# ## 10. Behind core 03 §4: the slopes, differentiated
+#
+# *Extends core notebook 03 §4*, which states the two conditions that fix the constants and checks
+# them on the published branches. It needs only the kernel's `respo_branch` and `LossConfig`.
+#
+# For any order, $\phi_0(1)=1$ and $\phi_0'(1)=\beta$, and $\phi=\phi_0e^{\lambda(1-\phi_0)}$ has
+# $\phi'=\phi_0'\,e^{\lambda(1-\phi_0)}(1-\lambda\phi_0)$, so the slope at $W=1$ is $\phi'(1)=\beta(1-\lambda)$ at every
+# order. For the positive branch ($\alpha=2$, $\phi_0=(1-\beta)+\beta W$) that reads
+# $\phi_+'(W)=\beta e^{\lambda\beta(1-W)}(1-\lambda\phi_0(W))$, which vanishes at $W=0$, where $\phi_0=1-\beta$, exactly when
+# $\lambda(1-\beta)=1$. Check both by autograd on the kernel's branch, print the slope near $W=0$ at
+# three $\lambda_+$, and check that `LossConfig`'s defaults are the constants core 03 derives:
+
+# %%
+def branch_slope(log_w: float, alpha: float, beta: float, lam: float) -> float:
+    """d phi / d W at W = exp(log_w), by autograd through the kernel's respo_branch."""
+    s = torch.tensor([log_w], dtype=torch.float64, requires_grad=True)
+    (d_log,) = torch.autograd.grad(respo_branch(s, alpha, beta, lam).sum(), s)
+    return d_log.item() / math.exp(log_w)
+
+
+at_one = max(abs(branch_slope(0.0, a, b, lam) - b * (1 - lam))
+             for a in (1.0, 1.5, 2.0, 3.0) for b in (0.3, 0.5) for lam in (0.5, 2.0))
+confirm("phi'(1) = beta (1 - lambda) at four orders, two betas, two lambdas", at_one, 1e-12)
+w_grid = torch.linspace(0.01, 5.0, 50, dtype=torch.float64)
+formula = 0.5 * torch.exp(2.0 * 0.5 * (1 - w_grid)) * (1 - 2.0 * (0.5 + 0.5 * w_grid))   # beta = 1/2, lambda = 2
+by_autograd = torch.tensor([branch_slope(math.log(v), 2.0, 0.5, 2.0) for v in w_grid.tolist()], dtype=torch.float64)
+confirm("phi_+'(W) = beta e^(lambda beta (1 - W)) (1 - lambda phi_0(W)) at the published constants, W from 0.01 to 5",
+        (formula - by_autograd).abs().max(), 1e-10)
+near_zero = {lam: branch_slope(math.log(1e-6), 2.0, 0.5, lam) for lam in (1.5, 2.0, 3.0)}
+print("slope of phi_+ at W = 1e-6, by lambda_+: "
+      + ", ".join(f"{lam:g}: " + (f"{v:+.3f}" if abs(v) > 1e-5 else "< 1e-5 in size") for lam, v in near_zero.items()))
+confirm("only lambda_+ = 1 / (1 - beta_+) = 2 makes W = 0 stationary",
+        max(abs(near_zero[2.0]), max(0.0, 0.1 - min(abs(near_zero[1.5]), abs(near_zero[3.0])))), 1e-5)
+d03 = LossConfig()
+confirm("LossConfig()'s defaults are these constants: (2, 1/2, 2) for A > 0 and (1, 1/2, 2) for A < 0",
+        float((d03.alpha_pos, d03.beta_pos, d03.lambda_pos, d03.alpha_neg, d03.beta_neg, d03.lambda_neg)
+              != (2.0, 0.5, 2.0, 1.0, 0.5, 2.0)), 1e-12)
+
+# %% [markdown]
+# *Takeaway:* the two conditions of core 03 §4 are conditions on this derivative: a stationary
+# maximum at $W=0$ fixes $\lambda_+=1/(1-\beta_+)$, the matched slope at $W=1$ fixes $\lambda_-$, and the
+# kernel's defaults are the constants they give.
 #
 # ## Quick questions
 #
@@ -1114,7 +1366,7 @@ confirm("ReSPO's published phi_+ is largest as w -> 0 (e/2) and phi_- peaks at w
 # 2. For the power surrogate $J_\alpha$ with baseline $b>0$, does the baseline reward or penalise moving away from $\mu$ at $\alpha=0$, and at $\alpha=3$?
 #    <details><summary>answer</summary>It adds $b(1-\alpha)D_\alpha$ (§4). $D_\alpha\ge0$ always, so at $\alpha=0$ it adds $b\,\mathrm{KL}(\mu\|\pi)$ (a reward for divergence) and at $\alpha=3$ it subtracts $2bD_3$ (a penalty).</details>
 # 3. Does giving a low-$w$ positive a coefficient near $e/2$ reduce variance?
-#    <details><summary>answer</summary>No. That cell contributes almost nothing to the exact weight's second moment ($w^2\to0$) and more under ReSPO (§1 printed the shares). It changes the target, towards the likelihood of $\mu$'s successes $\mathbb E_\mu[A_+\log\pi]$. On §1's draw the variance cut is the negative branch's: with one branch replaced at a time, $\phi_-$ alone lowered the second moment and $\phi_+$ alone raised it (§1 printed both; core notebook 01 counts both over fresh draws).</details>
+#    <details><summary>answer</summary>No. That cell contributes almost nothing to the exact weight's second moment ($w^2\to0$) and more under ReSPO (§1 printed the shares). It changes the target, towards the likelihood of $\mu$'s successes $\mathbb E_\mu[A_+\log\pi]$. On §1's draw the variance cut is the negative branch's: with one branch replaced at a time, $\phi_-$ alone lowered the second moment and $\phi_+$ alone raised it (§1 printed both; §8 counts both over fresh draws).</details>
 # 4. Why is a two-branch kernel's step not the solution of one variational problem?
 #    <details><summary>answer</summary>Each sign has its own $Q^*_s$ and its own constant $e^{-\lambda_s}/Z_s(x)$; the kernel drops both, and they differ (§5 printed them for the reconstruction), so the kernel weighs its positive part against its negative part by their ratio relative to the two problems' own step; how far that turns the step depends on the prompt (§5's cosine). The published kernel splices its two branches the same way (docs/math.md §4.3).</details>
 # 5. At its defaults, how does the reconstruction `respo_wtilt` differ from VESPO, and how does the published ReSPO differ from both?
@@ -1132,8 +1384,11 @@ confirm("ReSPO's published phi_+ is largest as w -> 0 (e/2) and phi_- peaks at w
 #   the negative branch $(3,2)$ (§7): VESPO (Shen et al., arXiv:2602.10693, §3).
 # - The flat positive corner $\phi_+=1$ (§1's change of target): TOPR's positive branch (Le Roux
 #   et al., arXiv:2503.14286).
-# - ReSPO's published kernel, its closed-form surrogates (§6) and its branches (§7): Chen, Ban and
-#   Hsieh, arXiv:2609.35433. The nearly flat positive branch of `respo_wtilt` is this project's
+# - ReSPO's published kernel, its closed-form surrogates (§6), its branches (§7) and the steps and
+#   constants of its derivation (§9-§10): Chen, Ban and Hsieh, arXiv:2609.35433, read through
+#   docs/math.md §4; the power mean as the minimiser of weighted α-divergences (Amari, Neural
+#   Computation 19(10), 2007) and the tilt as an I-projection under a moment constraint (Csiszár,
+#   Annals of Probability 3(1), 1975). The nearly flat positive branch of `respo_wtilt` is this project's
 #   reconstruction from the abstract (docs/math.md §8).
 #
 # One line per work, in this course's notation: [docs/bibliography.md](../../docs/bibliography.md).
