@@ -102,7 +102,8 @@ confirm("the objective is stationary at m = mu phi_0(W) at (alpha, beta) = (2, 1
 # ## 3. The tilt: a projection under a moment budget
 #
 # Both power means grow without bound as $W\to\infty$. Normalise the mean, $Q_0=\mu\phi_0/Z_0$, and
-# project it onto the proposals that keep their own weight within a budget, $\mathbb E_Q[\phi_0]\le C$:
+# project it onto the proposals under which the untilted power-mean weight $\phi_0$ stays within a budget,
+# $\mathbb E_Q[\phi_0]\le C$ (not $Q$'s own weight $Q/\mu$; docs/math.md §4.3):
 # $$Q^\star=\arg\min_Q\ \mathrm{KL}(Q\|Q_0)+\lambda\,\mathbb E_Q[\phi_0]\quad\Longrightarrow\quad Q^\star\propto\mu\,\phi_0\,e^{-\lambda\phi_0},$$
 # with $\lambda\ge0$ the budget's Lagrange multiplier (Csiszár's I-projection: a moment constraint
 # gives an exponential tilt). Fixing the value 1 at $W=1$, where $\phi_0=1$, gives the kernel,

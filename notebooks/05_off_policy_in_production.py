@@ -233,7 +233,7 @@ for setting in value("drift_post_hoc_P1").split("; "):
 # %% [markdown]
 # > **What to remember**
 # > - Three sources make $w\ne1$: reuse, the engine's numerics (and on an MoE its router), staleness; a recomputed $\pi_{old}$ splits $w=w_{trust}\,\rho$ exactly.
-# > - A correction of $\rho$ is per token (near 1, biased where ratios compound) or per sequence (the product: unbiased for a final reward, higher variance); ReSPO's kernel acts on the whole $w$.
+# > - A correction of $\rho$ is per token (near 1, biased where ratios compound) or per sequence (the product: unbiased for a final reward, higher variance); this repository's ReSPO puts its kernel on the whole $w=\pi/\mu$ by default, the authors' code on $\pi/\pi_{old}$ (`--weight-against pi_old`).
 # > - Sample and train at one temperature: a mismatch there puts every response off-policy before the first update.
 #
 # ## Quick questions
