@@ -6,11 +6,11 @@ updates per run, the paper's four methods and two arms that split ReSPO's branch
     ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 NANO_RESPO_CACHE=runs/reuse-cache-unvectorised \\
         python -m research.reuse --stage all
     python -m research.reuse --summarise          # the check first, then the contrasts, verdicts, tables, figure
-    python -m research.reuse --stage evaluate --lr 0.001 --only respo-N8-seed0 --out runs/reuse-rerun  # one again
+    python -m research.reuse --stage evaluate --lr 0.0001 --only respo-N8-seed0 --out runs/reuse-rerun  # one again
 
-Each command runs on its process's CPU setting, in REUSE.md's order (the lr stage, then the cell seed-major), one
-record per run under <out>/<setting>/<stage>/; a record that exists is kept, so a stopped command resumes where it
-stopped, and a stop leaves whole seeds. A run is train.py's loop in-process (research/responses.py): each record
+Each command runs on its process's CPU setting, in REUSE.md's order (the lr stage; every seed's grpo runs, which the
+manipulation check reads; then the other methods seed-major), one record per run under <out>/<setting>/<stage>/; a
+record that exists is kept, so a stopped command resumes where it stopped, and a stop leaves whole seeds. A run is train.py's loop in-process (research/responses.py): each record
 names the train.py command that makes the same steps. The rules and tables are research/reuse_rules.py's.
 """
 
@@ -43,11 +43,11 @@ class ReuseConfig:
     """The reuse study on this CPU setting (REUSE.md), or the tables of every committed record."""
 
     stage: str = "all"
-    """all (the lr stage, then the cell seed-major), or one of lr, evaluate."""
+    """all (the lr stage, then the cell: grpo's runs first, then seed-major), or one of lr, evaluate."""
     lr: float | None = None
     """The cell's learning rate; None = chosen by REUSE.md's rule from the default setting's lr records (waiting)."""
     seeds: int = len(SEEDS)
-    """Seeds of the cell, 0 .. seeds-1 (REUSE.md: 16; a smaller number is a cut, stated as one)."""
+    """Seeds of the cell, 0 .. seeds-1 (REUSE.md: 16; fewer is a cut, stated as one); --summarise reads contrasts only once this many whole seeds exist."""
     out: str = "research/results/reuse"
     """Where the records go: <out>/<setting>/<stage>/<run>.json."""
     summarise: bool = False
@@ -83,10 +83,13 @@ def train_config(method: str, n: int, seed: int, lr: float) -> TrainConfig:
 
 
 def stage_runs(stage: str, lr: float | None, seeds: int) -> list[tuple[str, list[str]]]:
-    """(name, train.py flags) of a stage's runs in REUSE.md's order: seed-major, so a stop leaves whole seeds."""
+    """(name, train.py flags) of a stage's runs in REUSE.md's order (amendment 1): every seed's grpo runs first,
+    which the manipulation check reads, then the other methods seed-major, so a stop leaves whole seeds."""
     if stage == "lr":  # on-policy (N = 1), where every kernel takes the same step: respo stands for all
         return [(f"respo-lr{x:g}-seed{s}", train_argv("respo", 1, s, x)) for x in LR_GRID for s in SELECTION_SEEDS]
-    return [(f"{m}-N{n}-seed{s}", train_argv(m, n, s, lr)) for s in SEEDS[:seeds] for n in NS for m in METHODS]
+    order = [(s, n, "grpo") for s in SEEDS[:seeds] for n in NS]
+    order += [(s, n, m) for s in SEEDS[:seeds] for n in NS for m in METHODS if m != "grpo"]
+    return [(f"{m}-N{n}-seed{s}", train_argv(m, n, s, lr)) for s, n, m in order]
 
 
 def host() -> dict:
@@ -166,7 +169,7 @@ def decided_lr(cfg: ReuseConfig) -> float:
 def main(argv=None) -> None:
     cfg = parse_config(ReuseConfig, argv, prog="python -m research.reuse")
     if cfg.summarise:
-        print(summarise(ROOT / cfg.out, ROOT / cfg.figures))
+        print(summarise(ROOT / cfg.out, ROOT / cfg.figures, cfg.seeds))
         return
     if cfg.stage in ("all", "lr"):
         run_stage(cfg, "lr", None, argv)

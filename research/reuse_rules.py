@@ -181,6 +181,8 @@ def reading(x: dict, claim: str) -> str:
     """One setting's reading of a claim: its verdict, or why there is none."""
     if "check" not in x:
         return "not run"
+    if not x["complete"]:
+        return f"not read ({len(x['seeds'])} of {x['needed']} seeds)"
     return x.get("verdicts", {}).get(claim, "check failed")
 
 
@@ -194,25 +196,28 @@ def across(settings: dict[str, dict], claim: str) -> str:
 
 # --- reading the records -------------------------------------------------------------------------------------
 
-def read_setting(records: list[dict]) -> dict:
-    """One setting's cell: its whole seeds, the pairing and manipulation checks, and (when the check passed) the
-    contrasts and verdicts."""
+def read_setting(records: list[dict], seeds_needed: int = len(SEEDS)) -> dict:
+    """One setting's cell: its whole seeds, the pairing and manipulation checks (interim below seeds_needed), and,
+    once seeds_needed whole seeds exist and the check passed on them, the contrasts and verdicts on those seeds.
+    No contrast is read on part of the cell: REUSE.md reads them on all 16 seeds or on a declared cut (--seeds)."""
     runs = cell(records)
     seeds = whole_seeds(runs)
-    out = {"runs": runs, "seeds": seeds}
+    complete = len(seeds) >= seeds_needed
+    seeds = seeds[:seeds_needed]
+    out = {"runs": runs, "seeds": seeds, "complete": complete, "needed": seeds_needed}
     if len(seeds) < 2:
         return out
     out["pairing"] = pairing_holds(runs, seeds)
     out["check"] = manipulation(runs, seeds)
-    if out["check"]["passed"]:
+    if complete and out["check"]["passed"]:
         out["contrasts"] = contrasts(runs, seeds)
         out["verdicts"] = verdicts(out["contrasts"])
     return out
 
 
-def read_all(out: Path) -> dict[str, dict]:
+def read_all(out: Path, seeds_needed: int = len(SEEDS)) -> dict[str, dict]:
     records = load(out)
-    return {s: read_setting(records.get((s, "evaluate"), [])) for s in SETTINGS}
+    return {s: read_setting(records.get((s, "evaluate"), []), seeds_needed) for s in SETTINGS}
 
 
 def mean_interval(values: list[float]) -> str:
@@ -324,7 +329,7 @@ def figure(settings: dict[str, dict], path: Path) -> None:
     plt.close(fig)
 
 
-def summarise(out: Path, figures: Path | None = None) -> str:
+def summarise(out: Path, figures: Path | None = None, seeds_needed: int = len(SEEDS)) -> str:
     """Every table in REUSE.md's order: the lr stage, the checks (read first), the contrasts, the verdicts, the
     tables beside the paper's."""
     records = load(out)
@@ -333,12 +338,14 @@ def summarise(out: Path, figures: Path | None = None) -> str:
     if lr_runs:
         lr, table = choose_lr(lr_runs)
         text += ["## The lr stage (default setting decides)", table, f"the cell's lr: {lr}"]
-    settings = read_all(out)
-    text += ["## First, the manipulation check (grpo runs, updates 1-128)", check_table(settings)]
+    settings = read_all(out, seeds_needed)
+    text += ["## First, the manipulation check (grpo runs, updates 1-128; interim until a setting has "
+             f"{seeds_needed} whole seeds)", check_table(settings)]
     for s, r in settings.items():
         if "pairing" in r:
-            text.append(f"{s}: {len(r['seeds'])} whole seeds of {len(SEEDS)}"
-                        f"{' (a cut)' if len(r['seeds']) < len(SEEDS) else ''}; pairing "
+            state = ("" if r["complete"] and r["needed"] == len(SEEDS) else " (a declared cut)" if r["complete"]
+                     else f" (in progress: no contrast is read before {r['needed']})")
+            text.append(f"{s}: {len(r['seeds'])} whole seeds of {len(SEEDS)}{state}; pairing "
                         f"{'holds' if r['pairing'] else 'FAILS'}")
     for metric in ("late", "early", "held-out"):
         text += [f"## {metric} per method and N, mean (90% interval)", means_table(settings, metric)]

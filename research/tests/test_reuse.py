@@ -15,8 +15,10 @@ def test_each_stage_runs_its_cell_as_preregistered():
     assert {reuse.train_config("respo", 1, 900, 1e-3).reuse} == {1}
     cell = reuse.stage_runs("evaluate", 1e-3, 16)
     assert len(cell) == 16 * 3 * 6 and len({n for n, _ in cell}) == len(cell)
-    assert [n for n, _ in cell][:2] == ["grpo-N8-seed0", "gspo-N8-seed0"]
-    assert {n.rsplit("seed", 1)[1] for n, _ in cell[:18]} == {"0"}, "seed-major: a stop leaves whole seeds"
+    names = [n for n, _ in cell]
+    assert names[:4] == ["grpo-N8-seed0", "grpo-N16-seed0", "grpo-N32-seed0", "grpo-N8-seed1"], "the check's runs first"
+    assert {n.split("-")[0] for n in names[:48]} == {"grpo"} and "grpo" not in {n.split("-")[0] for n in names[48:]}
+    assert {n.rsplit("seed", 1)[1] for n in names[48:48 + 15]} == {"0"}, "then seed-major: a stop leaves whole seeds"
     for name, flags in cell[::17]:
         c = parse_config(reuse.TrainConfig, flags)
         n = c.reuse
@@ -115,9 +117,9 @@ def test_the_contrasts_holm_and_verdicts_follow_the_preregistered_rules():
 
 
 def test_a_verdict_needs_both_settings():
-    passed = {"check": {}, "verdicts": {"G": "supported"}}
+    passed = {"check": {}, "complete": True, "verdicts": {"G": "supported"}}
     assert rules.across({"default": passed, "unvectorised": passed}, "G") == "supported"
-    assert rules.across({"default": passed, "unvectorised": {"check": {}}}, "G") == \
+    assert rules.across({"default": passed, "unvectorised": {"check": {}, "complete": True}}, "G") == \
         "not resolved (default: supported, unvectorised: check failed)"
     assert rules.across({"default": passed, "unvectorised": {}}, "G") == \
         "not resolved (default: supported, unvectorised: not run)"
@@ -139,6 +141,10 @@ def test_summarise_reads_the_check_first_and_states_a_cut(tmp_path):
             path.write_text(json.dumps(r))
     text = rules.summarise(tmp_path / "out", tmp_path / "figures")
     assert text.index("manipulation check") < text.index("## Contrasts, default") < text.index("## Verdicts")
-    assert "unvectorised: 3 whole seeds of 16 (a cut)" in text and "## Contrasts, unvectorised" not in text
-    assert "- G: not resolved (default: supported, unvectorised: check failed)" in text
+    assert "unvectorised: 3 whole seeds of 16 (in progress: no contrast is read before 16)" in text
+    assert "## Contrasts, unvectorised" not in text
+    assert "- G: not resolved (default: supported, unvectorised: not read (3 of 16 seeds))" in text
+    cut = rules.summarise(tmp_path / "out", None, seeds_needed=3)  # a declared cut at 3 seeds: the check is read
+    assert "unvectorised: 3 whole seeds of 16 (a declared cut)" in cut and "default: 3 whole seeds of 16" in cut
+    assert "- G: check failed\n" in cut  # 3 seeds: the smallest exact p is 1/4, so the check cannot pass
     assert "Qwen3-30B-A3B (paper, one run) | 32 | 0.362" in text and (tmp_path / "figures" / "reuse-evidence.png").exists()
