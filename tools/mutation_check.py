@@ -25,6 +25,7 @@ import concurrent.futures
 import importlib
 import importlib.metadata
 import os
+import random
 import re
 import shutil
 import signal
@@ -206,6 +207,7 @@ def fork_test_run(tmp: str, first: str | None, fail_fast: bool) -> int:
         outside = {"", str(ROOT / "tools"), *os.environ.get("PYTHONPATH", "").split(os.pathsep)}
         sys.path[:] = [tmp, *(p for p in sys.path if p not in outside)]  # as PYTHONPATH=tmp in place of the user's
         os.environ.update(PYTHONPATH=tmp, HYPOTHESIS_PROFILE="quick")
+        random.seed()  # a fresh seed as a fresh interpreter has, not the state every run would share
         import pytest
         code = pytest.main(pytest_args(fail_fast), plugins=[CatcherFirst(first if fail_fast else None)])
     finally:
