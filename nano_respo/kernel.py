@@ -1,28 +1,20 @@
-"""ReSPO and its baselines as one pure-tensor policy loss.
+"""ReSPO and its baselines as one pure-tensor policy loss, in the order of docs/math.md (each function names its §).
 
-Objective (docs/math.md §1). For a prompt x, a group of responses
-y_i ~ mu (the behaviour policy that sampled them) and advantages A_i, every method in this
-file is a *coefficient* phi on the plain policy gradient:
-
-    grad J = mean_i  phi_i * A_i * grad log pi_theta(y_i | x)
-
-implemented as   loss = -mean_i stopgrad(phi_i) * A_i * agg_i(log pi_theta(y_i,t | ...)).
-
-ReSPO (docs/math.md §3; Chen, Ban and Hsieh, arXiv:2609.35433) replaces the clip with a smooth
-two-branch kernel on the sequence weight W = pi_theta(y|x) / mu(y|x), one branch per sign of the
-advantage, each a power mean of 1 and W followed by an exponential tilt:
+Every method is a *coefficient* phi on the plain policy gradient (§1): for responses y_i ~ mu (the behaviour policy
+that sampled them) with advantages A_i, grad J = mean_i phi_i * A_i * grad log pi_theta(y_i | x), implemented as
+loss = -agg(stopgrad(phi) * A * log pi_theta). ReSPO (§3; Chen, Ban and Hsieh, arXiv:2609.35433) replaces the clip
+with a smooth kernel on the sequence weight W = pi_theta(y|x) / mu(y|x), one branch per sign of the advantage, each
+a power mean of 1 and W followed by an exponential tilt:
 
     phi_0(W) = [(1 - beta) + beta * W**(alpha - 1)]**(1 / (alpha - 1))      (W**beta at alpha = 1)
     phi(W)   = phi_0(W) * exp(lambda * (1 - phi_0(W)))
 
 The published constants, (alpha, beta, lambda) = (2, 1/2, 2) for A >= 0 and (1, 1/2, 2) for A < 0, give
-
     phi_+(W) = (1 + W) / 2 * exp(1 - W)          largest at W = 0 (e/2): an under-generated positive keeps its push
     phi_-(W) = sqrt(W) * exp(2 * (1 - sqrt(W)))  peak e/2 at W = 1/4, 0 at both ends: over-generated negatives fade
 
-Deliberately left out: KL-to-reference penalties, entropy bonuses, value functions and
-any distributed reduction (a caller that shards a batch must reduce the loss itself).
-The loss *value* is not a progress signal: only its gradient is meaningful.
+Left out: KL-to-reference penalties, entropy bonuses, value functions and any distributed reduction (a caller that
+shards a batch reduces the loss itself). The loss *value* is no progress signal, only its gradient.
 """
 
 from __future__ import annotations
@@ -46,8 +38,7 @@ class LossConfig:
     beta_pos: float = 0.5
     """ReSPO positive branch: weight beta_+ in [0, 1] of W in the power mean (1 - beta_+ on 1)."""
     lambda_pos: float = 2.0
-    """ReSPO positive branch: tilt lambda_+ >= 0; at alpha_+ > 1, lambda_+ >= (1 - beta_+)**(-1 / (alpha_+ - 1)) makes W = 0
-    its maximum (equality: the tilt's peak; at alpha_+ = 2 that is 1 / (1 - beta_+)). docs/math.md §4.4."""
+    """ReSPO positive branch: tilt lambda_+ >= 0; at alpha_+ > 1, lambda_+ >= (1 - beta_+)**(-1 / (alpha_+ - 1)) makes W = 0 its maximum (docs/math.md §4.4)."""
     alpha_neg: float = 1.0
     """ReSPO negative branch: order alpha_- of the power mean phi_0 (1: the geometric mean W**beta)."""
     beta_neg: float = 0.5
@@ -95,28 +86,22 @@ class LossConfig:
 
     def __post_init__(self):
         # METHOD_TABLE itself, read now (not a tuple frozen at import): a row registered later by name is accepted.
-        for name, choices in (("method", METHOD_TABLE), ("agg", AGG_MODES), ("correction", CORRECTIONS),
-                              ("weight_against", WEIGHT_AGAINST)):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"{name}: unknown {name} {getattr(self, name)!r}; choose one of {', '.join(choices)}")
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ValueError(f"{f.name}: must be finite, got {value}")
-        for name in ("beta_pos", "beta_neg"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name}: must lie in [0, 1], got {getattr(self, name)}")
-        for name in ("lambda_pos", "lambda_neg", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
-                     "sapo_tau_pos", "sapo_tau_neg", "eps_low", "eps_high", "diag_eps", "opsm_delta"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ValueError(f"{name}: must be >= 0, got {value}")
-        if self.dual_clip_c <= 1:
-            raise ValueError(f"dual_clip_c: must be > 1, got {self.dual_clip_c}")
-        if self.norm_len is not None and self.norm_len < 1:
-            raise ValueError(f"norm_len: must be >= 1, got {self.norm_len}")
-        if self.log_w_max <= 0:
-            raise ValueError(f"log_w_max: must be > 0, got {self.log_w_max}")
+        choices = {"method": METHOD_TABLE, "agg": AGG_MODES, "correction": CORRECTIONS,
+                   "weight_against": WEIGHT_AGAINST}
+        non_negative = ("lambda_pos", "lambda_neg", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg",
+                        "vespo_lambda_neg", "sapo_tau_pos", "sapo_tau_neg", "eps_low", "eps_high", "diag_eps",
+                        "opsm_delta")
+        for name, value in ((f.name, getattr(self, f.name)) for f in fields(self)):
+            if name in choices and value not in choices[name]:
+                raise ValueError(f"{name}: unknown {name} {value!r}; choose one of {', '.join(choices[name])}")
+            need = ("be finite" if isinstance(value, float) and not math.isfinite(value) else
+                    "lie in [0, 1]" if name in ("beta_pos", "beta_neg") and not 0 <= value <= 1 else
+                    "be >= 0" if name in non_negative and value is not None and value < 0 else
+                    "be > 1" if name == "dual_clip_c" and value <= 1 else
+                    "be >= 1" if name == "norm_len" and value is not None and value < 1 else
+                    "be > 0" if name == "log_w_max" and value <= 0 else None)
+            if need:
+                raise ValueError(f"{name}: must {need}, got {value}")
         low, high = correction_bounds(self)
         if not 0 <= low < high:
             raise ValueError(f"correction_min, correction_max: need 0 <= C_min < C_max, got {low} and {high}")
@@ -134,8 +119,7 @@ def masked_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.where(mask, x, torch.zeros_like(x)).sum(-1)  # [B]
 
 
-def sequence_log_weight(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor,
-                        length_norm: bool = False) -> torch.Tensor:
+def sequence_log_weight(logp, old_logp, mask, length_norm: bool = False) -> torch.Tensor:
     """s = sum_t m_t (log pi - log mu), the log of w = pi(y|x) / mu(y|x) (/ |y| if length_norm). docs/math.md §1."""
     mask = mask.bool()
     dtype = compute_dtype(logp)
@@ -148,11 +132,7 @@ def sequence_log_weight(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.
 # --- docs/math.md §3: the ReSPO kernel -------------------------------------------------
 
 def power_mean_log(log_w: torch.Tensor, alpha: float, beta: float) -> torch.Tensor:
-    """log phi_0(W): the power mean of order alpha - 1 of 1 and W, weights (1 - beta, beta). docs/math.md §3, §4.2.
-
-    [(1 - beta) + beta W**(alpha - 1)]**(1 / (alpha - 1)), the geometric mean W**beta at alpha = 1; in log space
-    (logaddexp), so it stays finite for every finite log W and every order.
-    """
+    """log phi_0(W) in log space (logaddexp): finite for every finite log W and every order. docs/math.md §3, §4.2."""
     if alpha == 1.0:
         return beta * log_w  # [B]
     order = alpha - 1.0
@@ -177,8 +157,8 @@ def respo_coefficient(log_w: torch.Tensor, positive: torch.Tensor, alpha_pos: fl
 
 
 # --- docs/math.md §5 and §8: the baselines, as coefficients of the same shape -----------
-# Each takes (log-ratio, positive, cfg, eps) where the log-ratio is per token [B, T] or per
-# sequence [B] as METHOD_TABLE says, and returns the coefficient phi of the same shape.
+# Each takes (log-ratio, positive, cfg, eps), the log-ratio per token [B, T] or per sequence [B] as
+# METHOD_TABLE says, and returns the coefficient phi of the same shape.
 
 def respo_method_coefficient(log_w, positive, cfg, eps):
     """ReSPO's kernel (§3) with cfg's constants."""
@@ -211,24 +191,22 @@ def sapo_coefficient(log_r, positive, cfg, eps):
     return r / torch.cosh(tau * (r - 1) / 2) ** 2
 
 
-# docs/math.md §8: VESPO's family w**alpha exp(-lambda (w - 1)).
-
 def power_tilt(log_w: torch.Tensor, alpha: float, lam: float, log_w_max: float = 20.0) -> torch.Tensor:
-    """w**alpha * exp(-lam (w - 1)), in log space and capped at log_w_max: finite for every finite log w."""
+    """VESPO's family w**alpha * exp(-lam (w - 1)) (docs/math.md §8), in log space and capped at log_w_max."""
     log_phi = alpha * log_w - lam * torch.expm1(log_w.clamp(max=log_w_max))
     return torch.exp(log_phi.clamp(max=log_w_max))
 
 
 def power_tilt_branches(log_w: torch.Tensor, positive: torch.Tensor, pos: tuple[float, float],
                         neg: tuple[float, float], log_w_max: float = 20.0) -> torch.Tensor:
-    """w**alpha exp(-lambda (w - 1)) with (alpha, lambda) = pos where the advantage is positive, neg elsewhere."""
+    """power_tilt with (alpha, lambda) = pos where the advantage is positive, neg elsewhere."""
     return torch.where(positive,
                        power_tilt(log_w, *pos, log_w_max),
                        power_tilt(log_w, *neg, log_w_max))
 
 
 def vespo_coefficient(log_w, positive, cfg, eps):
-    """VESPO: w**k exp(-lambda (w - 1)) on each sign, powers >= 2. docs/math.md §8."""
+    """VESPO: the family with (k, lambda) of each sign, powers k >= 2. docs/math.md §8."""
     return power_tilt_branches(log_w, positive, (cfg.vespo_k_pos, cfg.vespo_lambda_pos),
                                (cfg.vespo_k_neg, cfg.vespo_lambda_neg), cfg.log_w_max)
 
@@ -282,27 +260,22 @@ def coefficients(logp, old_logp, advantages, mask, cfg):
 
 
 # --- docs/math.md §7: three policies, the decoupled form -------------------------------
-# mu sampled the batch, pi_old is the learner's log-probs recomputed at the start of the updates
-# on it, pi the learner now. The coupled form puts the whole w = pi / mu in one coefficient; the
-# decoupled form splits it into (pi / pi_old) * (pi_old / mu): a method's trust region on the
+# mu sampled the batch, pi_old is the learner at the start of the updates on it, pi the learner now. The
+# decoupled form splits w = pi / mu into (pi / pi_old) * (pi_old / mu): the method's trust region on the
 # first factor, a correction weight c on the second (TRL's vllm_importance_sampling_mode, verl's rollout_is).
 
 CORRECTIONS = ("none", "token-truncate", "token-mask", "sequence-truncate", "sequence-mask")
-# What W's denominator is: the sampler mu (coupled; with a correction the decoupled form), or the learner's pi_old
-# (verl's W, the authors' runs), a correction then folded into log W as their loss folds verl's rollout weights.
-WEIGHT_AGAINST = ("sampler", "pi_old")
+WEIGHT_AGAINST = ("sampler", "pi_old")  # W's denominator: mu, or pi_old (verl's W, a correction folded into log W)
 FOLD_FLOOR = 1e-8  # a masked token's weight 0 enters log W as log 1e-8, as the authors' loss clamps it
 
 
 def correction_bounds(cfg: LossConfig) -> tuple[float, float]:
-    """[C_min, C_max]; by default no lower bound, and C_max = verl's rollout_is_threshold 2 for its token
-    truncation, TRL's vllm_importance_sampling_clip_max 3 otherwise."""
+    """[C_min, C_max]: LossConfig's, or none below and verl's 2 (token-truncate) or TRL's 3 (otherwise) above."""
     default_max = 2.0 if cfg.correction == "token-truncate" else 3.0
     return (cfg.correction_min or 0.0, default_max if cfg.correction_max is None else cfg.correction_max)
 
 
-def correction_log_ratio(pi_old_logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor,
-                         level: str) -> torch.Tensor:
+def correction_log_ratio(pi_old_logp, old_logp, mask, level: str) -> torch.Tensor:
     """log rho = log pi_old - log mu, per token [B, T] (0 on padding) or summed per sequence [B]. docs/math.md §7."""
     dtype = compute_dtype(pi_old_logp)
     log_rho = torch.where(mask, pi_old_logp.to(dtype) - old_logp.to(dtype), torch.zeros((), dtype=dtype))  # [B, T]
@@ -315,13 +288,9 @@ def outside_bounds(log_rho: torch.Tensor, cfg: LossConfig) -> torch.Tensor:
     return (log_rho < (math.log(low) if low > 0 else -math.inf)) | (log_rho > math.log(high))
 
 
-def correction_weight(pi_old_logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor,
-                      cfg: LossConfig) -> torch.Tensor:
-    """c [B, T]: truncate clamp(rho, C_min, C_max), mask rho * 1[C_min <= rho <= C_max]. docs/math.md §7.
-
-    As GRPOTrainer._generate_and_score_completions (TRL) computes its importance_sampling_ratio per
-    vllm_importance_sampling_mode, and compute_rollout_correction_weights (verl) its token truncation.
-    """
+def correction_weight(pi_old_logp, old_logp, mask, cfg: LossConfig) -> torch.Tensor:
+    """c [B, T]: truncate clamp(rho, C_min, C_max), mask rho * 1[C_min <= rho <= C_max]. docs/math.md §7. As TRL's
+    GRPOTrainer._generate_and_score_completions and verl's compute_rollout_correction_weights compute it."""
     level, bound = cfg.correction.split("-")
     log_rho = correction_log_ratio(pi_old_logp, old_logp, mask, level)  # [B, T] or [B]
     low, high = correction_bounds(cfg)
@@ -333,25 +302,24 @@ def correction_weight(pi_old_logp: torch.Tensor, old_logp: torch.Tensor, mask: t
     return c[:, None].expand_as(pi_old_logp) if level == SEQUENCE else c  # [B, T]
 
 
-def off_policy_sequence_mask(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
-                             mask: torch.Tensor, delta: float) -> torch.Tensor:
-    """DeepSeek-V3.2's mask [B]: 0 for a negative whose mean per-token log(mu / pi) exceeds delta, else 1.
-
-    As GRPOTrainer.get_off_policy_mask (TRL), with mu the sampler. docs/math.md §7.
-    """
+def off_policy_sequence_mask(logp, old_logp, advantages, mask, delta: float) -> torch.Tensor:
+    """DeepSeek-V3.2's mask [B]: 0 for a negative whose mean per-token log(mu / pi) exceeds delta, else 1, as TRL's
+    GRPOTrainer.get_off_policy_mask with mu the sampler. docs/math.md §7."""
     dtype = compute_dtype(logp)
     kl = masked_sum(old_logp.to(dtype) - logp.detach().to(dtype), mask) / mask.sum(-1).clamp(min=1)  # [B]
     return (~((advantages < 0) & (kl > delta))).to(dtype)
 
 
+def check_pi_old(pi_old_logp, logp, needed_by: str) -> None:
+    if pi_old_logp is None or pi_old_logp.shape != logp.shape:
+        got = "none" if pi_old_logp is None else f"shape {tuple(pi_old_logp.shape)}"
+        raise ValueError(f"pi_old_logp: {needed_by} needs the learner's log-probs {tuple(logp.shape)} of the batch, "
+                         f"recomputed at the start of its updates (trainer.rl_iteration fills them); got {got}")
+
+
 def decoupled_coefficients(logp, old_logp, advantages, mask, cfg, pi_old_logp) -> tuple[torch.Tensor, torch.Tensor]:
-    """(phi [B, T], log-weight [B]) of the decoupled form: the method's coefficient of pi / pi_old (its trust
-    region), times the correction weight c of pi_old / mu. docs/math.md §7."""
-    if pi_old_logp is None:
-        raise ValueError(f"pi_old_logp: correction {cfg.correction!r} needs the learner's log-probs "
-                         f"recomputed at the start of the updates on this batch")
-    if pi_old_logp.shape != logp.shape:
-        raise ValueError(f"pi_old_logp: shape {tuple(pi_old_logp.shape)} does not match logp's {tuple(logp.shape)}")
+    """(phi [B, T], log-weight [B]) of the decoupled form: the trust region on pi / pi_old times c. docs/math.md §7."""
+    check_pi_old(pi_old_logp, logp, f"correction {cfg.correction!r}")
     phi, log_w = coefficients(logp, pi_old_logp, advantages, mask, cfg)  # [B, T] trust region on pi / pi_old
     return phi * correction_weight(pi_old_logp, old_logp, mask, cfg), log_w  # [B, T], [B]
 
@@ -359,9 +327,7 @@ def decoupled_coefficients(logp, old_logp, advantages, mask, cfg, pi_old_logp) -
 def against_pi_old(logp, old_logp, advantages, mask, cfg, pi_old_logp) -> tuple[torch.Tensor, torch.Tensor]:
     """(phi [B, T], log-weight [B]) of W = pi / pi_old (verl's W, docs/math.md §7); with a correction, log c of each
     token is added to its log-ratio, so a sequence method reads log W = log(pi / pi_old) + sum_t log c_t."""
-    if pi_old_logp is None or pi_old_logp.shape != logp.shape:
-        raise ValueError("pi_old_logp: weight_against 'pi_old' needs the learner's log-probs [B, T] of the batch, "
-                         "recomputed at the start of its updates (trainer.rl_iteration fills them)")
+    check_pi_old(pi_old_logp, logp, "weight_against 'pi_old'")
     if cfg.correction == "none":
         return coefficients(logp, pi_old_logp, advantages, mask, cfg)
     log_c = correction_weight(pi_old_logp, old_logp, mask, cfg).clamp(min=FOLD_FLOOR).log()  # [B, T]
@@ -382,23 +348,20 @@ def loss_denominator(mask: torch.Tensor, mode: str, norm_len: int | None = None)
 def aggregate(terms: torch.Tensor, mask: torch.Tensor, mode: str, norm_len: int | None = None) -> torch.Tensor:
     """Reduce per-token terms [B, T] to a scalar; empty responses count as no sequence. docs/math.md §1."""
     terms = torch.where(mask, terms, torch.zeros_like(terms))  # [B, T]
-    if mode == "seq-mean-token-mean":
-        total = (terms.sum(-1) / mask.sum(-1).clamp(min=1)).sum()
-    else:
-        total = terms.sum()
+    total = (terms.sum(-1) / mask.sum(-1).clamp(min=1)).sum() if mode == "seq-mean-token-mean" else terms.sum()
     return total / loss_denominator(mask, mode, norm_len).clamp(min=1)
 
 
 # --- The loss ------------------------------------------------------------------------
 
 def check_inputs(logp, old_logp, advantages, mask):
+    """Shapes as policy_loss names them, finite values where they count; the mask as bool."""
     if logp.dim() != 2:
         raise ValueError(f"logp: expected shape [B, T], got {tuple(logp.shape)}")
-    for name, t in (("old_logp", old_logp), ("mask", mask)):
-        if t.shape != logp.shape:
-            raise ValueError(f"{name}: shape {tuple(t.shape)} does not match logp's {tuple(logp.shape)}")
-    if advantages.shape != logp.shape[:1]:
-        raise ValueError(f"advantages: expected shape [{logp.shape[0]}], got {tuple(advantages.shape)}")
+    for name, t, shape in (("old_logp", old_logp, logp.shape), ("mask", mask, logp.shape),
+                           ("advantages", advantages, logp.shape[:1])):
+        if t.shape != shape:
+            raise ValueError(f"{name}: expected shape {list(shape)} (logp's {list(logp.shape)}), got {list(t.shape)}")
     mask = mask.bool()
     for name, t in (("logp", logp.detach()), ("old_logp", old_logp)):
         if not torch.where(mask, t, torch.zeros_like(t)).isfinite().all():
@@ -420,10 +383,8 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     pi_old_logp: [B, T] the learner's log-probs recomputed at the start of the updates on this batch; only the
                 decoupled form (cfg.correction) and cfg.weight_against "pi_old" read it (docs/math.md §7)
     stats:      detached, no host sync: "phi" [B, T] the coefficient as applied (after any correction and mask),
-                "log_w" [B] the log-weight the method read (log pi/mu; pi/pi_old decoupled or against pi_old, plus the
-                folded log c; / |y| if normalised).
-                docs/math.md §6's statistics: nano_respo.diagnostics.diagnostics(stats["phi"], logp, old_logp,
-                advantages, mask, cfg, group_size), once per logged step.
+                "log_w" [B] the log-weight the method read (log pi / mu, or log pi / pi_old plus any folded log c, as
+                cfg says; / |y| if normalised). docs/math.md §6's statistics: nano_respo.diagnostics.diagnostics.
     """
     mask = check_inputs(logp, old_logp, advantages, mask)
     if cfg.weight_against == "pi_old":  # verl's W = pi / pi_old, any correction folded into it

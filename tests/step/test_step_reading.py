@@ -30,8 +30,9 @@ from step_lines import Walker, default_run, span  # noqa: E402
 # in place of the plain forms rollout.decode and policy_logprobs (about 45), which it does not call, and the §6
 # diagnostics, in nano_respo/diagnostics.py so that kernel.py holds the loss alone.
 DEFAULT_STEP = 700  # what `python tools/step_lines.py --default` reaches
-# kernel.py: the loss alone, with the authors' W (pi / pi_old, a correction folded into log W: docs/math.md §7).
-KERNEL, ROLLOUT, ANY_SOURCE = 480, 220, 600
+# kernel.py: the loss alone, with the authors' W (pi / pi_old, a correction folded into log W: docs/math.md §7);
+# 437 once its docstrings stopped repeating docs/math.md and its checks were merged (issue #43 asks about 420).
+KERNEL, ROLLOUT, ANY_SOURCE = 440, 220, 600
 
 
 def reached(method: str, roots=("trainer.rl_iteration",), executed=None) -> set[str]:
