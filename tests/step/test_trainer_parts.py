@@ -286,7 +286,7 @@ def test_at_reuse_1_without_lag_every_method_takes_the_same_first_step(tmp_path,
 
     monkeypatch.setenv("NANO_RESPO_CACHE", str(tmp_path))
     model, tokenizer = load_model("tiny-qwen3")
-    task = make_task("digit_sum")
+    task = make_task("addition")
     task.reward = lambda completion, answer: float(len(completion) % 2)  # any reward with spread will do
     cfg = StepConfig(prompts_per_iteration=4, reuse=1, epochs=1, seed=0)
     logprobs, decoder = (packed_policy_logprobs, decode_lean) if less_work else (policy_logprobs, decode)

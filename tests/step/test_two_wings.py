@@ -3,6 +3,7 @@ of all these) never imports research/; research/ imports the reference and regis
 kernel rows by name; `pip install -e .` installs the reference only."""
 
 import ast
+import re
 import subprocess
 import sys
 import tomllib
@@ -69,6 +70,15 @@ def test_research_reads_the_reference_and_registers_its_rows_and_tasks_by_name()
     assert done.returncode == 0, done.stderr
     added_rows, added_tasks = done.stdout.strip().split("] [")
     assert "digit_sum" in added_tasks and "digit_conflict" in added_tasks
+    # The reference's own tests pass without research: none calls anything with a row or task that only research
+    # registers (the whole suite imports research, which would hide such a dependency; a record's name is fine).
+    research_only = set(re.findall(r"'(\w+)'", added_rows + added_tasks))
+    assert "respo_wtilt" in research_only
+    leaks = [f"{p.relative_to(ROOT)}:{call.lineno}" for p in sorted((ROOT / "tests").rglob("*.py"))
+             for call in ast.walk(ast.parse(p.read_text())) if isinstance(call, ast.Call)
+             for arg in [*call.args, *(k.value for k in call.keywords)]
+             if isinstance(arg, ast.Constant) and arg.value in research_only]
+    assert not leaks, f"reference tests that need research's registrations: {leaks}"
 
 
 def test_pip_install_installs_the_reference_only():
