@@ -9,7 +9,7 @@ a power mean of 1 and W followed by an exponential tilt:
     phi_0(W) = [(1 - beta) + beta * W**(alpha - 1)]**(1 / (alpha - 1))      (W**beta at alpha = 1)
     phi(W)   = phi_0(W) * exp(lambda * (1 - phi_0(W)))
 
-The published constants, (alpha, beta, lambda) = (2, 1/2, 2) for A >= 0 and (1, 1/2, 2) for A < 0, give
+The published constants, (alpha, beta, lambda) = (2, 1/2, 2) for A > 0 and (1, 1/2, 2) for A <= 0, give
     phi_+(W) = (1 + W) / 2 * exp(1 - W)          largest at W = 0 (e/2): an under-generated positive keeps its push
     phi_-(W) = sqrt(W) * exp(2 * (1 - sqrt(W)))  peak e/2 at W = 1/4, 0 at both ends: over-generated negatives fade
 
