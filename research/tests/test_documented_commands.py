@@ -32,6 +32,7 @@ CONFIGS = {
     "research.conflict": config_of("research.conflict", "ConflictConfig"),
     "research.default_run": config_of("research.default_run", "DefaultRunConfig"),
     "research.drift": config_of("research.drift", "DriftConfig"),
+    "research.reuse": config_of("research.reuse", "ReuseConfig"),
 }
 # Scripts this file runs, each with the flags that make it cheap (appended: argparse keeps the last value).
 SHORTENED = {
@@ -58,6 +59,7 @@ RUN_BY = {
     "research.reread": "research/tests/test_reread.py",  # its reading of the committed dumps, its commands
     "research.conflict": "research/tests/test_conflict.py",  # every stage's runs and rule, on made-up records
     "research.drift": "research/tests/test_drift.py",  # its stages' runs, one tiny run, every rule
+    "research.reuse": "research/tests/test_reuse.py",  # its stages' runs, one tiny run, every rule, --summarise
     "research.default_run": "research/tests/test_default_run_record.py",  # one iteration of it
     "research.bench.newcomer": "research/tests/test_benchmarks.py",  # one step of a fresh clone
     "research.bench.train_check": "research/tests/test_train_check.py",  # its --cpu-smoke (a GPU runs the rest)

@@ -148,3 +148,11 @@ def test_summarise_reads_the_check_first_and_states_a_cut(tmp_path):
     assert "unvectorised: 3 whole seeds of 16 (a declared cut)" in cut and "default: 3 whole seeds of 16" in cut
     assert "- G: check failed\n" in cut  # 3 seeds: the smallest exact p is 1/4, so the check cannot pass
     assert "Qwen3-30B-A3B (paper, one run) | 32 | 0.362" in text and (tmp_path / "figures" / "reuse-evidence.png").exists()
+
+
+def test_summarise_reads_the_committed_records(capsys, tmp_path):
+    """The documented `python -m research.reuse --summarise`, on the records committed so far (the figure aside)."""
+    reuse.main(["--summarise", "--figures", str(tmp_path)])
+    text = capsys.readouterr().out
+    assert "## The lr stage (default setting decides)" in text and "the cell's lr: 0.0001" in text
+    assert text.index("manipulation check") < text.index("## Verdicts")
