@@ -261,7 +261,9 @@ plt.show()
 # (the curve, the last check), so each step
 # pushes it harder than the last until it passes the peak. What that costs
 # depends on what the wrong answer shares with a correct one and on the optimizer: §5 plants a case
-# where it costs a rare correct answer under plain gradient steps, and not under Adam.
+# where it costs a rare correct answer under plain gradient steps, and not under Adam. On the drift
+# study's runs, post hoc, the clip's negative branch in its place gained early reward on both CPU
+# settings (core 05 §6 prints it); the reuse study tests that swap as pre-registered (research/REUSE.md, B).
 #
 # A real batch of the tiny Qwen3, read as text: [deeper/branches_explored §10](deeper/branches_explored.ipynb).
 #
