@@ -6,12 +6,13 @@ updates per run, the paper's four methods and two arms that split ReSPO's branch
     ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 NANO_RESPO_CACHE=runs/reuse-cache-unvectorised \\
         python -m research.reuse --stage all
     python -m research.reuse --summarise          # the check first, then the contrasts, verdicts, tables, figure
-    python -m research.reuse --stage evaluate --lr 0.0001 --only respo-N8-seed0 --out runs/reuse-rerun  # one again
+    python -m research.reuse --stage evaluate --lr 0.0001 --only respo-N8-seed0 --out runs/reuse-rerun  # one run
 
 Each command runs on its process's CPU setting, in REUSE.md's order (the lr stage; every seed's grpo runs, which the
 manipulation check reads; then the other methods seed-major), one record per run under <out>/<setting>/<stage>/; a
-record that exists is kept, so a stopped command resumes where it stopped, and a stop leaves whole seeds. A run is train.py's loop in-process (research/responses.py): each record
-names the train.py command that makes the same steps. The rules and tables are research/reuse_rules.py's.
+record that exists is kept, so a stopped command resumes where it stopped, and a stop leaves whole seeds. A run is
+train.py's loop in-process (research/responses.py): each record names the train.py command that makes the same steps.
+The rules and tables are research/reuse_rules.py's.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from research.common import ROOT, provenance
 from research.digit_runs import LR_GRID, MAX_NEW_TOKENS, SELECTION_SEEDS, SFT_STEPS, SFT_TASK_SIZE, warm_start_report
 from research.lab.records import write_record
 from research.responses import read_run
-from research.reuse_rules import METHODS, NS, SEEDS, UPDATES, choose_lr, load, summarise
+from research.reuse_rules import METHODS, NS, SEEDS, SMALLEST_CUT, UPDATES, choose_lr, load, summarise
 from nano_respo.config import TrainConfig
 from nano_respo.run.cli import parse_config
 from nano_respo.run.summary import paper_summary
@@ -47,13 +48,13 @@ class ReuseConfig:
     lr: float | None = None
     """The cell's learning rate; None = chosen by REUSE.md's rule from the default setting's lr records (waiting)."""
     seeds: int = len(SEEDS)
-    """Seeds of the cell, 0 .. seeds-1 (REUSE.md: 16; fewer is a cut, stated as one); --summarise reads contrasts only once this many whole seeds exist."""
+    """Seeds of the cell, 0 .. seeds-1 (REUSE.md: 16; fewer is a declared cut); --summarise reads the cell there."""
     out: str = "research/results/reuse"
     """Where the records go: <out>/<setting>/<stage>/<run>.json."""
     summarise: bool = False
     """Only print the manipulation check, the contrasts, the verdicts and the tables from the records under --out."""
     figures: str = "research/figures"
-    """Where --summarise draws its figure (reuse-curves.png)."""
+    """Where --summarise draws its figure (reuse-evidence.png), once a setting's cell is whole."""
     only: str | None = None
     """Run only the record of this name in --stage (e.g. respo-N8-seed0, with --lr): one recorded run again."""
 
@@ -62,8 +63,9 @@ class ReuseConfig:
             raise ValueError(f"stage: choose one of {', '.join(STAGES)}, got {self.stage!r}")
         if self.lr is not None and not self.lr > 0:
             raise ValueError(f"lr: must be > 0, got {self.lr}")
-        if not 1 <= self.seeds <= len(SEEDS):
-            raise ValueError(f"seeds: between 1 and {len(SEEDS)}, got {self.seeds}")
+        if not SMALLEST_CUT <= self.seeds <= len(SEEDS):
+            raise ValueError(f"seeds: between {SMALLEST_CUT} (fewer, and the check could not pass) and {len(SEEDS)}, "
+                             f"got {self.seeds}")
         if self.only is not None and (self.stage == "all" or (self.stage == "evaluate" and self.lr is None)):
             raise ValueError("only: name a run of one stage (--stage lr, or --stage evaluate with its --lr)")
 
@@ -73,7 +75,8 @@ def train_argv(method: str, n: int, seed: int, lr: float) -> list[str]:
     return ["--protocol", "paper", "--model", "tiny-qwen3", "--task", "digit_conflict", "--method", method,
             "--reuse", str(n), "--epochs", "1", "--prompts-per-iteration", str(PROMPTS_PER_MINIBATCH * n),
             "--iterations", str(UPDATES // n), "--lr", f"{lr:g}", "--seed", str(seed),
-            "--max-new-tokens", str(MAX_NEW_TOKENS), "--sft-steps", str(SFT_STEPS), "--sft-task-size", str(SFT_TASK_SIZE),
+            "--max-new-tokens", str(MAX_NEW_TOKENS), "--sft-steps", str(SFT_STEPS),
+            "--sft-task-size", str(SFT_TASK_SIZE),
             "--sft-full-share", f"{SHARE:g}", "--sft-from-scratch", "--eval-problems", "24", "--eval-samples", "8",
             "--no-plots"]
 
@@ -160,6 +163,8 @@ def decided_lr(cfg: ReuseConfig) -> float:
         runs = load(ROOT / cfg.out).get(("default", "lr"), [])
         if len(runs) == len(LR_GRID) * len(SELECTION_SEEDS):
             lr, table = choose_lr(runs)
+            if lr is None:
+                raise SystemExit(f"{table}\nno lr passes REUSE.md's rule (each collapsed a run): the study stops here")
             print(f"{table}\nthe cell's lr = {lr:g} (the default setting's lr stage decides)", flush=True)
             return lr
         print(f"waiting for the default setting's lr stage ({len(runs)} of 6 records)", flush=True)

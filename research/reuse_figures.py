@@ -51,8 +51,9 @@ def check(name: str) -> str:
     c = x["check"]
     deep = ", ".join(f"{c['per_n'][n]['log_w_below_-1']:.3f}" for n in NS)
     low = ", ".join(f"{c['per_n'][n]['below_0.8']:.3f}" for n in NS)
-    return (f"{'passes' if c['passed'] else 'fails'} (log W < -1: {deep}; w < 0.8: {low}; "
-            f"rise p {c['p']:.4f}, {len(x['seeds'])} seeds)")
+    outcome = ("passes" if c["passed"] else "fails") if x["check_final"] else "interim"
+    return (f"{outcome} ({len(x['check_seeds'])} grpo seeds; at N = 8, 16, 32 the share with log W < -1 {deep}, "
+            f"below w = 0.8 {low}; rise p {c['p']:.4f})")
 
 
 def verdict(claim: str) -> str:

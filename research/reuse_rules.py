@@ -1,6 +1,6 @@
 """The rules of the reuse study (research/REUSE.md) as code: its design, the lr rule, the pairing and manipulation
 checks, the 27 contrasts with exact sign-flip tests and Holm, the verdicts, and the tables and figure read from its
-records. Imported by research/reuse.py and research/figures.py; imports neither.
+records. Imported by research/reuse.py and research/reuse_figures.py; imports neither.
 
     python -m research.reuse --summarise
 """
@@ -17,12 +17,13 @@ from research.drift_rules import sign_flip_p
 # --- the design (REUSE.md) -------------------------------------------------------------------------------------
 NS = (8, 16, 32)
 UPDATES = 256
-EARLY_UPDATES, LATE_FROM, DIAGNOSTIC_UPDATES = UPDATES // 4, UPDATES - UPDATES // 8 + 1, UPDATES // 2  # 64, 225, 128
+DIAGNOSTIC_UPDATES = UPDATES // 2  # the paper's first half; early (updates 1-64) and late (225-256): run/summary.py
 BASELINES = ("grpo", "gspo", "vespo")
 ARMS = ("respo_pos_clip_neg", "respo_pos_vespo_neg")
 METHODS = BASELINES + ("respo",) + ARMS
 SEEDS = tuple(range(16))
 MARGIN, HELDOUT_MARGIN = decision.MARGIN, 0.01  # the training score's tie margin; held-out pass@1's (REUSE.md)
+SMALLEST_CUT = 6  # below 6 seeds no exact sign-flip p reaches 0.05 (2 / 2**5 = 0.0625): the check could not pass
 COLLAPSED_BELOW, LR_TIE = 0.5, 0.01  # select_lr.choose_final's rule, read on the late score
 CHECK_P = 0.05
 # The paper's rows (REUSE.md, "The paper's numbers"): (model, N) -> {method: (early, late)}.
@@ -100,10 +101,9 @@ def cell(records: list[dict]) -> dict[str, dict[int, dict[int, dict]]]:
     return out
 
 
-def whole_seeds(runs) -> list[int]:
-    """The seeds every method ran at every N: the paired design (a stopped stage is cut to them)."""
-    sets = [set(runs.get(m, {}).get(n, {})) for m in METHODS for n in NS]
-    return sorted(set.intersection(*sets)) if sets else []
+def whole_seeds(runs, methods=METHODS) -> list[int]:
+    """The seeds every one of `methods` ran at every N: the paired design (a stopped stage is cut to them)."""
+    return sorted(set.intersection(*[set(runs.get(m, {}).get(n, {})) for m in methods for n in NS]))
 
 
 def pairing_holds(runs, seeds) -> bool:
@@ -113,14 +113,14 @@ def pairing_holds(runs, seeds) -> bool:
 
 def manipulation(runs, seeds) -> dict:
     """REUSE.md's check on the grpo runs: both shares grow strictly with N, and the per-seed rise of the log W < -1
-    share from N = 8 to N = 32 has an exact sign-flip p below CHECK_P."""
+    share from N = 8 to N = 32 is an increase (mean above 0) with an exact sign-flip p below CHECK_P."""
     per_n = {n: shares([runs["grpo"][n][s] for s in seeds]) for n in NS}
     rise = [shares([runs["grpo"][NS[-1]][s]])["log_w_below_-1"] - shares([runs["grpo"][NS[0]][s]])["log_w_below_-1"]
             for s in seeds]
     grows = {key: all(per_n[a][key] < per_n[b][key] for a, b in zip(NS, NS[1:])) for key in ("below_0.8", "log_w_below_-1")}
     p = sign_flip_p(rise) if rise else math.nan
     return {"per_n": per_n, "rise": rise, "p": p, "grows": grows,
-            "passed": all(grows.values()) and p < CHECK_P}
+            "passed": all(grows.values()) and p < CHECK_P and decision.mean(rise) > 0}
 
 
 def paired(runs, a: str, b: str, n: int, seeds, metric: str = "late") -> list[float]:
@@ -165,9 +165,12 @@ def verdicts(c: dict[str, dict]) -> dict[str, str]:
     for n in NS:
         for claim, metric in (("E", "early"), ("L", "late")):
             cs = [c[f"C({n}, {b}) {metric}"] for b in BASELINES]
-            out[f"{claim}({n})"] = ("supported" if all(x["reads"] == "higher" for x in cs) else
-                                    "refuted at this scale" if any(x["interval"][1] < MARGIN for x in cs) else
-                                    "not resolved")
+            supported = all(x["reads"] == "higher" for x in cs)
+            refuted = any(x["interval"][1] < MARGIN for x in cs)
+            # Both rules can hold: every gain significant, one of them surely under the margin. Both are said.
+            out[f"{claim}({n})"] = ("supported, and refuted at this scale as a gain of the margin" if supported and refuted
+                                    else "supported" if supported else "refuted at this scale" if refuted
+                                    else "not resolved")
     ts = [c[f"T({b})"] for b in BASELINES]
     out["G"] = ("supported" if all(t["reads"] == "higher" for t in ts) else
                 "refuted at this scale" if any(t["interval"][1] < 0 for t in ts) else "not resolved")
@@ -181,9 +184,13 @@ def reading(x: dict, claim: str) -> str:
     """One setting's reading of a claim: its verdict, or why there is none."""
     if "check" not in x:
         return "not run"
+    if not x["check_final"]:
+        return f"check interim ({len(x['check_seeds'])} of {x['needed']} grpo seeds)"
+    if not x["check"]["passed"]:
+        return "check failed"
     if not x["complete"]:
         return f"not read ({len(x['seeds'])} of {x['needed']} seeds)"
-    return x.get("verdicts", {}).get(claim, "check failed")
+    return x["verdicts"][claim] if "verdicts" in x else "pairing failed"
 
 
 def across(settings: dict[str, dict], claim: str) -> str:
@@ -201,16 +208,16 @@ def read_setting(records: list[dict], seeds_needed: int = len(SEEDS)) -> dict:
     once seeds_needed whole seeds exist and the check passed on them, the contrasts and verdicts on those seeds.
     No contrast is read on part of the cell: REUSE.md reads them on all 16 seeds or on a declared cut (--seeds)."""
     runs = cell(records)
-    seeds = whole_seeds(runs)
-    complete = len(seeds) >= seeds_needed
-    seeds = seeds[:seeds_needed]
-    out = {"runs": runs, "seeds": seeds, "complete": complete, "needed": seeds_needed}
-    if len(seeds) < 2:
-        return out
-    out["pairing"] = pairing_holds(runs, seeds)
-    out["check"] = manipulation(runs, seeds)
-    if complete and out["check"]["passed"]:
-        out["contrasts"] = contrasts(runs, seeds)
+    seeds, check_seeds = whole_seeds(runs), whole_seeds(runs, ("grpo",))  # the check reads grpo's runs alone
+    out = {"runs": runs, "seeds": seeds[:seeds_needed], "complete": len(seeds) >= seeds_needed,
+           "check_seeds": check_seeds[:seeds_needed], "check_final": len(check_seeds) >= seeds_needed,
+           "needed": seeds_needed}
+    if len(out["check_seeds"]) >= 2:
+        out["check"] = manipulation(runs, out["check_seeds"])
+    if out["seeds"]:
+        out["pairing"] = pairing_holds(runs, out["seeds"])
+    if out["complete"] and out["check_final"] and out["check"]["passed"] and out["pairing"]:
+        out["contrasts"] = contrasts(runs, out["seeds"])
         out["verdicts"] = verdicts(out["contrasts"])
     return out
 
@@ -229,18 +236,19 @@ def mean_interval(values: list[float]) -> str:
 
 
 def check_table(settings: dict[str, dict]) -> str:
-    lines = ["| setting | seeds | N | positives | share w < 0.8 | share log W < -1 | rise 8 -> 32 (p) | passes |",
+    lines = ["| setting | grpo seeds | N | positives | share w < 0.8 | share log W < -1 | rise 8 -> 32 (p) | passes |",
              "|---|---|---|---|---|---|---|---|"]
     for s, r in settings.items():
         if "check" not in r:
-            lines.append(f"| {s} | {len(r['seeds'])} | - | - | - | - | - | not read (fewer than 2 whole seeds) |")
+            lines.append(f"| {s} | {len(r['check_seeds'])} | - | - | - | - | - | not read (fewer than 2 grpo seeds) |")
             continue
         c = r["check"]
+        verdict = ("yes" if c["passed"] else "no") if r["check_final"] else "interim"
         for n in NS:
             x = c["per_n"][n]
-            tail = (f"{decision.mean(c['rise']):+.3f} ({c['p']:.4f})", "yes" if c["passed"] else "no") if n == NS[-1] else ("", "")
-            lines.append(f"| {s} | {len(r['seeds'])} | {n} | {x['n']} | {x['below_0.8']:.3f} | {x['log_w_below_-1']:.3f} "
-                         f"| {tail[0]} | {tail[1]} |")
+            tail = (f"{decision.mean(c['rise']):+.3f} ({c['p']:.4f})", verdict) if n == NS[-1] else ("", "")
+            lines.append(f"| {s} | {len(r['check_seeds'])} | {n} | {x['n']} | {x['below_0.8']:.3f} | "
+                         f"{x['log_w_below_-1']:.3f} | {tail[0]} | {tail[1]} |")
     return "\n".join(lines)
 
 
@@ -265,19 +273,21 @@ def contrast_table(c: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def diagnostic_table(settings: dict[str, dict], n: int = NS[-1]) -> str:
-    """The paper's positive-branch diagnostic per method at N, beside the paper's (N = 32)."""
-    lines = ["| setting | method | share of positives with log W < -1 | their share of the positive coefficient mass |",
-             "|---|---|---|---|",
-             f"| paper (Qwen3-1.7B, updates 1-512) | respo | {PAPER_DIAGNOSTIC['deep_share']:.1%} | "
-             f"{PAPER_DIAGNOSTIC['respo_mass']:.1%} |",
-             f"| paper | vespo | {PAPER_DIAGNOSTIC['deep_share']:.1%} | {PAPER_DIAGNOSTIC['vespo_mass']:.1%} |"]
+def diagnostic_table(settings: dict[str, dict]) -> str:
+    """Per method and N: the paper's positive-branch diagnostic (the share of positives with log W < -1, their share
+    of the positive coefficient mass) and the share below w = 0.8, over updates 1-128; the paper's at N = 32 first."""
+    lines = ["| setting | N | method | share of positives with log W < -1 | their share of the positive coefficient "
+             "mass | share below w = 0.8 |", "|---|---|---|---|---|---|",
+             f"| paper (Qwen3-1.7B, updates 1-512) | 32 | respo | {PAPER_DIAGNOSTIC['deep_share']:.1%} | "
+             f"{PAPER_DIAGNOSTIC['respo_mass']:.1%} | - |",
+             f"| paper | 32 | vespo | {PAPER_DIAGNOSTIC['deep_share']:.1%} | {PAPER_DIAGNOSTIC['vespo_mass']:.1%} | - |"]
     for s, r in settings.items():
-        for m in METHODS:
-            runs = [r["runs"][m][n][x] for x in r["seeds"]]
-            if runs:
-                lines.append(f"| {s} (updates 1-{DIAGNOSTIC_UPDATES}) | {m} | {shares(runs)['log_w_below_-1']:.1%} | "
-                             f"{coefficient_mass(runs):.1%} |")
+        for n in NS:
+            for m in METHODS:
+                runs = [r["runs"][m][n][x] for x in r["seeds"]]
+                x = shares(runs)
+                lines.append(f"| {s} | {n} | {m} | {x['log_w_below_-1']:.1%} | {coefficient_mass(runs):.1%} | "
+                             f"{x['below_0.8']:.1%} |")
     return "\n".join(lines)
 
 
@@ -290,8 +300,6 @@ def paper_table(settings: dict[str, dict]) -> str:
         lines.append(f"| {model} (paper, one run) | {n} | " + " | ".join(f"{row[m][0]:.3f}" for m in four) + " | "
                      + " | ".join(f"{row[m][1]:.3f}" for m in four) + " |")
     for s, r in settings.items():
-        if not r["seeds"]:
-            continue
         for n in NS:
             lines.append(f"| tiny-qwen3, {s} ({len(r['seeds'])} seeds) | {n} | " + " | ".join(
                 mean_interval([early(r["runs"][m][n][x]) for x in r["seeds"]]) for m in four) + " | " + " | ".join(
@@ -305,14 +313,11 @@ def figure(settings: dict[str, dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, len(SETTINGS), figsize=(6 * len(SETTINGS), 7), squeeze=False, sharex=True)
-    for col, s in enumerate(SETTINGS):
-        r = settings[s]
+    fig, axes = plt.subplots(2, len(settings), figsize=(6 * len(settings), 7), squeeze=False, sharex=True)
+    for col, (s, r) in enumerate(settings.items()):
         for row, metric in enumerate(("late", "early")):
             ax = axes[row][col]
             for k, m in enumerate(METHODS):
-                if not r["seeds"]:
-                    continue
                 values = [[METRICS[metric](r["runs"][m][n][x]) for x in r["seeds"]] for n in NS]
                 means = [decision.mean(v) for v in values]
                 bands = [decision.interval90(v) if len(v) > 1 else (mu, mu) for v, mu in zip(values, means)]
@@ -330,34 +335,37 @@ def figure(settings: dict[str, dict], path: Path) -> None:
 
 
 def summarise(out: Path, figures: Path | None = None, seeds_needed: int = len(SEEDS)) -> str:
-    """Every table in REUSE.md's order: the lr stage, the checks (read first), the contrasts, the verdicts, the
-    tables beside the paper's."""
+    """Every table in REUSE.md's order: the lr stage, the check (read first), then, for a setting whose cell is whole
+    (or cut as declared), the contrasts, the verdicts and the tables beside the paper's. A setting still in progress
+    shows its interim check only: its methods' scores are withheld, so no reading of them can steer when to stop."""
     records = load(out)
     text = []
-    lr_runs = records.get(("default", "lr"), [])
-    if lr_runs:
-        lr, table = choose_lr(lr_runs)
-        text += ["## The lr stage (default setting decides)", table, f"the cell's lr: {lr}"]
+    for setting in SETTINGS:
+        if lr_runs := records.get((setting, "lr"), []):
+            lr, table = choose_lr(lr_runs)
+            text += [f"## The lr stage, {setting} setting" + (" (it decides)" if setting == "default" else " (reported)"),
+                     table, f"the rule's lr here: {lr}"]
     settings = read_all(out, seeds_needed)
-    text += ["## First, the manipulation check (grpo runs, updates 1-128; interim until a setting has "
-             f"{seeds_needed} whole seeds)", check_table(settings)]
+    text += [f"## First, the manipulation check (grpo runs, updates 1-128; interim until {seeds_needed} grpo seeds)",
+             check_table(settings)]
     for s, r in settings.items():
-        if "pairing" in r:
-            state = ("" if r["complete"] and r["needed"] == len(SEEDS) else " (a declared cut)" if r["complete"]
-                     else f" (in progress: no contrast is read before {r['needed']})")
-            text.append(f"{s}: {len(r['seeds'])} whole seeds of {len(SEEDS)}{state}; pairing "
-                        f"{'holds' if r['pairing'] else 'FAILS'}")
-    for metric in ("late", "early", "held-out"):
-        text += [f"## {metric} per method and N, mean (90% interval)", means_table(settings, metric)]
-    for s, r in settings.items():
+        state = ("" if r["complete"] and r["needed"] == len(SEEDS) else " (a declared cut)" if r["complete"]
+                 else f" (in progress: scores withheld and no contrast read before {r['needed']})")
+        text.append(f"{s}: {len(r['seeds'])} whole seeds of {len(SEEDS)}{state}"
+                    + (f"; pairing {'holds' if r['pairing'] else 'FAILS'}" if "pairing" in r else ""))
+    whole = {s: r for s, r in settings.items() if r["complete"]}
+    for s, r in whole.items():
         if "contrasts" in r:
             text += [f"## Contrasts, {s} (Holm over 27)", contrast_table(r["contrasts"])]
     claims = [f"{c}({n})" for c in ("E", "L") for n in NS] + ["G", "B"]
     text += ["## Verdicts (stated only when both settings give them)"]
     text += [f"- {claim}: {across(settings, claim)}" for claim in claims]
-    text += ["## Beside the paper", paper_table(settings), "## The positive-branch diagnostic at N = 32",
-             diagnostic_table(settings)]
-    if figures is not None and any(r["seeds"] for r in settings.values()):
-        figure(settings, figures / "reuse-evidence.png")
+    if not whole:
+        return "\n\n".join(text + ["The tables of scores are withheld until a setting's cell is whole."])
+    for metric in ("late", "early", "held-out"):
+        text += [f"## {metric} per method and N, mean (90% interval)", means_table(whole, metric)]
+    text += ["## Beside the paper", paper_table(whole), "## The positive-branch diagnostic", diagnostic_table(whole)]
+    if figures is not None:
+        figure(whole, figures / "reuse-evidence.png")
         text.append(f"figure: {figures / 'reuse-evidence.png'}")
     return "\n\n".join(text)

@@ -96,8 +96,33 @@ def test_the_manipulation_check_needs_both_shares_to_grow_and_the_rise_to_be_sig
     assert check["p"] == pytest.approx(2 / 2 ** 16)
     flat = rules.manipulation(rules.cell(cell_records(grows=False)), range(16))
     assert not flat["passed"] and flat["grows"] == {"below_0.8": False, "log_w_below_-1": False}
-    few = rules.manipulation(runs, range(4))  # 4 seeds: the smallest exact p is 2 / 16, above 0.05
+    few = rules.manipulation(runs, range(5))  # 5 seeds: the smallest exact p is 2 / 32, above 0.05
     assert few["grows"]["log_w_below_-1"] and not few["passed"]
+    assert rules.manipulation(runs, range(6))["passed"]  # 6: 2 / 64 (SMALLEST_CUT)
+
+
+def test_the_check_is_an_increase_not_any_significant_change():
+    """Pooled shares can grow while most seeds fall: seed 0 carries most positives and rises, 15 seeds fall."""
+    records = [r for r in cell_records() if r["method"] == "grpo"]
+    for r in records:
+        if r["seed"] == 0:
+            r["positives"] = [10_000] * 256
+            r["log_w_below_-1"] = [{8: 500, 16: 2000, 32: 4000}[r["n"]]] * 256
+            r["below_0.8"] = [{8: 600, 16: 2100, 32: 4100}[r["n"]]] * 256
+        else:
+            r["log_w_below_-1"] = [{8: 30, 16: 20, 32: 10}[r["n"]]] * 256
+    check = rules.manipulation(rules.cell(records), range(16))
+    assert all(check["grows"].values()) and check["p"] < 0.05 and sum(check["rise"]) < 0
+    assert not check["passed"]
+
+
+def test_the_check_reads_grpo_alone_and_says_interim_before_16_seeds():
+    only_grpo = [r for r in cell_records() if r["method"] == "grpo"]
+    x = rules.read_setting(only_grpo)
+    assert x["check_final"] and x["check"]["passed"] and x["seeds"] == [] and not x["complete"]
+    assert rules.reading(x, "G") == "not read (0 of 16 seeds)" and "contrasts" not in x
+    early_look = rules.read_setting([r for r in only_grpo if r["seed"] < 6])
+    assert rules.reading(early_look, "G") == "check interim (6 of 16 grpo seeds)"
 
 
 def test_the_contrasts_holm_and_verdicts_follow_the_preregistered_rules():
@@ -108,31 +133,59 @@ def test_the_contrasts_holm_and_verdicts_follow_the_preregistered_rules():
     assert c["S(respo_pos_clip_neg, 16)"]["reads"] == "lower"
     v = rules.verdicts(c)
     assert v == {**{f"{k}({n})": "supported" for k in "EL" for n in rules.NS}, "G": "supported", "B": "supported"}
-    # an arm ahead of respo refutes B; respo below a margin over the baselines refutes E and L; no growth refutes G
+    # an arm ahead of respo refutes B; respo no better than the baselines refutes E and L; a flat margin leaves G open
     v = rules.verdicts(rules.contrasts(rules.cell(cell_records(respo_gain=0.0, arm_gain=0.1)), range(16)))
     assert v["B"] == "refuted at this scale" and v["E(8)"] == v["L(32)"] == "refuted at this scale"
-    assert v["G"] in ("refuted at this scale", "not resolved")
+    assert v["G"] == "not resolved"  # T = 0 on every seed: the interval (0, 0) does not lie below 0
     tied = rules.contrasts(rules.cell(cell_records(respo_gain=0.0, arm_gain=0.0, wobble=0.0001)), range(16))
     assert tied["C(16, gspo) late"]["reads"] == "tie" and tied["C(16, gspo) late"]["held-out"][0] == 0
 
 
+def test_holm_keeps_a_raw_p_below_005_unrejected_and_a_shrinking_margin_refutes_g():
+    records = cell_records()
+    for r in records:  # respo's late lead over grpo at N = 8: +0.05 on 12 seeds, -0.05 on 4 (p about 0.08 / 0.04)
+        if r["method"] == "respo" and r["n"] == 8:
+            r["summary"]["late"] = 0.3 + (0.05 if r["seed"] >= 4 else -0.05) + 0.001 * r["seed"]
+        if r["method"] == "respo" and r["n"] == 32:  # the lead shrinks with N on every seed
+            r["summary"]["late"] = 0.3 - 0.02 - 0.001 * r["seed"]
+    c = rules.contrasts(rules.cell(records), range(16))
+    x = c["C(8, grpo) late"]
+    assert 0.05 / 27 < x["p"] < 0.05 and x["mean"] > 0 and x["reads"] == "not resolved"
+    assert rules.verdicts(c)["G"] == "refuted at this scale"
+
+
+def test_e_and_l_say_both_rules_when_a_significant_gain_is_under_the_margin():
+    records = cell_records(respo_gain=0.002, wobble=0.0)  # respo ahead by 0.002 N / 8 on every seed: significant, small
+    for r in records:
+        if r["method"] == "respo":
+            r["summary"]["late"] += 0.0001 * r["seed"]
+    v = rules.verdicts(rules.contrasts(rules.cell(records), range(16)))
+    assert v["L(8)"] == "supported, and refuted at this scale as a gain of the margin"
+
+
 def test_a_verdict_needs_both_settings():
-    passed = {"check": {}, "complete": True, "verdicts": {"G": "supported"}}
+    passed = {"check": {"passed": True}, "check_final": True, "complete": True, "verdicts": {"G": "supported"}}
     assert rules.across({"default": passed, "unvectorised": passed}, "G") == "supported"
-    assert rules.across({"default": passed, "unvectorised": {"check": {}, "complete": True}}, "G") == \
+    failed = {"check": {"passed": False}, "check_final": True, "complete": True}
+    assert rules.across({"default": passed, "unvectorised": failed}, "G") == \
         "not resolved (default: supported, unvectorised: check failed)"
     assert rules.across({"default": passed, "unvectorised": {}}, "G") == \
         "not resolved (default: supported, unvectorised: not run)"
+    unpaired = {**passed, "verdicts": None}
+    del unpaired["verdicts"]
+    assert rules.reading(unpaired, "G") == "pairing failed"
 
 
-def test_the_pairing_check_finds_a_run_that_saw_other_prompts():
-    records = cell_records(seeds=2)
-    assert rules.pairing_holds(rules.cell(records), [0, 1])
+def test_the_pairing_check_finds_a_run_that_saw_other_prompts_and_then_no_contrast_is_read():
+    records = cell_records()
+    assert rules.pairing_holds(rules.cell(records), range(16))
     records[3]["rollouts"] = [{"sum 5": [7, 8]}]
-    assert not rules.pairing_holds(rules.cell(records), [0, 1])
+    assert not rules.pairing_holds(rules.cell(records), range(16))
+    x = rules.read_setting(records)
+    assert x["check"]["passed"] and not x["pairing"] and "contrasts" not in x
 
 
-def test_summarise_reads_the_check_first_and_states_a_cut(tmp_path):
+def test_summarise_reads_the_check_first_and_withholds_scores_until_the_cell_is_whole(tmp_path):
     import json
     for setting, seeds in (("default", 16), ("unvectorised", 3)):
         for r in cell_records(seeds=seeds):
@@ -141,18 +194,29 @@ def test_summarise_reads_the_check_first_and_states_a_cut(tmp_path):
             path.write_text(json.dumps(r))
     text = rules.summarise(tmp_path / "out", tmp_path / "figures")
     assert text.index("manipulation check") < text.index("## Contrasts, default") < text.index("## Verdicts")
-    assert "unvectorised: 3 whole seeds of 16 (in progress: no contrast is read before 16)" in text
-    assert "## Contrasts, unvectorised" not in text
-    assert "- G: not resolved (default: supported, unvectorised: not read (3 of 16 seeds))" in text
-    cut = rules.summarise(tmp_path / "out", None, seeds_needed=3)  # a declared cut at 3 seeds: the check is read
-    assert "unvectorised: 3 whole seeds of 16 (a declared cut)" in cut and "default: 3 whole seeds of 16" in cut
-    assert "- G: check failed\n" in cut  # 3 seeds: the smallest exact p is 1/4, so the check cannot pass
-    assert "Qwen3-30B-A3B (paper, one run) | 32 | 0.362" in text and (tmp_path / "figures" / "reuse-evidence.png").exists()
+    assert "unvectorised: 3 whole seeds of 16 (in progress: scores withheld and no contrast read before 16)" in text
+    assert "## Contrasts, unvectorised" not in text and "tiny-qwen3, unvectorised" not in text
+    assert "| unvectorised | 3 | 32 |" in text and "| interim |" in text  # its check, interim
+    assert "- G: not resolved (default: supported, unvectorised: check interim (3 of 16 grpo seeds))" in text
+    assert "Qwen3-30B-A3B (paper, one run) | 32 | 0.362" in text and "tiny-qwen3, default (16 seeds)" in text
+    assert (tmp_path / "figures" / "reuse-evidence.png").exists()
+    partial = tmp_path / "partial"
+    (partial / "default").mkdir(parents=True)
+    (tmp_path / "out" / "unvectorised").rename(partial / "unvectorised")
+    withheld = rules.summarise(partial, None)
+    assert "The tables of scores are withheld" in withheld and "late per method" not in withheld
+
+
+def test_a_declared_cut_below_six_seeds_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        parse_config(reuse.ReuseConfig, ["--seeds", "5"])
+    assert "seeds: between 6" in capsys.readouterr().err
+    assert parse_config(reuse.ReuseConfig, ["--seeds", "6"]).seeds == 6
 
 
 def test_summarise_reads_the_committed_records(capsys, tmp_path):
     """The documented `python -m research.reuse --summarise`, on the records committed so far (the figure aside)."""
     reuse.main(["--summarise", "--figures", str(tmp_path)])
     text = capsys.readouterr().out
-    assert "## The lr stage (default setting decides)" in text and "the cell's lr: 0.0001" in text
+    assert "## The lr stage, default setting (it decides)" in text and "the rule's lr here: 0.0001" in text
     assert text.index("manipulation check") < text.index("## Verdicts")
