@@ -49,8 +49,8 @@ def check(name: str) -> str:
     if "check" not in x:
         return NOT_RUN
     c = x["check"]
-    deep = ", ".join(f"{c['per_n'][n]['log_w_below_-1']:.3f}" for n in NS)
-    low = ", ".join(f"{c['per_n'][n]['below_0.8']:.3f}" for n in NS)
+    deep = ", ".join(f"{c['per_n'][n]['log_w_below_-1']:.2%}" for n in NS)
+    low = ", ".join(f"{c['per_n'][n]['below_0.8']:.1%}" for n in NS)
     outcome = ("passes" if c["passed"] else "fails") if x["check_final"] else "interim"
     return (f"{outcome} ({len(x['check_seeds'])} grpo seeds; at N = 8, 16, 32 the share with log W < -1 {deep}, "
             f"below w = 0.8 {low}; rise p {c['p']:.4f})")
@@ -69,10 +69,22 @@ def seconds() -> str:
     return ", ".join(out) or NOT_RUN
 
 
-def grpo_deep_share_n32() -> str:
-    values = [shares([setting(s)["runs"]["grpo"][32][x] for x in setting(s)["seeds"]])["log_w_below_-1"]
-              for s in SETTINGS if setting(s)["seeds"]]
+def grpo_share(n: int, key: str) -> str:
+    """The share of grpo's positives in a tail at N over updates 1-128, on the check's seeds, as a span over settings."""
+    values = [shares([setting(s)["runs"]["grpo"][n][x] for x in setting(s)["check_seeds"]])[key]
+              for s in SETTINGS if setting(s)["check_seeds"]]
     return " to ".join(dict.fromkeys(f"{v:.1%}" for v in sorted(values))) or NOT_RUN
+
+
+def check_seeds_ahead(name: str) -> str:
+    """On how many of the check's seeds the log W < -1 share rose from N = 8 to N = 32."""
+    x = setting(name)
+    return f"{sum(v > 0 for v in x['check']['rise'])} of {len(x['check']['rise'])}" if "check" in x else NOT_RUN
+
+
+def other_runs() -> str:
+    """Runs of the other five methods made before the check was read on all 16 seeds (amendment 1's order)."""
+    return ", ".join(f"{s} {sum(r['method'] != 'grpo' for r in records().get((s, 'evaluate'), []))}" for s in SETTINGS)
 
 
 def rerun_matches() -> str:
@@ -97,8 +109,14 @@ FIGURES = {
     "reuse_check_default": ("the reuse study's manipulation check on the default setting (grpo, updates 1-128)",
                             lambda: check("default")),
     "reuse_check_unvectorised": ("the same check on the unvectorised setting", lambda: check("unvectorised")),
-    "reuse_grpo_deep_n32": ("share of grpo's positives with log W < -1 at N = 32, updates 1-128, over settings",
-                            grpo_deep_share_n32),
+    **{f"reuse_grpo_{tag}_n{n}": (f"share of grpo's positives {what} at N = {n}, updates 1-128, over settings",
+                                  functools.partial(grpo_share, n, key))
+       for n in NS for tag, what, key in (("deep", "with log W < -1", "log_w_below_-1"),
+                                          ("low", "below w = 0.8", "below_0.8"))},
+    "reuse_check_rise_default": ("seeds on which the log W < -1 share rose from N = 8 to 32, default setting",
+                                 lambda: check_seeds_ahead("default")),
+    "reuse_check_rise_unvectorised": ("the same, unvectorised", lambda: check_seeds_ahead("unvectorised")),
+    "reuse_other_runs": ("runs of the other five methods made before the check was final, per setting", other_runs),
     "reuse_rerun": ("one reuse record per setting rerun from its command: equal to the committed one?", rerun_matches),
     **{f"reuse_verdict_{c.replace('(', '').replace(')', '')}": (f"the reuse study's verdict {c} over both settings",
                                                                 functools.partial(verdict, c)) for c in CLAIMS},

@@ -291,6 +291,23 @@ def diagnostic_table(settings: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def stopped_table(settings: dict[str, dict]) -> str:
+    """What a setting whose check failed reports (REUSE.md: the check and the descriptive table): grpo's runs per N
+    over the check's seeds, their scores beside the paper's GRPO and their drift beside the paper's diagnostic."""
+    lines = ["| setting | N | grpo early | grpo late | paper's GRPO early, late (1.7B; 30B-A3B) | share w < 0.8 | "
+             "share log W < -1 (paper at N = 32: 22.8%) |", "|---|---|---|---|---|---|---|"]
+    for s, r in settings.items():
+        for n in NS:
+            runs = [r["runs"]["grpo"][n][x] for x in r["check_seeds"]]
+            paper = "; ".join(f"{PAPER[(model, n)]['grpo'][0]:.3f}, {PAPER[(model, n)]['grpo'][1]:.3f}"
+                              for model in ("Qwen3-1.7B", "Qwen3-30B-A3B"))
+            x = shares(runs)
+            lines.append(f"| {s} ({len(runs)} seeds) | {n} | {mean_interval([early(y) for y in runs])} | "
+                         f"{mean_interval([late(y) for y in runs])} | {paper} | {x['below_0.8']:.1%} | "
+                         f"{x['log_w_below_-1']:.1%} |")
+    return "\n".join(lines)
+
+
 def paper_table(settings: dict[str, dict]) -> str:
     """The paper's early / late rows above, ours below, laid out alike (ours: mean (90% interval) over seeds)."""
     four = BASELINES + ("respo",)
@@ -353,13 +370,19 @@ def summarise(out: Path, figures: Path | None = None, seeds_needed: int = len(SE
                  else f" (in progress: scores withheld and no contrast read before {r['needed']})")
         text.append(f"{s}: {len(r['seeds'])} whole seeds of {len(SEEDS)}{state}"
                     + (f"; pairing {'holds' if r['pairing'] else 'FAILS'}" if "pairing" in r else ""))
-    whole = {s: r for s, r in settings.items() if r["complete"]}
+    stopped = {s: r for s, r in settings.items() if r["check_final"] and not r["check"]["passed"]}
+    if stopped:
+        text += ["## Where the check failed: what REUSE.md reports there (the check and the descriptive table)",
+                 stopped_table(stopped)]
+    whole = {s: r for s, r in settings.items() if r["complete"] and s not in stopped}
     for s, r in whole.items():
         if "contrasts" in r:
             text += [f"## Contrasts, {s} (Holm over 27)", contrast_table(r["contrasts"])]
     claims = [f"{c}({n})" for c in ("E", "L") for n in NS] + ["G", "B"]
     text += ["## Verdicts (stated only when both settings give them)"]
     text += [f"- {claim}: {across(settings, claim)}" for claim in claims]
+    if len(stopped) == len(SETTINGS):
+        return "\n\n".join(text + ["The check failed on both settings: by REUSE.md the study stops here."])
     if not whole:
         return "\n\n".join(text + ["The tables of scores are withheld until a setting's cell is whole."])
     for metric in ("late", "early", "held-out"):

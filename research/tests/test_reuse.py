@@ -220,3 +220,17 @@ def test_summarise_reads_the_committed_records(capsys, tmp_path):
     text = capsys.readouterr().out
     assert "## The lr stage, default setting (it decides)" in text and "the rule's lr here: 0.0001" in text
     assert text.index("manipulation check") < text.index("## Verdicts")
+
+
+def test_a_check_failed_on_both_settings_stops_the_study_with_grpos_descriptive_table(tmp_path):
+    import json
+    for setting in ("default", "unvectorised"):
+        for r in cell_records(grows=False):
+            if r["method"] == "grpo" or r["seed"] == 0:  # the order of amendment 1: grpo first, one seed of the rest
+                path = tmp_path / setting / "evaluate" / f"{r['method']}-N{r['n']}-seed{r['seed']}.json"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(r))
+    text = rules.summarise(tmp_path, None)
+    assert "| default (16 seeds) | 32 | 0.200 (0.200 to 0.200) | 0.300 (0.300 to 0.300) |" in text and "0.118, 0.197; 0.362, 0.504" in text
+    assert "- B: check failed" in text and text.endswith("by REUSE.md the study stops here.")
+    assert "late per method" not in text and "## Contrasts" not in text
