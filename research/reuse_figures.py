@@ -9,7 +9,7 @@ import functools
 from research import decision
 from research.common import ROOT
 from research.digit_runs import SETTINGS, load
-from research.reuse_rules import NS, SEEDS, across, choose_lr, read_setting, shares
+from research.reuse_rules import NS, SEEDS, across, choose_lr, read_setting, shares, stopped_table
 
 RECORDS = ROOT / "research/results/reuse"
 RERUN = ROOT / "research/results/reuse-rerun"  # one record per setting, rerun by its command with --only
@@ -82,6 +82,13 @@ def check_seeds_ahead(name: str) -> str:
     return f"{sum(v > 0 for v in x['check']['rise'])} of {len(x['check']['rise'])}" if "check" in x else NOT_RUN
 
 
+def grpo_table() -> str:
+    """grpo's scores and drift per N beside the paper's rows (REUSE.md's descriptive table where the check failed),
+    as a markdown table on lines of its own."""
+    failed = {s: setting(s) for s in SETTINGS if setting(s).get("check_final") and not setting(s)["check"]["passed"]}
+    return "\n\n" + stopped_table(failed) + "\n\n" if failed else NOT_RUN  # blank lines: a table block
+
+
 def other_runs() -> str:
     """Runs of the other five methods made before the check was read on all 16 seeds (amendment 1's order)."""
     return ", ".join(f"{s} {sum(r['method'] != 'grpo' for r in records().get((s, 'evaluate'), []))}" for s in SETTINGS)
@@ -116,6 +123,7 @@ FIGURES = {
     "reuse_check_rise_default": ("seeds on which the log W < -1 share rose from N = 8 to 32, default setting",
                                  lambda: check_seeds_ahead("default")),
     "reuse_check_rise_unvectorised": ("the same, unvectorised", lambda: check_seeds_ahead("unvectorised")),
+    "reuse_grpo_table": ("grpo per N beside the paper's GRPO rows, on each setting whose check failed", grpo_table),
     "reuse_other_runs": ("runs of the other five methods made before the check was final, per setting", other_runs),
     "reuse_rerun": ("one reuse record per setting rerun from its command: equal to the committed one?", rerun_matches),
     **{f"reuse_verdict_{c.replace('(', '').replace(')', '')}": (f"the reuse study's verdict {c} over both settings",
