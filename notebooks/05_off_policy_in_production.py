@@ -221,14 +221,18 @@ for setting in value("drift_C6_by_setting").split("; "):
 print("post hoc, deciding nothing: respo_pos_clip_neg - respo, early reward:")
 for setting in value("drift_post_hoc_P1").split("; "):
     print("  " + setting)
+print(f"the paper's own design (reuse ratio alone, research/REUSE.md), its check on grpo's runs:\n"
+      f"  default: {value('reuse_check_default')}\n  unvectorised: {value('reuse_check_unvectorised')}")
 
 # %% [markdown]
 # On this small task the starvation is real and costs learning, and ReSPO recovers the lost signal and beats
 # GRPO and GSPO early. It does not beat VESPO: on the default kernels it is significantly *below* it. Its early
 # gain over the clip is on the short family, not the long one the paper's mechanism names. Post hoc (chosen
 # after the records, deciding nothing), the published kernel is the weakest ReSPO run here: swapping its
-# negative branch for the clip's helps on both settings. Whether any of this holds for long reasoning on real
-# models, the paper's claim, these runs neither confirm nor refute.
+# negative branch for the clip's helps on both settings. The paper's own design, drift from the reuse ratio
+# alone, stopped at its check: reuse made the deep tail grow from $N=8$ to 16, not to 32, and far smaller
+# than the paper's 22.8 % at $N=32$, so it compared no method. Whether any of this holds for long reasoning
+# on real models, the paper's claim, these runs neither confirm nor refute.
 
 # %% [markdown]
 # > **What to remember**
