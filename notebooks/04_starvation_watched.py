@@ -24,8 +24,9 @@
 # order reverses.
 #
 # Words as in core 01's glossary: **drifted**, **under-generated** or **low-$w$** ($w<0.8$),
-# **over-generated** ($w>1.2$), **starved**. Every mechanism sentence below is checked on two
-# warm policies, printed side by side.
+# **over-generated** ($w>1.2$), **starved**. §2-§3 check each mechanism sentence on two warm
+# policies, printed side by side; §4 checks the kernel's curve (per batch: deeper/branches_explored
+# §11); §5 reads the planted case of deeper/branches_explored §6.
 #
 # ## 1. Two warm policies, five batches each
 #

@@ -10,13 +10,13 @@
 # # Deeper · The branches explored: every parameter, every method's bias and spread, the planted case
 #
 # **Where the core links here.** Core notebook 02 (every method is a coefficient) sends its
-# sentences on what each parameter does to §2 and §4, on bias and spread against the exact
-# gradient (its worked group) to §3, and on token- against sequence-level clipping to §5; §7-§9
-# hold what moved out of it (token against sequence clipping on one response, the sliders on
-# ReSPO's six numbers, every method's coefficient as a table). Core 01 (reuse makes data
-# off-policy) sends its sentence on whether the positive branch's change of target pays to §6, the
-# planted exact case, which core notebook 04 §5 reads as the consequence; §10-§11 hold what moved
-# out of core 04 (a batch of the tiny Qwen3 read as text, its warm policies batch by batch). §1 draws the reconstruction's kernel beside the published one (core 02 §3 draws
+# sentences on bias and spread against the exact gradient (its worked group) to §3; §7-§9 hold
+# what moved out of it (token against sequence clipping on one response, the sliders on ReSPO's
+# six numbers, which send what each parameter does to §2 and §4, every method's coefficient as a
+# table). Core 01 (reuse makes data off-policy) sends its sentence on whether the positive
+# branch's change of target pays to §6, the planted exact case, which core notebook 04 §5 reads as
+# the consequence; §10-§11 hold what moved out of core 04 (a batch of the tiny Qwen3 read as
+# text, its warm policies batch by batch). §1 draws the reconstruction's kernel beside the published one (core 02 §3 draws
 # the published one alone). This notebook was course notebook 02 before the paper was public; it keeps its
 # controls, its side topics and its draws, with ReSPO now the published kernel (`respo`,
 # docs/math.md §3) and the power-tilt family of VESPO and of this project's reconstruction
@@ -714,7 +714,8 @@ confirm("Adam: each of the four arms ends y* above mu(y*), ReSPO above the seque
 
 # %% [markdown]
 # The swap rows above, drawn. Under SGD (left) the two arms with ReSPO's negatives end $y^*$ under a
-# tenth of where the clip leaves it (the third check of the swaps); under Adam (right) every arm
+# tenth of where the clip leaves it (the third check of the swaps for the clip's positives with
+# ReSPO's negatives; ReSPO's own row is printed above); under Adam (right) every arm
 # ends it above $\mu(y^*)$ (the last check here), the two arms with ReSPO's negatives highest (the
 # last check of the swaps).
 #
@@ -905,7 +906,7 @@ for name, sign in (("lowest-w correct answer", 1), ("highest-w wrong answer", -1
 #
 # ## 11. Core 04's warm policies, batch by batch (moved from core 04)
 #
-# Core 04 §2-§4 print per policy what this section prints per batch. The same two warm policies
+# Core 04 §2-§3 print per policy what this section prints per batch. The same two warm policies
 # (warm-up seeds 1 and 2), the same five batches each and the same 8 sequence-clip steps, by core
 # 04 §1's code (`AGG`, `LOW` and `HIGH` as in §10):
 

@@ -10,8 +10,8 @@
 # # Deeper · The derivation in detail: the exact gradient, the clip, and VESPO's family
 #
 # **Where the core links here.** Core notebook 01 (reuse makes data off-policy) sends its
-# sentences on the exact weight's variance growing with the length and on the second moment
-# split by cell to §1, and its one-branch-at-a-time count over 60 draws to §8. Core 02 (every
+# sentence on the exact weight's variance growing with the length to §1, and its
+# one-branch-at-a-time count over 60 draws to §8. Core 02 (every
 # method is a coefficient) sends its worked group's steps to §0 and the clip table's derivation
 # case by case, with the clip's surrogate beside ReSPO's, to §2. Core 03 (where ReSPO's kernel
 # comes from) sends the baseline and the change of target to §1, the steps between its results
