@@ -1,4 +1,4 @@
-"""What the course notebooks share: a one-line check and an enumerable sequence space.
+"""What the course notebooks share: a one-line check, an enumerable sequence space, and core 04's warm policies.
 
 Nothing here is loss math: every coefficient the notebooks use comes from
 nano_respo.kernel. This module holds the toy *policy* the derivations are checked on
@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from nano_respo.kernel import LossConfig, coefficients, policy_loss
+from nano_respo.kernel import LossConfig, coefficients, group_advantages, policy_loss
 
 
 def confirm(claim: str, error: float, tol: float) -> None:
@@ -228,3 +228,61 @@ def load_quietly(cfg):
     with contextlib.redirect_stdout(io.StringIO()):  # the warm start prints where it comes from (shipped)
         model, tokenizer = initial_model(cfg, task, "cpu", policy_logprobs)
     return task, model, tokenizer
+
+
+# --- Core 04's two warm policies on the digit-sum bandit (deeper/branches_explored §11 reads them batch by batch) ---
+
+WARM_AGG = "seq-mean-token-sum-norm"  # the warm-up's and the drift's aggregation, as in research's starvation_controls
+POLICY_BATCHES = {1: (6, 7, 8, 9, 10), 2: (16, 17, 18, 19, 20)}  # warm-up seed: the seeds of its five batches
+
+
+def warm_policy(env, seed):
+    """research/notebooks/starvation_controls §1's warm-up: 15 rollout batches of 16 prompts x 8, each reused as 4
+    mini-batches, under the reconstruction respo_wtilt (VESPO's family at (0, 0.1) on positives, (3, 2) on negatives)."""
+    torch.manual_seed(seed)
+    policy = env.make_policy()
+    cfg = LossConfig(method="vespo", agg=WARM_AGG, vespo_k_pos=0.0, vespo_lambda_pos=0.1, vespo_k_neg=3.0,
+                     vespo_lambda_neg=2.0)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=0.01)
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(15):
+        prompts = env.train_prompts[torch.randint(len(env.train_prompts), (16,), generator=generator)].repeat_interleave(8)
+        batch = env.sample(policy, prompts, generator)
+        adv, _ = group_advantages(env.reward(batch), 8)
+        for groups in torch.randperm(16, generator=generator).view(4, -1):
+            rows = (groups[:, None] * 8 + torch.arange(8)).reshape(-1)
+            part = batch[rows]
+            loss, _ = policy_loss(env.log_probs(policy, part), part.old_logp, adv[rows], part.mask, cfg)
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+            optimizer.step()
+    return policy
+
+
+def draw_batch(env, policy, seed):
+    """32 prompts x 8 responses from `policy` and their group advantages."""
+    generator = torch.Generator().manual_seed(seed)
+    prompts = env.train_prompts[torch.randint(len(env.train_prompts), (32,), generator=generator)].repeat_interleave(8)
+    batch = env.sample(policy, prompts, generator)
+    return batch, group_advantages(env.reward(batch), 8)[0]
+
+
+def clip_drift(env, policy, batch, adv, steps=8):
+    """A copy of `policy` takes `steps` full-batch sequence-clip steps (Adam, lr 0.01) on `batch`: [steps, B, T]
+    log-probs before each step."""
+    import copy
+
+    learner = copy.deepcopy(policy)
+    optimizer = torch.optim.Adam(learner.parameters(), lr=0.01)
+    cfg = LossConfig(method="seq_clip", agg=WARM_AGG)
+    seen = []
+    for _ in range(steps):
+        logp = env.log_probs(learner, batch)
+        seen.append(logp.detach())
+        loss, _ = policy_loss(logp, batch.old_logp, adv, batch.mask, cfg)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(learner.parameters(), 1.0)
+        optimizer.step()
+    return torch.stack(seen)

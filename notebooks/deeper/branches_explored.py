@@ -35,7 +35,7 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
-from course import DriftStudy, EndedSpace, confirm
+from course import POLICY_BATCHES, DriftStudy, EndedSpace, clip_drift, confirm, draw_batch, warm_policy
 from nano_respo.kernel import (METHOD_TABLE, LossConfig, coefficients, group_advantages, policy_loss, power_tilt,
                                respo_branch, respo_coefficient, sequence_log_weight)
 from nano_respo.surrogate import phi_curve  # phi read back from the gradient of kernel.policy_loss
@@ -907,65 +907,16 @@ for name, sign in (("lowest-w correct answer", 1), ("highest-w wrong answer", -1
 # ## 11. Core 04's warm policies, batch by batch (moved from core 04)
 #
 # Core 04 §2-§3 print per policy what this section prints per batch. The same two warm policies
-# (warm-up seeds 1 and 2), the same five batches each and the same 8 sequence-clip steps, by core
-# 04 §1's code (`AGG`, `LOW` and `HIGH` as in §10):
+# (warm-up seeds 1 and 2), the same five batches each and the same 8 sequence-clip steps, by the
+# code core 04 §1 calls (notebooks/course.py; `LOW` and `HIGH` as in §10):
 
 # %%
 env = DigitSum()
 
 
-def warm_policy(seed):
-    """research/notebooks/starvation_controls §1's warm-up: 15 rollout batches of 16 prompts x 8, each reused as 4 mini-batches."""
-    torch.manual_seed(seed)
-    policy = env.make_policy()
-    # the reconstruction respo_wtilt: VESPO's family at its constants (0, 0.1) on positives, (3, 2) on negatives
-    cfg = LossConfig(method="vespo", agg=AGG, vespo_k_pos=0.0, vespo_lambda_pos=0.1, vespo_k_neg=3.0, vespo_lambda_neg=2.0)
-    optimizer = torch.optim.Adam(policy.parameters(), lr=0.01)
-    generator = torch.Generator().manual_seed(seed)
-    for _ in range(15):
-        prompts = env.train_prompts[torch.randint(len(env.train_prompts), (16,), generator=generator)].repeat_interleave(8)
-        batch = env.sample(policy, prompts, generator)
-        adv, _ = group_advantages(env.reward(batch), 8)
-        for groups in torch.randperm(16, generator=generator).view(4, -1):
-            rows = (groups[:, None] * 8 + torch.arange(8)).reshape(-1)
-            part = batch[rows]
-            loss, _ = policy_loss(env.log_probs(policy, part), part.old_logp, adv[rows], part.mask, cfg)
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
-            optimizer.step()
-    return policy
-
-
-def draw_batch(policy, seed):
-    """32 prompts x 8 responses from `policy` and their group advantages."""
-    generator = torch.Generator().manual_seed(seed)
-    prompts = env.train_prompts[torch.randint(len(env.train_prompts), (32,), generator=generator)].repeat_interleave(8)
-    batch = env.sample(policy, prompts, generator)
-    return batch, group_advantages(env.reward(batch), 8)[0]
-
-
-def clip_drift(policy, batch, adv, steps=8):
-    """A copy of `policy` takes `steps` full-batch sequence-clip steps on `batch`; [steps, B] log w before each."""
-    learner = copy.deepcopy(policy)
-    optimizer = torch.optim.Adam(learner.parameters(), lr=0.01)
-    cfg = LossConfig(method="seq_clip", agg=AGG)
-    seen = []
-    for _ in range(steps):
-        logp = env.log_probs(learner, batch)
-        seen.append(logp.detach())
-        loss, _ = policy_loss(logp, batch.old_logp, adv, batch.mask, cfg)
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(learner.parameters(), 1.0)
-        optimizer.step()
-    return torch.stack(seen)
-
-
-POLICY_BATCHES = {1: (6, 7, 8, 9, 10), 2: (16, 17, 18, 19, 20)}   # warm-up seed: batch seeds
-warm_policies = {seed: warm_policy(seed) for seed in POLICY_BATCHES}
-warm_batches = {(p, b): draw_batch(warm_policies[p], b) for p, seeds in POLICY_BATCHES.items() for b in seeds}
-clip_steps = {key: clip_drift(warm_policies[key[0]], *batch) for key, batch in warm_batches.items()}
+warm_policies = {seed: warm_policy(env, seed) for seed in POLICY_BATCHES}
+warm_batches = {(p, b): draw_batch(env, warm_policies[p], b) for p, seeds in POLICY_BATCHES.items() for b in seeds}
+clip_steps = {key: clip_drift(env, warm_policies[key[0]], *batch) for key, batch in warm_batches.items()}
 for p, seeds in POLICY_BATCHES.items():
     print(f"warm policy {p}, batches {seeds}: reward " + " ".join(f"{env.reward(warm_batches[p, b][0]).mean():.2f}" for b in seeds))
 
