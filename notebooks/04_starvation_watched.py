@@ -43,7 +43,7 @@ import math
 import matplotlib.pyplot as plt
 import torch
 
-from course import POLICY_BATCHES, WARM_AGG as AGG, clip_drift, confirm, draw_batch, warm_policy
+from course import POLICY_BATCHES, WARM_AGG as AGG, clip_drift, confirm, draw_batch, response_gradients, warm_policy
 from nano_respo.kernel import LossConfig, coefficients, group_advantages, policy_loss, sequence_log_weight
 from toy.envs import DigitSum
 
@@ -69,18 +69,10 @@ drifts = {key: clip_drift(env, policies[key[0]], *batch) for key, batch in batch
 # autograd); the count against a tiny real step, batch by batch: [deeper/branches_explored §11](deeper/branches_explored.ipynb).
 
 # %%
-def response_gradients(policy, batch):
-    """[B, P] grad log pi(y) of every response (autograd, one response at a time)."""
-    params = list(policy.parameters())
-    seq_logp = (env.log_probs(policy, batch) * batch.mask).sum(-1)
-    return torch.stack([torch.cat([g.reshape(-1) for g in torch.autograd.grad(seq_logp[i], params, retain_graph=True)])
-                        for i in range(len(seq_logp))])
-
-
 falling, low_after = {}, {}
 for (p, b), (batch, adv) in batches.items():
     positive = adv > 0
-    grads = response_gradients(policies[p], batch)
+    grads = response_gradients(env, policies[p], batch)
     falling[p, b] = positive & (grads @ ((adv * positive) @ grads) < 0)
     low_after[p, b] = positive & (sequence_log_weight(drifts[p, b][4], batch.old_logp, batch.mask) < LOW)
 for p, seeds in POLICY_BATCHES.items():

@@ -286,3 +286,11 @@ def clip_drift(env, policy, batch, adv, steps=8):
         torch.nn.utils.clip_grad_norm_(learner.parameters(), 1.0)
         optimizer.step()
     return torch.stack(seen)
+
+
+def response_gradients(env, policy, batch):
+    """[B, P] grad log pi(y) of every response of `batch` under `policy` (autograd, one response at a time)."""
+    params = list(policy.parameters())
+    seq_logp = (env.log_probs(policy, batch) * batch.mask).sum(-1)
+    return torch.stack([torch.cat([g.reshape(-1) for g in torch.autograd.grad(seq_logp[i], params, retain_graph=True)])
+                        for i in range(len(seq_logp))])

@@ -35,7 +35,8 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
-from course import POLICY_BATCHES, DriftStudy, EndedSpace, clip_drift, confirm, draw_batch, warm_policy
+from course import (POLICY_BATCHES, DriftStudy, EndedSpace, clip_drift, confirm, draw_batch, response_gradients,
+                    warm_policy)
 from nano_respo.kernel import (METHOD_TABLE, LossConfig, coefficients, group_advantages, policy_loss, power_tilt,
                                respo_branch, respo_coefficient, sequence_log_weight)
 from nano_respo.surrogate import phi_curve  # phi read back from the gradient of kernel.policy_loss
@@ -927,18 +928,10 @@ for p, seeds in POLICY_BATCHES.items():
 # against a real step of length $10^{-4}$ along that push.
 
 # %%
-def response_gradients(policy, batch):
-    """[B, P] grad log pi(y) of every response (autograd, one response at a time)."""
-    params = list(policy.parameters())
-    seq_logp = (env.log_probs(policy, batch) * batch.mask).sum(-1)
-    return torch.stack([torch.cat([g.reshape(-1) for g in torch.autograd.grad(seq_logp[i], params, retain_graph=True)])
-                        for i in range(len(seq_logp))])
-
-
 falling, low_after = {}, {}
 for (p, b), (batch, adv_b) in warm_batches.items():
     positive = adv_b > 0
-    grads = response_gradients(warm_policies[p], batch)
+    grads = response_gradients(env, warm_policies[p], batch)
     push = (adv_b * positive) @ grads
     falling[p, b] = positive & (grads @ push < 0)
     low_after[p, b] = positive & (sequence_log_weight(clip_steps[p, b][4], batch.old_logp, batch.mask) < LOW)
