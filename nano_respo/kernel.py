@@ -121,9 +121,8 @@ def masked_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 def sequence_log_weight(logp, old_logp, mask, length_norm: bool = False) -> torch.Tensor:
     """s = sum_t m_t (log pi - log mu), the log of w = pi(y|x) / mu(y|x) (/ |y| if length_norm). docs/math.md §1."""
-    mask = mask.bool()
     dtype = compute_dtype(logp)
-    s = masked_sum(logp.detach().to(dtype) - old_logp.to(dtype), mask)  # [B]
+    s = masked_sum(logp.detach().to(dtype) - old_logp.to(dtype), mask.bool())  # [B]
     if length_norm:
         s = s / mask.sum(-1).clamp(min=1)  # [B]
     return s
@@ -157,8 +156,8 @@ def respo_coefficient(log_w: torch.Tensor, positive: torch.Tensor, alpha_pos: fl
 
 
 # --- docs/math.md §5 and §8: the baselines, as coefficients of the same shape -----------
-# Each takes (log-ratio, positive, cfg, eps), the log-ratio per token [B, T] or per sequence [B] as
-# METHOD_TABLE says, and returns the coefficient phi of the same shape.
+# Each maps (log-ratio, positive, cfg, eps) to the coefficient phi of the log-ratio's shape: per token [B, T]
+# or per sequence [B], as METHOD_TABLE says.
 
 def respo_method_coefficient(log_w, positive, cfg, eps):
     """ReSPO's kernel (§3) with cfg's constants."""
@@ -197,18 +196,10 @@ def power_tilt(log_w: torch.Tensor, alpha: float, lam: float, log_w_max: float =
     return torch.exp(log_phi.clamp(max=log_w_max))
 
 
-def power_tilt_branches(log_w: torch.Tensor, positive: torch.Tensor, pos: tuple[float, float],
-                        neg: tuple[float, float], log_w_max: float = 20.0) -> torch.Tensor:
-    """power_tilt with (alpha, lambda) = pos where the advantage is positive, neg elsewhere."""
-    return torch.where(positive,
-                       power_tilt(log_w, *pos, log_w_max),
-                       power_tilt(log_w, *neg, log_w_max))
-
-
 def vespo_coefficient(log_w, positive, cfg, eps):
     """VESPO: the family with (k, lambda) of each sign, powers k >= 2. docs/math.md §8."""
-    return power_tilt_branches(log_w, positive, (cfg.vespo_k_pos, cfg.vespo_lambda_pos),
-                               (cfg.vespo_k_neg, cfg.vespo_lambda_neg), cfg.log_w_max)
+    return torch.where(positive, power_tilt(log_w, cfg.vespo_k_pos, cfg.vespo_lambda_pos, cfg.log_w_max),
+                       power_tilt(log_w, cfg.vespo_k_neg, cfg.vespo_lambda_neg, cfg.log_w_max))
 
 
 def topr_coefficient(log_w, positive, cfg, eps):
@@ -289,37 +280,25 @@ def outside_bounds(log_rho: torch.Tensor, cfg: LossConfig) -> torch.Tensor:
 
 
 def correction_weight(pi_old_logp, old_logp, mask, cfg: LossConfig) -> torch.Tensor:
-    """c [B, T]: truncate clamp(rho, C_min, C_max), mask rho * 1[C_min <= rho <= C_max]. docs/math.md §7. As TRL's
-    GRPOTrainer._generate_and_score_completions and verl's compute_rollout_correction_weights compute it."""
+    """c [B, T]: truncate clamp(rho, C_min, C_max), mask rho * 1[C_min <= rho <= C_max], as TRL and verl. §7."""
     level, bound = cfg.correction.split("-")
     log_rho = correction_log_ratio(pi_old_logp, old_logp, mask, level)  # [B, T] or [B]
     low, high = correction_bounds(cfg)
     log_high = min(math.log(high), cfg.log_w_max)
-    if bound == "truncate":
-        c = torch.exp(log_rho.clamp(min=math.log(low) if low > 0 else None, max=log_high))
-    else:
-        c = torch.where(outside_bounds(log_rho, cfg), torch.zeros_like(log_rho), torch.exp(log_rho.clamp(max=log_high)))
+    c = (torch.exp(log_rho.clamp(min=math.log(low) if low > 0 else None, max=log_high)) if bound == "truncate" else
+         torch.where(outside_bounds(log_rho, cfg), torch.zeros_like(log_rho), torch.exp(log_rho.clamp(max=log_high))))
     return c[:, None].expand_as(pi_old_logp) if level == SEQUENCE else c  # [B, T]
 
 
 def off_policy_sequence_mask(logp, old_logp, advantages, mask, delta: float) -> torch.Tensor:
-    """DeepSeek-V3.2's mask [B]: 0 for a negative whose mean per-token log(mu / pi) exceeds delta, else 1, as TRL's
-    GRPOTrainer.get_off_policy_mask with mu the sampler. docs/math.md §7."""
+    """DeepSeek-V3.2's mask [B]: 0 on a negative whose mean per-token log(mu / pi) exceeds delta, as TRL's. §7."""
     dtype = compute_dtype(logp)
     kl = masked_sum(old_logp.to(dtype) - logp.detach().to(dtype), mask) / mask.sum(-1).clamp(min=1)  # [B]
     return (~((advantages < 0) & (kl > delta))).to(dtype)
 
 
-def check_pi_old(pi_old_logp, logp, needed_by: str) -> None:
-    if pi_old_logp is None or pi_old_logp.shape != logp.shape:
-        got = "none" if pi_old_logp is None else f"shape {tuple(pi_old_logp.shape)}"
-        raise ValueError(f"pi_old_logp: {needed_by} needs the learner's log-probs {tuple(logp.shape)} of the batch, "
-                         f"recomputed at the start of its updates (trainer.rl_iteration fills them); got {got}")
-
-
 def decoupled_coefficients(logp, old_logp, advantages, mask, cfg, pi_old_logp) -> tuple[torch.Tensor, torch.Tensor]:
     """(phi [B, T], log-weight [B]) of the decoupled form: the trust region on pi / pi_old times c. docs/math.md §7."""
-    check_pi_old(pi_old_logp, logp, f"correction {cfg.correction!r}")
     phi, log_w = coefficients(logp, pi_old_logp, advantages, mask, cfg)  # [B, T] trust region on pi / pi_old
     return phi * correction_weight(pi_old_logp, old_logp, mask, cfg), log_w  # [B, T], [B]
 
@@ -327,7 +306,6 @@ def decoupled_coefficients(logp, old_logp, advantages, mask, cfg, pi_old_logp) -
 def against_pi_old(logp, old_logp, advantages, mask, cfg, pi_old_logp) -> tuple[torch.Tensor, torch.Tensor]:
     """(phi [B, T], log-weight [B]) of W = pi / pi_old (verl's W, docs/math.md §7); with a correction, log c of each
     token is added to its log-ratio, so a sequence method reads log W = log(pi / pi_old) + sum_t log c_t."""
-    check_pi_old(pi_old_logp, logp, "weight_against 'pi_old'")
     if cfg.correction == "none":
         return coefficients(logp, pi_old_logp, advantages, mask, cfg)
     log_c = correction_weight(pi_old_logp, old_logp, mask, cfg).clamp(min=FOLD_FLOOR).log()  # [B, T]
@@ -354,8 +332,8 @@ def aggregate(terms: torch.Tensor, mask: torch.Tensor, mode: str, norm_len: int 
 
 # --- The loss ------------------------------------------------------------------------
 
-def check_inputs(logp, old_logp, advantages, mask):
-    """Shapes as policy_loss names them, finite values where they count; the mask as bool."""
+def check_inputs(logp, old_logp, advantages, mask, cfg, pi_old_logp):
+    """Shapes as policy_loss names them, finite values where they count, pi_old where cfg reads it; the mask as bool."""
     if logp.dim() != 2:
         raise ValueError(f"logp: expected shape [B, T], got {tuple(logp.shape)}")
     for name, t, shape in (("old_logp", old_logp, logp.shape), ("mask", mask, logp.shape),
@@ -368,6 +346,12 @@ def check_inputs(logp, old_logp, advantages, mask):
             raise ValueError(f"{name}: NaN or inf at a response token (mask = 1)")
     if not advantages.isfinite().all():
         raise ValueError("advantages: NaN or inf")
+    needed_by = ("weight_against 'pi_old'" if cfg.weight_against == "pi_old" else
+                 f"correction {cfg.correction!r}" if cfg.correction != "none" else None)
+    if needed_by and (pi_old_logp is None or pi_old_logp.shape != logp.shape):
+        got = "none" if pi_old_logp is None else f"shape {tuple(pi_old_logp.shape)}"
+        raise ValueError(f"pi_old_logp: {needed_by} needs the learner's log-probs {tuple(logp.shape)} of the batch, "
+                         f"recomputed at the start of its updates (trainer.rl_iteration fills them); got {got}")
     return mask
 
 
@@ -386,7 +370,7 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
                 "log_w" [B] the log-weight the method read (log pi / mu, or log pi / pi_old plus any folded log c, as
                 cfg says; / |y| if normalised). docs/math.md §6's statistics: nano_respo.diagnostics.diagnostics.
     """
-    mask = check_inputs(logp, old_logp, advantages, mask)
+    mask = check_inputs(logp, old_logp, advantages, mask, cfg, pi_old_logp)
     if cfg.weight_against == "pi_old":  # verl's W = pi / pi_old, any correction folded into it
         phi, log_w = against_pi_old(logp, old_logp, advantages, mask, cfg, pi_old_logp)  # [B, T], [B]
     elif cfg.correction == "none":  # the coupled form: the method's coefficient of w = pi / mu
@@ -397,8 +381,7 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
         phi = phi * off_policy_sequence_mask(logp, old_logp, advantages, mask, cfg.opsm_delta)[:, None]  # [B, T]
     dtype = compute_dtype(logp)
     terms = -(phi * advantages.to(dtype)[:, None]).detach() * logp.to(dtype)  # [B, T]
-    loss = aggregate(terms, mask, cfg.agg, cfg.norm_len)
-    return loss, {"phi": phi.detach(), "log_w": log_w.detach()}
+    return aggregate(terms, mask, cfg.agg, cfg.norm_len), {"phi": phi.detach(), "log_w": log_w.detach()}
 
 
 # --- docs/math.md §1: groups, advantages and reuse -------------------------------------

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from nano_respo.kernel import (METHOD_TABLE, SEQUENCE, LossConfig, clip_coefficient, power_tilt, power_tilt_branches,
-                               respo_branch)
+from nano_respo.kernel import METHOD_TABLE, SEQUENCE, LossConfig, clip_coefficient, power_tilt, respo_branch
 
 
 @dataclass(frozen=True)
@@ -49,8 +48,8 @@ AT_THE_DEFAULTS = StudyLossConfig()  # what a plain LossConfig runs respo_wtilt 
 def respo_wtilt_coefficient(log_w, positive, cfg, eps):
     """The reconstruction: VESPO's family with (alpha, lambda) = (0, 0.1) on positives, (3, 2) on negatives."""
     knobs = cfg if isinstance(cfg, StudyLossConfig) else AT_THE_DEFAULTS
-    return power_tilt_branches(log_w, positive, (knobs.wtilt_alpha_pos, knobs.wtilt_lambda_pos),
-                               (knobs.wtilt_alpha_neg, knobs.wtilt_lambda_neg), cfg.log_w_max)
+    return torch.where(positive, power_tilt(log_w, knobs.wtilt_alpha_pos, knobs.wtilt_lambda_pos, cfg.log_w_max),
+                       power_tilt(log_w, knobs.wtilt_alpha_neg, knobs.wtilt_lambda_neg, cfg.log_w_max))
 
 
 def respo_pos_clip_neg_coefficient(log_w, positive, cfg, eps):

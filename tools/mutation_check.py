@@ -52,8 +52,8 @@ KERNEL, DIAGNOSTICS, SURROGATE = "nano_respo/kernel.py", "nano_respo/diagnostics
 MUTANTS = [
     ("flip the sign of the loss", KERNEL, "terms = -(phi * advantages", "terms = (phi * advantages"),
     ("drop the tilt", KERNEL, "log_phi = alpha * log_w - lam * torch.expm1", "log_phi = alpha * log_w - 0 * torch.expm1"),
-    ("swap VESPO's branches", KERNEL, "power_tilt(log_w, *pos, log_w_max),\n                       power_tilt(log_w, *neg, log_w_max))",
-     "power_tilt(log_w, *neg, log_w_max),\n                       power_tilt(log_w, *pos, log_w_max))"),
+    ("swap VESPO's branches", KERNEL, "power_tilt(log_w, cfg.vespo_k_pos, cfg.vespo_lambda_pos, cfg.log_w_max),\n                       power_tilt(log_w, cfg.vespo_k_neg, cfg.vespo_lambda_neg, cfg.log_w_max))",
+     "power_tilt(log_w, cfg.vespo_k_neg, cfg.vespo_lambda_neg, cfg.log_w_max),\n                       power_tilt(log_w, cfg.vespo_k_pos, cfg.vespo_lambda_pos, cfg.log_w_max))"),
     # docs/math.md §3-§4, ReSPO's published kernel
     ("swap ReSPO's branches", KERNEL,
      "respo_branch(log_w, alpha_pos, beta_pos, lambda_pos, log_w_max),\n                       respo_branch(log_w, alpha_neg, beta_neg, lambda_neg, log_w_max))",

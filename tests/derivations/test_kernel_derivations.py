@@ -16,7 +16,7 @@ import torch
 
 from nano_respo.diagnostics import diagnostics
 from nano_respo.kernel import (AGG_MODES, METHODS, LossConfig, aggregate, policy_loss, power_tilt,
-                               power_tilt_branches, sequence_log_weight)
+                               sequence_log_weight, vespo_coefficient)
 from nano_respo.surrogate import power_tilt_surrogate
 
 
@@ -288,27 +288,34 @@ def test_variational_proposal_matches_phi(alpha, lam):
 
 # --- 7. The two branches of VESPO's family at the reconstruction's constants (§8) -------------
 
+def vespo_family(log_w, positive, pos, neg):
+    """VESPO's coefficient with (alpha, lambda) = pos where positive, neg elsewhere (alpha < 2 too: the family)."""
+    cfg = LossConfig(method="vespo", vespo_k_pos=pos[0], vespo_lambda_pos=pos[1], vespo_k_neg=neg[0],
+                     vespo_lambda_neg=neg[1])
+    return vespo_coefficient(log_w, positive, cfg, None)
+
+
 @pytest.mark.parametrize("alpha,lam", [(0.0, 0.1), (0.0, 0.0), (0.5, 0.0), (0.3, 0.5), (0.9, 0.05)])
 def test_positive_branch_keeps_low_w_positives(alpha, lam):
     log_w = torch.linspace(-300, -1e-3, 400)
-    phi = power_tilt_branches(log_w, torch.ones_like(log_w, dtype=torch.bool), (alpha, lam), (3.0, 2.0))
+    phi = vespo_family(log_w, torch.ones_like(log_w, dtype=torch.bool), (alpha, lam), (3.0, 2.0))
     w = log_w.exp()
     assert (phi > w).all()
     ratio = phi / w
     assert ratio[0] > 1e10 and (ratio.diff() < 0).all()  # phi_+/w -> infinity as w -> 0
     if alpha == 0:
-        floor = power_tilt_branches(torch.tensor([-60.0]), torch.tensor([True]), (alpha, lam), (3.0, 2.0))
+        floor = vespo_family(torch.tensor([-60.0]), torch.tensor([True]), (alpha, lam), (3.0, 2.0))
         torch.testing.assert_close(floor, torch.tensor([math.exp(lam)]))
 
 
 @pytest.mark.parametrize("alpha,lam", [(3.0, 2.0), (2.0, 3.0), (1.0, 0.5), (0.5, 1.0)])
 def test_negative_branch_vanishes_and_peaks_where_the_closed_form_says(alpha, lam):
     negative = torch.zeros(1, dtype=torch.bool)
-    big = power_tilt_branches(torch.tensor([8.0]), negative, (0.0, 0.1), (alpha, lam))
+    big = vespo_family(torch.tensor([8.0]), negative, (0.0, 0.1), (alpha, lam))
     assert big.item() < 1e-100
     log_w = torch.linspace(-6, 4, 200001)
-    phi = power_tilt_branches(log_w, negative.expand_as(log_w), (0.0, 0.1), (alpha, lam))
+    phi = vespo_family(log_w, negative.expand_as(log_w), (0.0, 0.1), (alpha, lam))
     peak = (alpha / lam) ** alpha * math.exp(lam - alpha)
     assert abs(phi.max().item() - peak) < 1e-8
     assert abs(log_w[phi.argmax()].exp().item() - alpha / lam) < 1e-3
-    torch.testing.assert_close(power_tilt_branches(torch.zeros(1), negative, (0.0, 0.1), (alpha, lam)), torch.ones(1))
+    torch.testing.assert_close(vespo_family(torch.zeros(1), negative, (0.0, 0.1), (alpha, lam)), torch.ones(1))

@@ -28,11 +28,11 @@ def extreme_batches(draw):
 
 published_branch = st.tuples(st.sampled_from([-1.0, 0.5, 1.0, 2.0, 3.0]), st.sampled_from([0.0, 0.5, 1.0]),
                               st.sampled_from([0.0, 2.0]))  # (alpha, beta, lambda): orders below, at and above 1
-power_tilt_branches = st.tuples(st.sampled_from([0.0, 0.3, 1.0]), st.sampled_from([0.0, 0.1, 2.0]),
+vespo_branches = st.tuples(st.sampled_from([0.0, 0.3, 1.0]), st.sampled_from([0.0, 0.1, 2.0]),
                            st.sampled_from([0.0, 1.0, 3.0]), st.sampled_from([0.0, 2.0]))
 
 
-@given(extreme_batches(), published_branch, published_branch, power_tilt_branches)
+@given(extreme_batches(), published_branch, published_branch, vespo_branches)
 # The largest weights on the untilted corners, every profile: e^(alpha log w) overflows without the log-space guard.
 @example((torch.full((2, 2), 1e4), torch.tensor([2, 2]), torch.tensor([1.0, -1.0])), (3.0, 1.0, 0.0), (1.0, 1.0, 0.0),
          (1.0, 0.0, 3.0, 0.0))
