@@ -8,6 +8,7 @@ fields and their docstrings.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,9 +18,14 @@ from .models import PROMPT_FORMATS, TINY_MODELS, WEIGHT_DTYPES, check_device, re
 
 # How long the cosine runs (--sft-anneal): budget, a quarter of `steps` (sft.LR_SCHEDULE); the others, a share of
 # the step the model converged at (a quarter of `steps` when it did not), so it stops about when it has what
-# it needs: converged a quarter of that step, converged-half half of it (experiments/WARMSTART.md).
+# it needs: converged a quarter of that step, converged-half half of it (research/WARMSTART.md).
 CONVERGED_SHARE = {"converged": 4, "converged-half": 2}  # annealing = convergence step // this
 ANNEALS = ("budget", *CONVERGED_SHARE)
+
+
+def hash_seed(*parts) -> int:
+    """A seed named by its parts ("rl", seed, iteration): each draw of a run (`seed` below) gets its own stream."""
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:4], "little")
 
 
 @dataclass
@@ -161,7 +167,7 @@ class TrainConfig(StepConfig):
     device: str = "auto"
     """Device: auto (cuda when available, else cpu), cpu, cuda or cuda:N."""
     dtype: str = "float32"
-    """Weight dtype: float32 (with --autocast on GPU), or bfloat16 / float16 (half the memory; loses tiny updates)."""
+    """Weights: float32 (GPU: with --autocast) or bfloat16 / float16 (half the memory, loses tiny updates)."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (large models)."""
     autocast: bool = False

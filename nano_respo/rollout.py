@@ -177,6 +177,14 @@ def tempered_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: 
     return logp, -(logp_all.exp() * logp_all).sum(-1).detach() if with_entropy else None
 
 
+def unpacked(values: torch.Tensor | None, packing, shape: torch.Size) -> torch.Tensor | None:
+    """Per-token values [K] in a scale/ route's layout order (its packing's rows and cols) back to the batch's
+    [B, C] (0 outside the completion mask)."""
+    if values is None:
+        return None
+    return values.new_zeros(shape).index_put((packing.rows, packing.cols), values)
+
+
 def policy_logprobs(model, batch: RolloutBatch, temperature: float, with_entropy: bool = False):
     """(log pi [B, C] of the batch's completion tokens, entropy [B, C] or None, MoE router aux loss or None).
 

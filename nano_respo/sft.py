@@ -51,9 +51,9 @@ from . import models, rollout
 from .models import cache_dir, load_model, refuse_unknown_characters
 from .rollout import RolloutBatch, encode_prompts, policy_logprobs, training_forward
 from .checkpoint import publish_directory
-from .config import ANNEALS, CONVERGED_SHARE
+from .config import ANNEALS, CONVERGED_SHARE, hash_seed
 from .shipped import describe, shipped_warm_start
-from .tasks import Task, hash_seed
+from .tasks import Task
 
 
 def teacher_forced_batch(tokenizer, prompts: list[str], answers: list[str], device) -> RolloutBatch:

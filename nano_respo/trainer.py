@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING
 import torch
 from tqdm import tqdm
 
-from .config import StepConfig
+from .config import StepConfig, hash_seed
 from .diagnostics import diagnostics
 from .kernel import compute_dtype, group_advantages, loss_denominator, minibatch_order, policy_loss, reuse_split
 from .rollout import RolloutBatch, decode, policy_logprobs, sample, score
-from .tasks import hash_seed
 
 if TYPE_CHECKING:
     from .offpolicy import OffPolicy

@@ -21,14 +21,13 @@ import torch
 from research.common import provenance, warm_start_here
 from research.responses import read_run
 from research.select_lr import choose_final
-from nano_respo.config import TrainConfig
+from nano_respo.config import TrainConfig, hash_seed
 from nano_respo.evaluation import pass_at_k
 from nano_respo.kernel import METHOD_TABLE, LossConfig
 from research.lab.records import write_record
 from nano_respo.models import cache_dir
 from nano_respo.rollout import sample, score
 from nano_respo.run.session import build_task
-from nano_respo.tasks import hash_seed
 from research.study_tasks import CONFLICT_ONES_HELDOUT, CONFLICT_SIZES, CONFLICT_SUM_TARGETS, conflict_ones_targets, conflict_prompt
 
 # The task, the warm start's recipe and the runs' shape, fixed by Study 3 (research/MECHANISM.md) and kept.

@@ -29,9 +29,8 @@ from research.lab.records import write_record
 from nano_respo.evaluation import pass_at_k
 from nano_respo.rollout import sample, score
 from nano_respo.run.cli import parse_config
-from nano_respo.config import TrainConfig
+from nano_respo.config import TrainConfig, hash_seed
 from nano_respo.run.session import build_task
-from nano_respo.tasks import hash_seed
 from research.study_tasks import DIGIT_SUM_HELDOUT, digit_sum_prompt
 
 CPU_SETTING_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")

@@ -23,11 +23,10 @@ from dataclasses import dataclass
 
 import torch
 
-from nano_respo.config import TrainConfig
+from nano_respo.config import TrainConfig, hash_seed
 from nano_respo.evaluation import evaluate
 from nano_respo.kernel import LossConfig, coefficients, masked_sum, sequence_log_weight
 from nano_respo.rollout import policy_logprobs
-from nano_respo.tasks import hash_seed
 
 DIGIT_PROMPT = re.compile(r"(sum|ones) (\d+)")
 ROW_KEYS = ("iteration", "step", "family", "target", "response", "length", "reward", "advantage", "log_w")

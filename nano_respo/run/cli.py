@@ -97,7 +97,6 @@ examples:
   python train.py --method grpo --reuse 8            # a clipped baseline at the paper's reuse N = 8 (about 1.5 min)
   python train.py --model tiny-qwen3-moe            # 8 experts, top-2 (about 1 min)
   python train.py --beta-pos 0.3 --lambda-pos 1.43 --name respo-b0.3  # other branches: a run of their own
-  python train.py --resume                          # continue runs/<name> with the same flags
   python train.py --model Qwen/Qwen3-0.6B --task data.jsonl --sft-steps 0 --device cuda --autocast
   torchrun --nproc_per_node 4 train.py --fsdp --model Qwen/Qwen3-0.6B --dtype bfloat16
 

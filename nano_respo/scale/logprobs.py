@@ -25,8 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from ..rollout import training_forward
-from .packed import packed_forward, unpacked
+from ..rollout import training_forward, unpacked
+from .packed import packed_forward
 
 
 # Working set of float32 logits per chunk when none is given. A GPU wants larger matmuls

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..rollout import RolloutBatch, real_positions, router_outputs, tempered_logprobs
+from ..rollout import RolloutBatch, real_positions, router_outputs, tempered_logprobs, unpacked
 
 
 @dataclass
@@ -101,14 +101,6 @@ def packed_forward(model, batch: RolloutBatch):
         # The model averaged its load-balancing loss over the filler too; over the real tokens, as padded does.
         out.aux_loss = balance_loss(model, out.router_logits, packing.real)
     return out, targets, packing
-
-
-def unpacked(values: torch.Tensor | None, packing, shape: torch.Size) -> torch.Tensor | None:
-    """Per-token values [K] in a layout's order (a Packing's or a SharedPacking's rows and cols) back to the
-    batch's [B, C] (0 outside the completion mask)."""
-    if values is None:
-        return None
-    return values.new_zeros(shape).index_put((packing.rows, packing.cols), values)
 
 
 def packed_policy_logprobs(model, batch: RolloutBatch, temperature: float, with_entropy: bool = False):

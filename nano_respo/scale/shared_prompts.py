@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..rollout import RolloutBatch, real_positions, router_outputs, tempered_logprobs
-from .packed import balance_loss, unpacked
+from ..rollout import RolloutBatch, real_positions, router_outputs, tempered_logprobs, unpacked
+from .packed import balance_loss
 
 
 @dataclass

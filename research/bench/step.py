@@ -43,9 +43,9 @@ from nano_respo.kernel import LossConfig, minibatch_order, reuse_split
 from research.lab.records import measurement, write_record
 from nano_respo.models import load_model, resolve_model_path
 from nano_respo.rollout import encode_prompts
-from nano_respo.config import TrainConfig
+from nano_respo.config import TrainConfig, hash_seed
 from nano_respo.run.session import build_task, initial_model, routes
-from nano_respo.tasks import hash_seed, make_task
+from nano_respo.tasks import make_task
 from nano_respo.trainer import rl_iteration
 
 

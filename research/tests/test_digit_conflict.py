@@ -8,10 +8,10 @@ import random
 
 import pytest
 
-from nano_respo.config import TrainConfig
+from nano_respo.config import TrainConfig, hash_seed
 from nano_respo.run.session import build_task
 from nano_respo.sft import curriculum_size
-from nano_respo.tasks import hash_seed, make_task, mixed_task
+from nano_respo.tasks import make_task, mixed_task
 from research.study_tasks import CONFLICT_ONES_HELDOUT, CONFLICT_ONES_SHARE, CONFLICT_SUM_TARGETS, conflict_family, conflict_ones_targets, random_decomposition, sum_limit, sum_reference
 
 

@@ -9,10 +9,10 @@ import torch
 
 from nano_respo.models import build_char_tokenizer, refuse_unknown_characters
 from nano_respo.rollout import sample, score
-from nano_respo.config import TrainConfig
+from nano_respo.config import TrainConfig, hash_seed
 from nano_respo.run.session import build_task
 from nano_respo.sft import curriculum_size
-from nano_respo.tasks import hash_seed, make_task, mixed_task
+from nano_respo.tasks import make_task, mixed_task
 from research.study_tasks import DIGIT_SUM_EXTRAPOLATION, DIGIT_SUM_HELDOUT, DIGIT_SUM_INTERPOLATION, digit_sum_targets, random_decomposition
 
 
