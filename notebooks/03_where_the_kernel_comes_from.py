@@ -40,7 +40,7 @@ import math
 import matplotlib.pyplot as plt
 import torch
 
-from course import SequenceSpace, confirm
+from course import SequenceSpace, confirm, divergence
 from nano_respo.kernel import power_mean_log, power_tilt, respo_branch, respo_coefficient
 
 torch.set_num_threads(1)
@@ -68,8 +68,8 @@ confirm("phi = W gives Q = pi, phi = 1 gives Q = mu",
 #
 # ## 2. The power mean: the measure closest to both policies
 #
-# Take Amari's α-divergence $D_\gamma$ between positive measures, indexed by $\gamma=\alpha-1$
-# (`divergence` below). The measure closest to $\mu$ and $\pi$ with weights $(1-\beta,\beta)$,
+# Take Amari's α-divergence between positive measures, indexed by $\gamma=\alpha-1$,
+# $D_\gamma(p\|m)=\sum\frac{p^\gamma m^{1-\gamma}-\gamma p-(1-\gamma)m}{\gamma(\gamma-1)}$ (KL at $\gamma\to1$ and $0$; `course.divergence`). The measure closest to $\mu$ and $\pi$ with weights $(1-\beta,\beta)$,
 # $m^\star=\arg\min_m(1-\beta)D_\gamma(\mu\|m)+\beta D_\gamma(\pi\|m)$, is their power mean:
 # $$\frac{m^\star}{\mu}=\phi_0(W)=\big[(1-\beta)+\beta W^{\alpha-1}\big]^{\frac1{\alpha-1}} .$$
 # The order picks the tail. At $\alpha=2$ (the positive branch) it is the arithmetic mixture,
@@ -81,15 +81,6 @@ confirm("phi = W gives Q = pi, phi = 1 gives Q = mu",
 # gradient vanishes at the kernel's `power_mean_log`, at the two published orders and two others:
 
 # %%
-def divergence(p, m, gamma):
-    """Amari's alpha-divergence D_gamma(p || m) between positive measures (the KL limits at gamma = 1 and 0)."""
-    if gamma == 1.0:
-        return (p * (p.log() - m.log()) - p + m).sum()
-    if gamma == 0.0:
-        return (m * (m.log() - p.log()) - m + p).sum()
-    return ((p ** gamma * m ** (1 - gamma) - gamma * p - (1 - gamma) * m) / (gamma * (gamma - 1))).sum()
-
-
 errors = []
 for alpha, beta in ((2.0, 0.5), (1.0, 0.5), (3.0, 0.3), (1.5, 0.7)):
     log_m = (log_mu + power_mean_log(log_W, alpha, beta)).requires_grad_(True)   # m = mu phi_0(W)

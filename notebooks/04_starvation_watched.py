@@ -43,7 +43,8 @@ import math
 import matplotlib.pyplot as plt
 import torch
 
-from course import POLICY_BATCHES, WARM_AGG as AGG, clip_drift, confirm, draw_batch, response_gradients, warm_policy
+from course import (POLICY_BATCHES, WARM_AGG as AGG, clip_drift, confirm, draw_batch, per_response, response_gradients,
+                    warm_policy)
 from nano_respo.kernel import LossConfig, coefficients, group_advantages, policy_loss, sequence_log_weight
 from toy.envs import DigitSum
 
@@ -103,12 +104,6 @@ confirm("row by row, policy 2's batch has fewer positives falling at first order
 
 # %%
 KEPT_METHODS = {"seq_clip": "tab:blue", "respo": "tab:red", "grpo": "tab:green"}
-
-
-def per_response(logp, batch, adv, method):
-    """Each response's coefficient (a token method's: its mean over the response's tokens)."""
-    phi, _ = coefficients(logp, batch.old_logp, adv, batch.mask, LossConfig(method=method))
-    return (phi * batch.mask).sum(-1) / batch.mask.sum(-1)
 
 
 kept = {}

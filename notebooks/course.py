@@ -1,4 +1,5 @@
-"""What the course notebooks share: a one-line check, an enumerable sequence space, and core 04's warm policies.
+"""What the course notebooks share: a one-line check, an enumerable sequence space, the α-divergence, and core 04's
+warm policies.
 
 Nothing here is loss math: every coefficient the notebooks use comes from
 nano_respo.kernel. This module holds the toy *policy* the derivations are checked on
@@ -22,6 +23,15 @@ def confirm(claim: str, error: float, tol: float) -> None:
     if not error <= tol:
         raise AssertionError(f"{claim}: error {error:.3g} exceeds {tol:.0e}")
     print(f"✓ {claim}  (error < {tol:.0e})")
+
+
+def divergence(p, m, gamma):
+    """Amari's alpha-divergence D_gamma(p || m) between positive measures (the KL limits at gamma = 1 and 0)."""
+    if gamma == 1.0:
+        return (p * (p.log() - m.log()) - p + m).sum()
+    if gamma == 0.0:
+        return (m * (m.log() - p.log()) - m + p).sum()
+    return ((p ** gamma * m ** (1 - gamma) - gamma * p - (1 - gamma) * m) / (gamma * (gamma - 1))).sum()
 
 
 class SequenceSpace:
@@ -294,3 +304,9 @@ def response_gradients(env, policy, batch):
     seq_logp = (env.log_probs(policy, batch) * batch.mask).sum(-1)
     return torch.stack([torch.cat([g.reshape(-1) for g in torch.autograd.grad(seq_logp[i], params, retain_graph=True)])
                         for i in range(len(seq_logp))])
+
+
+def per_response(logp, batch, adv, method):
+    """Each response's coefficient under `method` (a token method's: its mean over the response's tokens)."""
+    phi, _ = coefficients(logp, batch.old_logp, adv, batch.mask, LossConfig(method=method))
+    return (phi * batch.mask).sum(-1) / batch.mask.sum(-1)

@@ -270,3 +270,15 @@ def load(out: Path) -> dict[tuple[str, str], list[dict]]:
         found[(path.parts[-3], path.parts[-2])].append({**json.loads(path.read_text()), "file": path.stem})
     return found
 
+
+def default_lr_records(out: Path) -> list[dict]:
+    """The default setting's lr-stage records under out, once all LR_GRID x SELECTION_SEEDS exist: a study's
+    other setting waits here for the process that runs them, since that setting's lr decides both."""
+    while True:
+        runs = load(out).get(("default", "lr"), [])
+        if len(runs) == len(LR_GRID) * len(SELECTION_SEEDS):
+            return runs
+        print(f"waiting for the default setting's lr stage ({len(runs)} of {len(LR_GRID) * len(SELECTION_SEEDS)} "
+              f"records)", flush=True)
+        time.sleep(60)
+

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from research.common import AS_RECORDED, ROOT, provenance
 from research.digit_runs import (GROUP, LR_GRID, MAX_NEW_TOKENS, PROMPTS, SELECTION_SEEDS, SFT_STEPS,
-                                    SFT_TASK_SIZE, gate1, load, lr_star, run_all, run_record)
+                                    SFT_TASK_SIZE, default_lr_records, gate1, load, lr_star, run_all, run_record)
 from research.drift_rules import (DENSE_METHODS, DENSE_SEEDS, EXTRA_METHODS, LAG, LONG_BATCHES, LONG_METHODS,
                                      LONG_SEEDS, MOE_METHODS, MOE_SEEDS, READINGS, cell_runs, complete, manipulation,
                                      summarise)
@@ -154,14 +154,9 @@ def decided_lr(cfg: DriftConfig) -> float:
     """lr*: given, or chosen by the rule on the default setting's lr records (waiting until all six exist)."""
     if cfg.lr:
         return cfg.lr
-    while True:
-        runs = load(ROOT / cfg.out).get(("default", "lr"), [])
-        if len(runs) == len(LR_GRID) * len(SELECTION_SEEDS):
-            lr, table = lr_star(runs, "respo")
-            print(f"{table}\nlr* = {lr:g} (the default setting's lr stage decides)", flush=True)
-            return lr
-        print(f"waiting for the default setting's lr stage ({len(runs)} of 6 records)", flush=True)
-        time.sleep(60)
+    lr, table = lr_star(default_lr_records(ROOT / cfg.out), "respo")
+    print(f"{table}\nlr* = {lr:g} (the default setting's lr stage decides)", flush=True)
+    return lr
 
 
 def moe_passes(cfg: DriftConfig) -> bool:

@@ -25,10 +25,11 @@ from pathlib import Path
 import torch
 
 from research.common import ROOT, provenance
-from research.digit_runs import LR_GRID, MAX_NEW_TOKENS, SELECTION_SEEDS, SFT_STEPS, SFT_TASK_SIZE, warm_start_report
+from research.digit_runs import (LR_GRID, MAX_NEW_TOKENS, SELECTION_SEEDS, SFT_STEPS, SFT_TASK_SIZE,
+                                 default_lr_records, warm_start_report)
 from research.lab.records import write_record
 from research.responses import read_run
-from research.reuse_rules import METHODS, NS, SEEDS, SMALLEST_CUT, UPDATES, choose_lr, load, summarise
+from research.reuse_rules import METHODS, NS, SEEDS, SMALLEST_CUT, UPDATES, choose_lr, summarise
 from nano_respo.config import TrainConfig
 from nano_respo.run.cli import parse_config
 from nano_respo.run.summary import paper_summary
@@ -159,16 +160,11 @@ def decided_lr(cfg: ReuseConfig) -> float:
     """The cell's lr: given, or chosen by REUSE.md's rule on the default setting's lr records (waiting for all)."""
     if cfg.lr:
         return cfg.lr
-    while True:
-        runs = load(ROOT / cfg.out).get(("default", "lr"), [])
-        if len(runs) == len(LR_GRID) * len(SELECTION_SEEDS):
-            lr, table = choose_lr(runs)
-            if lr is None:
-                raise SystemExit(f"{table}\nno lr passes REUSE.md's rule (each collapsed a run): the study stops here")
-            print(f"{table}\nthe cell's lr = {lr:g} (the default setting's lr stage decides)", flush=True)
-            return lr
-        print(f"waiting for the default setting's lr stage ({len(runs)} of 6 records)", flush=True)
-        time.sleep(60)
+    lr, table = choose_lr(default_lr_records(ROOT / cfg.out))
+    if lr is None:
+        raise SystemExit(f"{table}\nno lr passes REUSE.md's rule (each collapsed a run): the study stops here")
+    print(f"{table}\nthe cell's lr = {lr:g} (the default setting's lr stage decides)", flush=True)
+    return lr
 
 
 def main(argv=None) -> None:

@@ -35,8 +35,8 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
-from course import (POLICY_BATCHES, DriftStudy, EndedSpace, clip_drift, confirm, draw_batch, response_gradients,
-                    warm_policy)
+from course import (POLICY_BATCHES, DriftStudy, EndedSpace, clip_drift, confirm, draw_batch, load_quietly, per_response,
+                    response_gradients, warm_policy)
 from nano_respo.kernel import (METHOD_TABLE, LossConfig, coefficients, group_advantages, policy_loss, power_tilt,
                                respo_branch, respo_coefficient, sequence_log_weight)
 from nano_respo.surrogate import phi_curve  # phi read back from the gradient of kernel.policy_loss
@@ -861,22 +861,15 @@ confirm("the sheet is core 02 §2's figure: every entry equals the coefficient r
 # highest-$w$ wrong one.
 
 # %%
-import contextlib  # noqa: E402
-import io  # noqa: E402
-
 from nano_respo.config import TrainConfig  # noqa: E402
 from nano_respo.rollout import policy_logprobs  # noqa: E402
-from nano_respo.run.session import build_task, initial_model  # noqa: E402
 from nano_respo.trainer import rl_iteration  # noqa: E402
 
 AGG = "seq-mean-token-sum-norm"  # core 04's aggregation, the committed study's
 LOW, HIGH = math.log(0.8), math.log(1.2)  # the clip band's edges in log w: below, a low-w answer; above, an over-generated one
 cfg = TrainConfig(model="tiny-qwen3", task="reverse", loss=LossConfig(method="seq_clip", agg=AGG), reuse=8, epochs=2,
                   prompts_per_iteration=16, lr=3e-4, seed=0)
-task = build_task(cfg)
-torch.manual_seed(cfg.seed)
-with contextlib.redirect_stdout(io.StringIO()):            # the warm start prints where it comes from (shipped)
-    model, tokenizer = initial_model(cfg, task, "cpu", policy_logprobs)
+task, model, tokenizer = load_quietly(cfg)
 optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
 qwen_batch, _, _ = rl_iteration(model, tokenizer, task, optimizer, cfg, iteration=0, step=0)
 with torch.no_grad():
@@ -893,8 +886,7 @@ print(f"this batch: {int((qwen_adv > 0).sum())} positives, {int(((qwen_adv > 0) 
       f"low-w; {int((qwen_adv < 0).sum())} negatives, {int(((qwen_adv < 0) & (qwen_log_w > HIGH)).sum())} over-generated")
 for name, sign in (("lowest-w correct answer", 1), ("highest-w wrong answer", -1)):
     rows = qwen_adv * sign > 0
-    i = int(torch.where(rows, qwen_log_w * sign, torch.full_like(qwen_log_w, math.inf)).argmin()) if sign > 0 else \
-        int(torch.where(rows, qwen_log_w, torch.full_like(qwen_log_w, -math.inf)).argmax())
+    i = int(torch.where(rows, qwen_log_w * sign, torch.full_like(qwen_log_w, math.inf)).argmin())  # lowest sign * log w
     print(f"{name}: {prompts[i].strip()!r} -> {texts[i].strip()!r}  A {qwen_adv[i]:+.2f}, w {qwen_log_w[i].exp():.2f}, "
           f"{int(mask[i].sum())} tokens; phi: clip {qwen_phi['seq_clip'][i, 0]:.2f}, ReSPO {qwen_phi['respo'][i, 0]:.2f}")
 
@@ -962,12 +954,6 @@ for i in range(5):
 # on each of them against both references, $\phi=1$ and $\phi=w$:
 
 # %%
-def per_response(logp, batch, adv, method):
-    """Each response's coefficient (a token method's: its mean over the response's tokens)."""
-    phi, _ = coefficients(logp, batch.old_logp, adv, batch.mask, LossConfig(method=method))
-    return (phi * batch.mask).sum(-1) / batch.mask.sum(-1)
-
-
 given = {}
 for key, (batch, adv_b) in warm_batches.items():
     log_w_b = sequence_log_weight(clip_steps[key][4], batch.old_logp, batch.mask)

@@ -72,7 +72,7 @@ from types import SimpleNamespace
 import matplotlib.pyplot as plt
 import torch
 
-from course import SequenceSpace, confirm, reuse_one_group
+from course import SequenceSpace, confirm, divergence, reuse_one_group
 from nano_respo.kernel import (METHOD_TABLE, LossConfig, coefficients, policy_loss, power_mean_log, power_tilt,
                                respo_branch, respo_coefficient)
 from nano_respo.surrogate import phi_curve, power_tilt_surrogate, respo_surrogate  # phi_curve: phi read back from the loss
@@ -1200,15 +1200,6 @@ theta_mu03 = space03.random_theta(g03)
 theta03 = theta_mu03 + 0.8 * space03.random_theta(g03)
 log_mu03, log_pi03 = space03.log_probs(theta_mu03), space03.log_probs(theta03)
 mu03, pi03, log_W03 = log_mu03.exp(), log_pi03.exp(), log_pi03 - log_mu03
-
-
-def divergence(p, m, gamma):
-    """Amari's alpha-divergence D_gamma(p || m) between positive measures (the KL limits at gamma = 1 and 0)."""
-    if gamma == 1.0:
-        return (p * (p.log() - m.log()) - p + m).sum()
-    if gamma == 0.0:
-        return (m * (m.log() - p.log()) - m + p).sum()
-    return ((p ** gamma * m ** (1 - gamma) - gamma * p - (1 - gamma) * m) / (gamma * (gamma - 1))).sum()
 
 
 def minimise(objective, start):

@@ -30,7 +30,6 @@
 # on the batch and (6) quick questions.
 
 # %%
-import contextlib
 import io
 import json
 import math
@@ -45,7 +44,7 @@ from matplotlib.ticker import PercentFormatter
 from PIL import Image as PILImage
 
 import checks
-from course import confirm
+from course import confirm, load_quietly
 import toy
 from nano_respo.kernel import METHOD_TABLE, LossConfig, coefficients, sequence_log_weight
 from research.study_rows import StudyLossConfig
@@ -83,7 +82,6 @@ from research import run as experiment       # the study's protocol
 # %%
 from nano_respo.rollout import policy_logprobs  # noqa: E402
 from nano_respo.config import TrainConfig  # noqa: E402
-from nano_respo.run.session import build_task, initial_model  # noqa: E402
 from nano_respo.trainer import rl_iteration  # noqa: E402
 
 selected_runs = [r for r in figures.llm("selected")["default"]
@@ -131,10 +129,7 @@ def train_a_few_batches(lr):
     is the batch with the most positives below w = 0.8 (the last on a tie), with every batch kept under "batches"."""
     cfg = TrainConfig(model="tiny-qwen3", task="reverse", loss=LossConfig(agg=AGG, method="seq_clip"), reuse=8,
                       epochs=protocol.epochs, prompts_per_iteration=protocol.prompts_per_iteration, lr=lr, seed=0)
-    task = build_task(cfg)
-    torch.manual_seed(cfg.seed)
-    with contextlib.redirect_stdout(io.StringIO()):            # the warm start prints where it comes from (shipped)
-        model, tokenizer = initial_model(cfg, task, "cpu", policy_logprobs)
+    task, model, tokenizer = load_quietly(cfg)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     step, summary, batches = 0, [], []
     for iteration in range(BATCHES):
