@@ -69,7 +69,8 @@ confirm("phi = W gives Q = pi, phi = 1 gives Q = mu",
 # ## 2. The power mean: the measure closest to both policies
 #
 # Take Amari's α-divergence between positive measures, indexed by $\gamma=\alpha-1$,
-# $D_\gamma(p\|m)=\sum\frac{p^\gamma m^{1-\gamma}-\gamma p-(1-\gamma)m}{\gamma(\gamma-1)}$ (KL at $\gamma\to1$ and $0$; `course.divergence`). The measure closest to $\mu$ and $\pi$ with weights $(1-\beta,\beta)$,
+# $D_\gamma(p\|m)=\sum\frac{p^\gamma m^{1-\gamma}-\gamma p-(1-\gamma)m}{\gamma(\gamma-1)}$ (KL at $\gamma\to1$ and $0$;
+# `course.divergence`). The measure closest to $\mu$ and $\pi$ with weights $(1-\beta,\beta)$,
 # $m^\star=\arg\min_m(1-\beta)D_\gamma(\mu\|m)+\beta D_\gamma(\pi\|m)$, is their power mean:
 # $$\frac{m^\star}{\mu}=\phi_0(W)=\big[(1-\beta)+\beta W^{\alpha-1}\big]^{\frac1{\alpha-1}} .$$
 # The order picks the tail. At $\alpha=2$ (the positive branch) it is the arithmetic mixture,
