@@ -200,10 +200,11 @@ confirm("ReSPO's E_mu[phi^2] stays within (e/2)^2 at every drift",
         max(0.0, *(m[1] - (math.e / 2) ** 2 for m in moments)), 1e-12)
 
 # %% [markdown]
-# The exact weight's second moment grows with the drift (the printed line, the first check);
-# ReSPO's stays within $(e/2)^2$ (the second). That is not simply a variance cut: replaced one sign
-# at a time over 60 draws, ReSPO's negative branch alone cuts the exact weight's second moment on
-# most draws at a large drift, and its positive branch alone raises it on most draws
+# $\mathbb E_\mu[w^2]$, the exact weight's second moment, grows with the drift (the printed line, the first
+# check); ReSPO's $\mathbb E_\mu[\phi^2]$ stays within $(e/2)^2$ (the second). That does not make it a variance
+# cut of the estimate: for $\mathbb E_\mu[\phi^2A^2\|\nabla\log\pi\|^2]$, replaced one sign at a time over 60
+# draws, ReSPO's negative branch alone cuts it below the exact weight's on most draws at a large drift, and its
+# positive branch alone raises it on most draws
 # ([deeper/derivation_details §8](deeper/derivation_details.ipynb) counts both). A low-$w$ positive
 # adds $w^2\approx0$ to the exact weight's second moment, and ReSPO gives it up to $e/2$: what that
 # buys is a different target, one that does not let $\pi$ drop a success $\mu$ found (docs/math.md
@@ -214,7 +215,7 @@ confirm("ReSPO's E_mu[phi^2] stays within (e/2)^2 at every drift",
 # > **What to remember**
 # > - Reusing a batch makes every step after the first off-policy: the $k$-th mini-batch is $k-1$ updates stale.
 # > - The exact correction $w=\pi/\mu$ (unbiased) drifts within one batch; its second moment grows with the drift and the length.
-# > - A method is what it does with $w$. ReSPO bounds it; on this course's draws its negative branch cuts the variance as the drift grows, its positive branch changes the target rather than cutting it.
+# > - A method is what it does with $w$. ReSPO bounds it; on this course's draws its negative branch cuts the variance as the drift grows, and its positive branch alone raises it on most draws: it changes the target instead.
 #
 # ## Quick questions
 #

@@ -40,7 +40,7 @@ import math
 import matplotlib.pyplot as plt
 import torch
 
-from course import SequenceSpace, confirm, divergence
+from course import SequenceSpace, branch_slope, confirm, divergence
 from nano_respo.kernel import power_mean_log, power_tilt, respo_branch, respo_coefficient
 
 torch.set_num_threads(1)
@@ -152,25 +152,19 @@ plt.show()
 #
 # For any order, $\phi_0(1)=1$ and $\phi_0'(1)=\beta$, so the slope at $W=1$ is $\phi'(1)=\beta(1-\lambda)$. The
 # positive branch's slope vanishes at $W=0$ exactly when $\lambda(1-\beta)=1$ (deeper/derivation_details
-# §10 differentiates it and checks the slope at every order): $\lambda_+=1/(1-\beta_+)$ makes $W=0$ the
+# §10 differentiates it and checks the slope at four orders): $\lambda_+=1/(1-\beta_+)$ makes $W=0$ the
 # branch's stationary maximum, the most weight for the most under-generated success. With
 # $\beta_+=\tfrac12$ that is $\lambda_+=2$, and slope $-\tfrac12$ at $W=1$. The negative branch takes the same
 # $\beta_-=\tfrac12$ and the $\lambda_-$ that matches that slope, so both signs answer a small drift alike:
-# $\beta_-(1-\lambda_-)=-\tfrac12$ gives $\lambda_-=2$. Checked by autograd on the kernel's branch, and drawn:
+# $\beta_-(1-\lambda_-)=-\tfrac12$ gives $\lambda_-=2$. Checked by autograd on the kernel's branch
+# (`course.branch_slope`), and drawn:
 
 # %%
-def slope(log_w: float, alpha: float, beta: float, lam: float) -> float:
-    """d phi / d W at W = exp(log_w), by autograd through the kernel's respo_branch."""
-    s = torch.tensor([log_w], dtype=torch.float64, requires_grad=True)
-    (d_log,) = torch.autograd.grad(respo_branch(s, alpha, beta, lam).sum(), s)
-    return d_log.item() / math.exp(log_w)
-
-
-near_zero = {lam: slope(math.log(1e-6), 2.0, 0.5, lam) for lam in (1.5, 2.0, 3.0)}
+near_zero = {lam: branch_slope(math.log(1e-6), 2.0, 0.5, lam) for lam in (1.5, 2.0, 3.0)}
 confirm("only lambda_+ = 1 / (1 - beta_+) = 2 makes W = 0 stationary; the published slopes at W = 1 are both "
         "beta (1 - lambda) = -1/2",
         max(abs(near_zero[2.0]), max(0.0, 0.1 - min(abs(near_zero[1.5]), abs(near_zero[3.0]))),
-            abs(slope(0.0, 2.0, 0.5, 2.0) + 0.5), abs(slope(0.0, 1.0, 0.5, 2.0) + 0.5)), 1e-5)
+            abs(branch_slope(0.0, 2.0, 0.5, 2.0) + 0.5), abs(branch_slope(0.0, 1.0, 0.5, 2.0) + 0.5)), 1e-5)
 fig, ax = plt.subplots(figsize=(6, 2.6))
 for lam, colour in zip((1.5, 2.0, 3.0), ("0.6", "tab:red", "0.3")):
     ax.plot(grid.exp(), respo_branch(grid, 2.0, 0.5, lam), color=colour, lw=2 if lam == 2.0 else 1, label=f"λ₊ = {lam:g}")

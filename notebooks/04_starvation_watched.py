@@ -43,9 +43,8 @@ import math
 import matplotlib.pyplot as plt
 import torch
 
-from course import (POLICY_BATCHES, WARM_AGG as AGG, clip_drift, confirm, draw_batch, per_response, response_gradients,
-                    warm_policy)
-from nano_respo.kernel import LossConfig, coefficients, group_advantages, policy_loss, sequence_log_weight
+from course import POLICY_BATCHES, clip_drift, confirm, draw_batch, per_response, response_gradients, warm_policy
+from nano_respo.kernel import LossConfig, coefficients, sequence_log_weight
 from toy.envs import DigitSum
 
 torch.set_num_threads(1)
@@ -201,7 +200,8 @@ plt.show()
 # depends on what the wrong answer shares with a correct one and on the optimizer: §5 plants a case
 # where it costs a rare correct answer under plain gradient steps, and not under Adam. On the drift
 # study's runs, post hoc, the clip's negative branch in its place gained early reward on both CPU
-# settings (core 05 §6 prints it); the reuse study tests that swap as pre-registered (research/REUSE.md, B).
+# settings (core 05 §6 prints it); the reuse study pre-registered that swap as its claim B (research/REUSE.md)
+# but stopped at its manipulation check before comparing any method (core 05 §6).
 #
 # A real batch of the tiny Qwen3, read as text: [deeper/branches_explored §10](deeper/branches_explored.ipynb).
 #

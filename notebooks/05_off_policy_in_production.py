@@ -230,7 +230,7 @@ print(f"the paper's own design (reuse ratio alone, research/REUSE.md), its check
 # gain over the clip is on the short family, not the long one the paper's mechanism names. Post hoc (chosen
 # after the records, deciding nothing), the published kernel is the weakest ReSPO run here: swapping its
 # negative branch for the clip's helps on both settings. The paper's own design, drift from the reuse ratio
-# alone, stopped at its check: reuse made the deep tail grow from $N=8$ to 16, not to 32, and far smaller
+# alone, stopped at its check: post hoc, reuse made the deep tail grow from $N=8$ to 16 but not further to 32, far smaller
 # than the paper's 22.8 % at $N=32$, so it compared no method. Whether any of this holds for long reasoning
 # on real models, the paper's claim, these runs neither confirm nor refute.
 

@@ -1,5 +1,5 @@
-"""What the course notebooks share: a one-line check, an enumerable sequence space, the α-divergence, and core 04's
-warm policies.
+"""What the course notebooks share: a one-line check, an enumerable sequence space, the α-divergence, a
+branch's slope by autograd, and core 04's warm policies.
 
 Nothing here is loss math: every coefficient the notebooks use comes from
 nano_respo.kernel. This module holds the toy *policy* the derivations are checked on
@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from nano_respo.kernel import LossConfig, coefficients, group_advantages, policy_loss
+from nano_respo.kernel import LossConfig, coefficients, group_advantages, policy_loss, respo_branch
 
 
 def confirm(claim: str, error: float, tol: float) -> None:
@@ -32,6 +32,13 @@ def divergence(p, m, gamma):
     if gamma == 0.0:
         return (m * (m.log() - p.log()) - m + p).sum()
     return ((p ** gamma * m ** (1 - gamma) - gamma * p - (1 - gamma) * m) / (gamma * (gamma - 1))).sum()
+
+
+def branch_slope(log_w: float, alpha: float, beta: float, lam: float) -> float:
+    """d phi / d W at W = exp(log_w), by autograd through the kernel's respo_branch."""
+    s = torch.tensor([log_w], dtype=torch.float64, requires_grad=True)
+    (d_log,) = torch.autograd.grad(respo_branch(s, alpha, beta, lam).sum(), s)
+    return d_log.item() / math.exp(log_w)
 
 
 class SequenceSpace:

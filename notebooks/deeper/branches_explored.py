@@ -35,10 +35,10 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
-from course import (POLICY_BATCHES, DriftStudy, EndedSpace, clip_drift, confirm, draw_batch, load_quietly, per_response,
-                    response_gradients, warm_policy)
-from nano_respo.kernel import (METHOD_TABLE, LossConfig, coefficients, group_advantages, policy_loss, power_tilt,
-                               respo_branch, respo_coefficient, sequence_log_weight)
+from course import (POLICY_BATCHES, WARM_AGG, DriftStudy, EndedSpace, clip_drift, confirm, draw_batch, load_quietly,
+                    per_response, response_gradients, warm_policy)
+from nano_respo.kernel import (METHOD_TABLE, LossConfig, coefficients, policy_loss, power_tilt, respo_branch,
+                               respo_coefficient, sequence_log_weight)
 from nano_respo.surrogate import phi_curve  # phi read back from the gradient of kernel.policy_loss
 from toy.envs import DigitSum
 
@@ -865,9 +865,8 @@ from nano_respo.config import TrainConfig  # noqa: E402
 from nano_respo.rollout import policy_logprobs  # noqa: E402
 from nano_respo.trainer import rl_iteration  # noqa: E402
 
-AGG = "seq-mean-token-sum-norm"  # core 04's aggregation, the committed study's
 LOW, HIGH = math.log(0.8), math.log(1.2)  # the clip band's edges in log w: below, a low-w answer; above, an over-generated one
-cfg = TrainConfig(model="tiny-qwen3", task="reverse", loss=LossConfig(method="seq_clip", agg=AGG), reuse=8, epochs=2,
+cfg = TrainConfig(model="tiny-qwen3", task="reverse", loss=LossConfig(method="seq_clip", agg=WARM_AGG), reuse=8, epochs=2,
                   prompts_per_iteration=16, lr=3e-4, seed=0)
 task, model, tokenizer = load_quietly(cfg)
 optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
@@ -941,7 +940,7 @@ for i in range(5):
                      for p in POLICY_BATCHES))
 
 # %% [markdown]
-# The first-order count is exact at a small enough step (the checks); at Adam's step length it is
+# The first-order count is exact at a small enough step (the checks, on each policy's first batch); at Adam's step length it is
 # not what decides how many positives end low-$w$ (the last column against the first, core 04 §2's
 # second check). `research/notebooks/starvation_controls` §2 runs the controls on policy 1
 # (positives alone, SGD of Adam's step length, a learning-rate sweep) and finds that the step's

@@ -72,7 +72,7 @@ from types import SimpleNamespace
 import matplotlib.pyplot as plt
 import torch
 
-from course import SequenceSpace, confirm, divergence, reuse_one_group
+from course import SequenceSpace, branch_slope, confirm, divergence, reuse_one_group
 from nano_respo.kernel import (METHOD_TABLE, LossConfig, coefficients, policy_loss, power_mean_log, power_tilt,
                                respo_branch, respo_coefficient)
 from nano_respo.surrogate import phi_curve, power_tilt_surrogate, respo_surrogate  # phi_curve: phi read back from the loss
@@ -1116,7 +1116,7 @@ confirm("ReSPO's published phi_+ is largest as w -> 0 (e/2) and phi_- peaks at w
 # *Extends core notebook 01 §5*, which checks that the exact weight's second moment grows with the
 # drift while ReSPO's stays bounded, and sends here the question whether bounding $\phi$ is a
 # variance cut. It needs only the 27-response space of core 01 §4 (3 tokens over 3 symbols, reward
-# 1 when the tokens sum to at least 4), rebuilt below, and ReSPO's coefficient from the kernel.
+# 1 when the tokens sum to at least 4): this notebook's `space` and `reward`, and ReSPO's coefficient from the kernel.
 #
 # Replace $w$ by ReSPO's $\phi$ on one sign at a time, the exact $w$ on the other, on 60 fresh draws
 # of $(\mu,\pi)$ at two drifts (the logits of $\pi$ are $\mu$'s moved by drift × $\mathcal N(0,1)$), and compare
@@ -1124,20 +1124,18 @@ confirm("ReSPO's published phi_+ is largest as w -> 0 (e/2) and phi_- peaks at w
 # by cell):
 
 # %%
-space01 = SequenceSpace(vocab=3, length=3)                          # core 01 §4's space
-reward01 = (space01.seqs.sum(-1) >= 4).double()
 
 
 def second_moments(seed: int, drift: float) -> tuple[float, float, float]:
     """E_mu[phi^2 A^2 |grad log pi|^2] / the exact weight's, with ReSPO's phi on A > 0 only, A < 0 only, both."""
     gen = torch.Generator().manual_seed(seed)
-    theta_mu = space01.random_theta(gen)
-    theta = theta_mu + drift * space01.random_theta(gen)
-    log_mu = space01.log_probs(theta_mu)
+    theta_mu = space.random_theta(gen)
+    theta = theta_mu + drift * space.random_theta(gen)
+    log_mu = space.log_probs(theta_mu)
     mu = log_mu.exp()
-    A = reward01 - (mu * reward01).sum()
-    sq_norm = torch.autograd.functional.jacobian(space01.log_probs, theta).pow(2).sum(-1)    # |grad log pi(y)|^2
-    w = (space01.log_probs(theta) - log_mu).exp()
+    A = reward - (mu * reward).sum()
+    sq_norm = torch.autograd.functional.jacobian(space.log_probs, theta).pow(2).sum(-1)    # |grad log pi(y)|^2
+    w = (space.log_probs(theta) - log_mu).exp()
     phi = respo_coefficient(w.log(), A > 0)
     moment = [(mu * (c * A) ** 2 * sq_norm).sum() for c in (w, torch.where(A > 0, phi, w), torch.where(A > 0, w, phi), phi)]
     return tuple((m / moment[0]).item() for m in moment[1:])
@@ -1193,12 +1191,10 @@ confirm("the positive branch alone raises it on most draws at both drifts",
 # `power_mean_log`, at the two published orders and two others:
 
 # %%
-space03 = SequenceSpace(vocab=3, length=3)                          # core 03's draw
-reward03 = (space03.seqs.sum(-1) >= 4).double()
 g03 = torch.Generator().manual_seed(0)
-theta_mu03 = space03.random_theta(g03)
-theta03 = theta_mu03 + 0.8 * space03.random_theta(g03)
-log_mu03, log_pi03 = space03.log_probs(theta_mu03), space03.log_probs(theta03)
+theta_mu03 = space.random_theta(g03)
+theta03 = theta_mu03 + 0.8 * space.random_theta(g03)
+log_mu03, log_pi03 = space.log_probs(theta_mu03), space.log_probs(theta03)
 mu03, pi03, log_W03 = log_mu03.exp(), log_pi03.exp(), log_pi03 - log_mu03
 
 
@@ -1251,19 +1247,18 @@ confirm("Q*/mu is proportional to the kernel's phi_+ and phi_- (relative error)"
 
 # %%
 grid03 = torch.linspace(math.log(1e-3), math.log(30.0), 800, dtype=torch.float64)
-space8 = SequenceSpace(vocab=2, length=3)                           # a fresh draw, not §5's
 g8 = torch.Generator().manual_seed(3)
-th8 = space8.random_theta(g8)
-log_mu8, log_pi8 = space8.log_probs(th8), space8.log_probs(th8 + 2.0 * space8.random_theta(g8))
-order = (log_pi8 - log_mu8).argsort()
-log_W8 = (log_pi8 - log_mu8)[order]
+space8.random_theta(g8)                                              # §5's mu, th_mu8; the next draw is §5's direction
+log_pi8_far = space8.log_probs(th_mu8 + 2.0 * space8.random_theta(g8))  # pi moved 2.0 along it (§5: 0.9)
+order = (log_pi8_far - log_mu8).argsort()
+log_W8 = (log_pi8_far - log_mu8)[order]
 proposals = {s: log_mu8[order].exp() * respo_coefficient(log_W8, torch.full((8,), s == "+"))
              for s in "+-"}
 proposals = {s: q / q.sum() for s, q in proposals.items()}
 fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(10, 3), gridspec_kw={"width_ratios": (1.4, 1)})
 x = torch.arange(8).float()
 for k, (values, label, colour) in enumerate(((log_mu8[order].exp(), "μ (sampled)", "0.6"),
-                                             (log_pi8[order].exp(), "π (current)", "tab:orange"),
+                                             (log_pi8_far[order].exp(), "π (current)", "tab:orange"),
                                              (proposals["+"], "Q*₊ (A > 0)", "tab:red"),
                                              (proposals["-"], "Q*₋ (A < 0)", "tab:blue"))):
     ax0.bar(x + (k - 1.5) * 0.2, values, 0.2, color=colour, label=label)
@@ -1320,13 +1315,6 @@ confirm("the two constants differ (by more than 1%), so the splice re-weights th
 # three $\lambda_+$, and check that `LossConfig`'s defaults are the constants core 03 derives:
 
 # %%
-def branch_slope(log_w: float, alpha: float, beta: float, lam: float) -> float:
-    """d phi / d W at W = exp(log_w), by autograd through the kernel's respo_branch."""
-    s = torch.tensor([log_w], dtype=torch.float64, requires_grad=True)
-    (d_log,) = torch.autograd.grad(respo_branch(s, alpha, beta, lam).sum(), s)
-    return d_log.item() / math.exp(log_w)
-
-
 at_one = max(abs(branch_slope(0.0, a, b, lam) - b * (1 - lam))
              for a in (1.0, 1.5, 2.0, 3.0) for b in (0.3, 0.5) for lam in (0.5, 2.0))
 confirm("phi'(1) = beta (1 - lambda) at four orders, two betas, two lambdas", at_one, 1e-12)
