@@ -17,6 +17,7 @@ The rules and tables are research/reuse_rules.py's.
 
 from __future__ import annotations
 
+import math
 import shlex
 import time
 from dataclasses import dataclass
@@ -111,7 +112,7 @@ def per_update(rows: dict[str, list]) -> dict[str, list[int]]:
     for step, advantage, log_w in zip(rows["step"], rows["advantage"], rows["log_w"]):
         if advantage > 0:
             counts["positives"][step - 1] += 1
-            counts["below_0.8"][step - 1] += log_w < -0.2231435513142097  # log 0.8
+            counts["below_0.8"][step - 1] += log_w < math.log(0.8)
             counts["log_w_below_-1"][step - 1] += log_w < -1.0
     return counts
 

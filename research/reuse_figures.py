@@ -9,7 +9,8 @@ import functools
 from research import decision
 from research.common import ROOT
 from research.digit_runs import SETTINGS, load
-from research.reuse_rules import NS, SEEDS, across, choose_lr, read_setting, shares, stopped_table
+from research.reuse_rules import (NS, SEEDS, across, choose_lr, collapsed, collapsed_as_choose_final, read_setting,
+                                  shares, stopped_table)
 
 RECORDS = ROOT / "research/results/reuse"
 RERUN = ROOT / "research/results/reuse-rerun"  # one record per setting, rerun by its command with --only
@@ -38,6 +39,20 @@ def lr_means() -> str:
     for r in runs:
         by_lr.setdefault(r["lr"], []).append(r["summary"]["late"])
     return ", ".join(f"{lr:g}: {decision.mean(v):.3f}" for lr, v in sorted(by_lr.items())) or NOT_RUN
+
+
+def collapse_readings() -> str:
+    """Per setting, the lr stage's runs collapsed as the code reads the rule and as choose_final's window reads it."""
+    out = []
+    for s in SETTINGS:
+        runs = records().get((s, "lr"), [])
+        if runs:
+            marked = [{f"{r['lr']:g} seed {r['seed']}" for r in runs if rule(r)}
+                      for rule in (collapsed, collapsed_as_choose_final)]
+            extra = sorted(marked[1] - marked[0])
+            out.append(f"{s}: {len(marked[0])} and {len(marked[1])} of {len(runs)}"
+                       + (f" (also {', '.join(extra)})" if extra else ", the same runs"))
+    return "; ".join(out) or NOT_RUN
 
 
 def whole_seeds() -> str:
@@ -90,8 +105,17 @@ def grpo_table() -> str:
 
 
 def other_runs() -> str:
-    """Runs of the other five methods made before the check was read on all 16 seeds (amendment 1's order)."""
-    return ", ".join(f"{s} {sum(r['method'] != 'grpo' for r in records().get((s, 'evaluate'), []))}" for s in SETTINGS)
+    """Per setting, runs of the other five methods finished before and after its last grpo run, the check's last
+    record (amendment 1's order; the runs before it were made while the check was still open)."""
+    out = []
+    for s in SETTINGS:
+        runs = records().get((s, "evaluate"), [])
+        grpo = [r["finished"] for r in runs if r["method"] == "grpo"]
+        other = [r["finished"] for r in runs if r["method"] != "grpo"]
+        if grpo:
+            before = sum(f <= max(grpo) for f in other)
+            out.append(f"{s} {before} before, {len(other) - before} after")
+    return "; ".join(out) or NOT_RUN
 
 
 def rerun_matches() -> str:
@@ -104,7 +128,7 @@ def rerun_matches() -> str:
         originals = {r["file"]: r for r in records().get((s, stage), [])}
         for r in rs:
             same = r["file"] in originals and all(r[k] == originals[r["file"]][k] for k in ("score", "heldout"))
-            out.append(f"{s} {r['file']}: {'bit for bit' if same else 'DIFFERS'}")
+            out.append(f"{s} {r['file']}: {'bit for bit' if same else 'DIFFERS'} ({r['seconds']} s)")
     return ", ".join(out)
 
 
@@ -124,7 +148,10 @@ FIGURES = {
                                  lambda: check_seeds_ahead("default")),
     "reuse_check_rise_unvectorised": ("the same, unvectorised", lambda: check_seeds_ahead("unvectorised")),
     "reuse_grpo_table": ("grpo per N beside the paper's GRPO rows, on each setting whose check failed", grpo_table),
-    "reuse_other_runs": ("runs of the other five methods made before the check was final, per setting", other_runs),
+    "reuse_other_runs": ("runs of the other five methods finished before and after the setting's last grpo run",
+                         other_runs),
+    "reuse_lr_collapse": ("lr-stage runs collapsed, by the late score (the code) and by choose_final's last 5 batches",
+                          collapse_readings),
     "reuse_rerun": ("one reuse record per setting rerun from its command: equal to the committed one?", rerun_matches),
     **{f"reuse_verdict_{c.replace('(', '').replace(')', '')}": (f"the reuse study's verdict {c} over both settings",
                                                                 functools.partial(verdict, c)) for c in CLAIMS},

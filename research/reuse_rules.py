@@ -12,7 +12,8 @@ from pathlib import Path
 
 from research import decision
 from research.digit_runs import SETTINGS, load
-from research.drift_rules import sign_flip_p
+from research.drift_rules import heldout, sign_flip_p
+from research.select_lr import collapsed as collapsed_in_last_batches
 
 # --- the design (REUSE.md) -------------------------------------------------------------------------------------
 NS = (8, 16, 32)
@@ -22,7 +23,7 @@ BASELINES = ("grpo", "gspo", "vespo")
 ARMS = ("respo_pos_clip_neg", "respo_pos_vespo_neg")
 METHODS = BASELINES + ("respo",) + ARMS
 SEEDS = tuple(range(16))
-MARGIN, HELDOUT_MARGIN = decision.MARGIN, 0.01  # the training score's tie margin; held-out pass@1's (REUSE.md)
+MARGIN = decision.MARGIN  # the training score's tie margin (REUSE.md)
 SMALLEST_CUT = 6  # below 6 seeds no exact sign-flip p reaches 0.05 (2 / 2**5 = 0.0625): the check could not pass
 COLLAPSED_BELOW, LR_TIE = 0.5, 0.01  # select_lr.choose_final's rule, read on the late score
 CHECK_P = 0.05
@@ -46,10 +47,6 @@ def early(record: dict) -> float:
     return record["summary"]["early"]
 
 
-def heldout(record: dict) -> float:
-    return record["heldout"]["heldout_pass@1"]
-
-
 METRICS = {"late": late, "early": early, "held-out": heldout}
 
 
@@ -70,7 +67,14 @@ def coefficient_mass(records: list[dict], updates: int = DIAGNOSTIC_UPDATES) -> 
 # --- the lr rule -------------------------------------------------------------------------------------------------
 
 def collapsed(record: dict) -> bool:
+    """A collapse as this code reads choose_final's rule: the late score below half the first update's score."""
     return late(record) < COLLAPSED_BELOW * record["score"][0] or record["skipped_steps"] > 0
+
+
+def collapsed_as_choose_final(record: dict) -> bool:
+    """select_lr.choose_final's own reading: the mean of the last 5 rollout batches (here updates) below half the
+    first; REUSE.md names that rule, the code above reads it on the late score (a difference found in review)."""
+    return collapsed_in_last_batches({"reward_curve": record["score"], "skipped_steps": record["skipped_steps"]})
 
 
 def choose_lr(records: list[dict]) -> tuple[float | None, str]:
@@ -85,9 +89,11 @@ def choose_lr(records: list[dict]) -> tuple[float | None, str]:
     if eligible:
         top = max(mean_late[lr] for lr in eligible)
         chosen = min(lr for lr in eligible if mean_late[lr] >= top - LR_TIE)
-    table = ["| lr | late score per seed | mean | collapsed |", "|---|---|---|---|"]
+    table = ["| lr | late score per seed | mean | collapsed | collapsed, choose_final's last 5 batches |",
+             "|---|---|---|---|---|"]
     table += [f"| {lr:g} | {', '.join(f'{late(r):.3f}' for r in sorted(rs, key=lambda r: r['seed']))} | "
-              f"{mean_late[lr]:.3f} | {sum(map(collapsed, rs))} of {len(rs)} |" for lr, rs in sorted(by_lr.items())]
+              f"{mean_late[lr]:.3f} | {sum(map(collapsed, rs))} of {len(rs)} | "
+              f"{sum(map(collapsed_as_choose_final, rs))} of {len(rs)} |" for lr, rs in sorted(by_lr.items())]
     return chosen, "\n".join(table)
 
 

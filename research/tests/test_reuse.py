@@ -89,6 +89,16 @@ def test_the_lr_rule_takes_the_smallest_lr_within_the_tie_of_the_best_uncollapse
     assert rules.choose_lr(runs)[0] == 1e-4
 
 
+def test_the_lr_table_prints_choose_finals_collapse_beside_the_late_score_reading():
+    """A run whose last 5 updates fall below half its first score, with a late score above that half, is collapsed
+    by choose_final's window only: the table counts it in its last column, and the lr rule (the late score) keeps it."""
+    runs = [made_up("respo", 1, s, 0.30, first=0.4) | {"lr": 1e-4} for s in (900, 901)]
+    runs[0]["score"] = runs[0]["score"][:-5] + [0.1] * 5
+    assert not rules.collapsed(runs[0]) and rules.collapsed_as_choose_final(runs[0])
+    lr, table = rules.choose_lr(runs)
+    assert lr == 1e-4 and table.splitlines()[-1].endswith("| 0 of 2 | 1 of 2 |")
+
+
 def test_the_manipulation_check_needs_both_shares_to_grow_and_the_rise_to_be_significant():
     runs = rules.cell(cell_records())
     check = rules.manipulation(runs, range(16))
