@@ -1,8 +1,8 @@
 """Rollouts: a KV-cache sampler that records the behaviour log-prob of every sampled token.
 
-    prefill:  one forward over the left-padded prompts fills the KV cache
+    prefill:  one forward over the left-padded distinct prompts fills the KV cache
     decode:   one forward per new token; sample from softmax(z / T) and keep log mu of the
-              sampled token; a row that emitted EOS pads from then on; stop when all have
+              sampled token; a row that emitted EOS leaves the batch; stop when all have
 
 The recorded log-prob is that of the distribution actually sampled from: softmax(z / T)
 with no top-k / top-p truncation (a truncated sampler is a different mu, which the training
@@ -84,45 +84,59 @@ def kv_cache(out) -> dict:
 @torch.no_grad()
 def decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int,
            temperature: float, greedy: bool, eos_ids: list[int], pad_id: int):
-    """Prefill, then one forward per token on the KV cache: (tokens, log mu, in_response [n, c], ended [n])."""
-    position_ids = real_positions(attention_mask)  # [n, P]
-    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+    """Prefill, then one forward per token on the KV cache: (tokens, log mu, in_response [n, c], ended [n]).
+
+    Two savings are part of the plain form, since neither changes what a row sees: each distinct prompt is
+    prefilled once and its cache copied to its G samples, and a row that emitted EOS leaves the decode batch
+    (with its cache). log mu is 0 after a row's EOS, outside its response.
+    """
+    n, device = len(input_ids), input_ids.device
+    distinct, copy_of = torch.unique(torch.cat([input_ids, attention_mask], 1), dim=0, return_inverse=True)
+    prompt_ids, prompt_mask = distinct.split(input_ids.shape[1], 1)  # [u, P] each, u distinct prompts
+    prompt_positions = real_positions(prompt_mask)  # [u, P]
+    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=prompt_positions,
                 use_cache=True, logits_to_keep=1)
-    position = position_ids[:, -1:]  # [n, 1]
-    eos = torch.tensor(eos_ids, device=input_ids.device)
-    finished = torch.zeros(len(input_ids), dtype=torch.bool, device=input_ids.device)  # [n]
-    tokens, logps, in_response = [], [], []
-    for _ in range(max_new_tokens):
-        logp = torch.log_softmax(out.logits[:, -1].float() / temperature, -1)  # [n, V] log mu
-        token = logp.argmax(-1) if greedy else torch.multinomial(logp.exp(), 1).squeeze(-1)  # [n]
-        token = torch.where(finished, pad_id, token)
-        tokens.append(token)
-        in_response.append(~finished)  # [n] up to and including the first EOS
-        logps.append(logp.gather(-1, token[:, None]).squeeze(-1))  # [n]
-        finished |= torch.isin(token, eos)
-        if finished.all():
+    cache, logits = kv_cache(out), out.logits[copy_of, -1]  # {keyword: KV cache}, [n, V]
+    (keys_values,) = cache.values()
+    keys_values.batch_select_indices(copy_of)  # [n, ...] each row its prompt's keys and values
+    position = prompt_positions[copy_of, -1:]  # [n, 1]
+    eos = torch.tensor(eos_ids, device=device)
+    alive = torch.arange(n, device=device)  # [a] the rows still decoding, in the batch's numbering
+    tokens = torch.full((n, max_new_tokens), pad_id, dtype=input_ids.dtype, device=device)
+    logps = torch.zeros(n, max_new_tokens, device=device)
+    in_response = torch.zeros(n, max_new_tokens, dtype=torch.bool, device=device)
+    for step in range(max_new_tokens):
+        logp = torch.log_softmax(logits.float() / temperature, -1)  # [a, V] log mu
+        token = logp.argmax(-1) if greedy else torch.multinomial(logp.exp(), 1).squeeze(-1)  # [a]
+        tokens[alive, step], in_response[alive, step] = token, True
+        logps[alive, step] = logp.gather(-1, token[:, None]).squeeze(-1)
+        done = torch.isin(token, eos)  # [a]
+        if done.all() or step == max_new_tokens - 1:
             break
-        attention_mask = F.pad(attention_mask, (0, 1), value=1)  # [n, P + t + 1] the left padding stays masked
+        if done.any():  # the finished rows leave the batch and its cache
+            keep = (~done).nonzero().squeeze(-1)
+            alive, token, attention_mask, position = alive[keep], token[keep], attention_mask[keep], position[keep]
+            keys_values.batch_select_indices(keep)
+        attention_mask = F.pad(attention_mask, (0, 1), value=1)  # [a, P + t + 1] the left padding stays masked
         position = position + 1
-        out = model(input_ids=token[:, None], attention_mask=attention_mask, position_ids=position,
-                    use_cache=True, **kv_cache(out))
-    return torch.stack(tokens, 1), torch.stack(logps, 1), torch.stack(in_response, 1), finished
+        logits = model(input_ids=token[:, None], attention_mask=attention_mask, position_ids=position,
+                       use_cache=True, **cache).logits[:, -1]  # [a, V]
+    ended = torch.ones(n, dtype=torch.bool, device=device)
+    ended[alive[~done]] = False  # still decoding when the budget ran out
+    return tokens[:, :step + 1], logps[:, :step + 1], in_response[:, :step + 1], ended
 
 
 @torch.no_grad()
 def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperature: float = 1.0,
-           greedy: bool = False, batch_size: int | None = None, decoder=decode) -> Samples:
-    """One completion per prompt (repeat prompts for groups), decoded batch_size prompts at a time.
-
-    decoder: decode, or a loop with its signature and outputs (scale.lean_sampler.decode_lean, --lean-sampler).
-    """
+           greedy: bool = False, batch_size: int | None = None) -> Samples:
+    """One completion per prompt (repeat prompts for groups), decoded batch_size prompts at a time."""
     prompt = encode_prompts(tokenizer, prompts, model.device)
     eos_ids = eos_ids_of(tokenizer, model)
     step = batch_size or len(prompts)
     was_training = model.training
     model.eval()
     try:
-        parts = [decoder(model, prompt["input_ids"][i:i + step], prompt["attention_mask"][i:i + step],
+        parts = [decode(model, prompt["input_ids"][i:i + step], prompt["attention_mask"][i:i + step],
                          max_new_tokens, temperature, greedy, eos_ids, tokenizer.pad_token_id)
                  for i in range(0, len(prompts), step)]
     finally:

@@ -25,21 +25,18 @@ end point the same for every seed and CPU (when the model converges; it says whe
 The result depends only on its inputs, so it is saved under the cache
 directory and reused by every run with the same inputs: the same model, the same settings
 and the same training data, recognised by the hash of its content (an edited answer in a
-data file is new data, wherever the file lives), made by the same code (WARM_START_CODE),
+data file is new data, wherever the file lives), made by the same code (WARM_START_VERSION),
 library versions and CPU setting. The default run's warm starts also ship with the package
 (shipped.py): a fresh clone loads them instead of training.
 """
 
 from __future__ import annotations
 
-import ast
 import hashlib
-import inspect
 import json
 import math
 import os
 import platform
-import sys
 from collections import deque
 from importlib.metadata import version
 
@@ -47,13 +44,16 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from . import models, rollout
-from .models import cache_dir, load_model, refuse_unknown_characters
+from .models import TINY_WARM_START_STEPS, cache_dir, load_model, refuse_unknown_characters
 from .rollout import RolloutBatch, encode_prompts, policy_logprobs, training_forward
 from .checkpoint import publish_directory
-from .config import ANNEALS, CONVERGED_SHARE, hash_seed
 from .shipped import describe, shipped_warm_start
-from .tasks import Task
+from .tasks import Task, hash_seed, make_task, mixed_task
+
+# How long the cosine runs (--sft-anneal): budget, a quarter of `steps` (LR_SCHEDULE); the others, a share of the
+# step the model converged at, so it stops about when it has what it needs (research/WARMSTART.md).
+CONVERGED_SHARE = {"converged": 4, "converged-half": 2}  # annealing = convergence step // this
+ANNEALS = ("budget", *CONVERGED_SHARE)
 
 
 def teacher_forced_batch(tokenizer, prompts: list[str], answers: list[str], device) -> RolloutBatch:
@@ -169,47 +169,10 @@ def sft(model, tokenizer, task: Task, steps: int, batch_size: int, lr: float, se
     return {"exact": exact, "converged_at": converged_at, "steps": step}
 
 
-# The code a warm start runs, by module and name: what it computes is part of the cache key, so an edit of the
-# recipe, the training forward or the tiny models' creation names a new entry instead of reusing a stale one.
-WARM_START_CODE = {"sft": ("teacher_forced_batch", "cosine_lr", "curriculum_size", "smoothed_answer_loss", "sft"),
-                   "rollout": ("encode_prompts", "real_positions", "training_forward", "router_outputs",
-                               "tempered_logprobs", "policy_logprobs"),
-                   "models": ("create_tiny_model", "build_char_tokenizer")}
-WARM_START_CONSTANTS = {"sft": ("CURRICULUM", "LR_SCHEDULE", "CONVERGED_EXACT", "CONVERGED_WINDOW", "CONVERGED_SHARE"),
-                        "models": ("TINY_SHAPE", "TINY_MODELS", "CHAT_TEMPLATE", "SPECIAL_TOKENS", "CHARACTERS")}
-
-
-def computed_code(source: str) -> str:
-    """What a function's source computes: its parse tree without docstrings (parsing already drops the comments and
-    the layout), so that rewording an explanation keeps the warm start's key and a changed expression moves it."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
-                and ast.get_docstring(node, clean=False) is not None:
-            node.body = node.body[1:] or [ast.Pass()]
-    return tree_text(tree)
-
-
-def tree_text(node) -> str:
-    """A parse tree as text, every empty field left out: ast.dump's text differs between Pythons that parse alike
-    (3.12 adds type_params=[], 3.13 leaves empty fields out), and the Python version is not part of the key."""
-    if isinstance(node, ast.AST):
-        fields = [f"{name}={tree_text(value)}" for name, value in ast.iter_fields(node)
-                  if value is not None and value != []]
-        return f"{type(node).__name__}({', '.join(fields)})"
-    if isinstance(node, list):
-        return f"[{', '.join(map(tree_text, node))}]"
-    return repr(node)
-
-
-def warm_start_code() -> str:
-    """A hash of the warm start's code (WARM_START_CODE's functions as parsed, see computed_code) and constants, as
-    they are now."""
-    modules = {"sft": sys.modules[__name__], "rollout": rollout, "models": models}
-    parts = [computed_code(inspect.getsource(getattr(modules[m], name)))
-             for m, names in WARM_START_CODE.items() for name in names]
-    parts += [f"{name} = {getattr(modules[m], name)!r}" for m, names in WARM_START_CONSTANTS.items() for name in names]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+# Part of every warm start's cache key: raise it when an edit changes what a warm start computes (the recipe above,
+# the training forward, the tiny models' creation), so that no cache entry made by the old code is reused.
+# tests/run/test_shipped_warm_starts.py retrains the shipped ones and fails when such an edit went unmarked.
+WARM_START_VERSION = 2
 
 
 def cpu_setting() -> str:
@@ -232,7 +195,7 @@ def warm_start_key(model_name: str, task: Task, steps: int, batch_size: int, lr:
     return {"model": model_name, "data": task.fingerprint(), "steps": steps, "batch_size": batch_size, "lr": lr,
             "lr_schedule": LR_SCHEDULE, "curriculum": CURRICULUM if task.sizes else None,
             "label_smoothing": label_smoothing, "seed": seed, "dtype": dtype, "anneal": anneal,
-            "code": warm_start_code(), "torch": torch.__version__, "transformers": version("transformers"),
+            "code": f"v{WARM_START_VERSION}", "torch": torch.__version__, "transformers": version("transformers"),
             "cpu": cpu_setting()}
 
 
@@ -275,3 +238,24 @@ def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_si
 
     publish_directory(path, write)
     return load_model(str(path), dtype, device)
+
+
+def initial_model(cfg, task: Task, device: str, logprobs=policy_logprobs):
+    """(model, tokenizer) where RL starts: the tiny models' warm start (shipped, cached or trained here), else the
+    model as loaded. cfg: train.py's TrainConfig (its sft_* fields)."""
+    steps = cfg.sft_steps if cfg.sft_steps is not None else TINY_WARM_START_STEPS.get(cfg.model, 0)
+    if steps == 0:
+        return load_model(cfg.model, cfg.dtype, device, cfg.gradient_checkpointing)
+    # A smaller size draws from the same training split (held-out prompts are excluded by hash).
+    sft_task = task if cfg.sft_task_size is None else make_task(cfg.task, cfg.sft_task_size, cfg.eval_problems,
+                                                                cfg.heldout_file, seed=0)
+    if cfg.sft_full_share:
+        sft_task = mixed_task(sft_task, task, cfg.sft_full_share)
+    named_as = {"task": cfg.task, "task_size": cfg.sft_task_size or cfg.task_size,
+                **({"full_share": cfg.sft_full_share} if cfg.sft_full_share else {})}
+    model, tokenizer = warm_start(cfg.model, sft_task, named_as, steps, cfg.sft_batch, cfg.sft_lr, cfg.sft_seed,
+                                  cfg.dtype, device, logprobs, cfg.sft_label_smoothing, cfg.sft_anneal,
+                                  shipped=not cfg.sft_from_scratch)
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model, tokenizer

@@ -76,6 +76,11 @@ def math_reward(completion: str, answer: str) -> float:
     return float(answers_match(extract_answer(completion), answer))
 
 
+def hash_seed(*parts) -> int:
+    """A seed named by its parts ("rl", seed, iteration): each draw of a run gets its own stream."""
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:4], "little")
+
+
 def in_heldout(prompt: str, heldout_percent: int = 10) -> bool:
     return zlib.crc32(prompt.encode()) % 100 < heldout_percent
 

@@ -36,7 +36,7 @@ from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model
 from torch.distributed.fsdp import FSDPModule, fully_shard
 
 from ..checkpoint import SHARDS, is_sharded
-from ..config import hash_seed
+from ..tasks import hash_seed
 
 
 def launched_by_torchrun() -> bool:

@@ -1,9 +1,5 @@
-"""metrics.jsonl (one JSON object per line, flushed at once), optional TensorBoard, plots.
-
-Records have a "kind": "train" (one per optimizer step), "eval" (held-out figures) or
-"time" (wall time of one iteration). Timing keys are the only ones that differ between a
-resumed run and an uninterrupted one.
-"""
+"""plots.png of a run, from its metrics.jsonl and config.json: reward, held-out accuracy, the drift of log w per
+advantage sign, and the low-w positives a sequence clip starves (docs/training.md, "Reading a run")."""
 
 from __future__ import annotations
 
@@ -12,93 +8,7 @@ import math
 import textwrap
 from pathlib import Path
 
-from ..checkpoint import write_text_atomic
-
-TIMING_KEYS = {"gen_tokens_per_s", "train_tokens_per_s", "iteration_s"}
-
-
-def read_metrics(run_dir: Path) -> list[dict]:
-    """The records of run_dir/metrics.jsonl; a cut-off last line is dropped with a note.
-
-    A run stopped while writing (kill, full disk) leaves its last line without the newline
-    that ends every record: that record never completed, and the rest of the file is sound.
-    MetricsLog rewrites the file without it when the run resumes.
-    """
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.exists():
-        return []
-    records, cut_line = parse_metrics(path)
-    if cut_line is not None:
-        print(f"metrics: dropped the cut-off last line {cut_line} of {path} (the run stopped while writing it)")
-    return records
-
-
-def parse_metrics(path: Path) -> tuple[list[dict], int | None]:
-    """(records, line number of an unfinished last line or None); any other unreadable line is an error."""
-    lines = path.read_bytes().decode("utf-8", errors="replace").split("\n")  # the last item follows the last newline
-    records, cut_line = [], None
-    for line_no, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            record = None
-        if isinstance(record, dict):
-            records.append(record)
-        elif line_no == len(lines):  # no newline after it: the write never finished
-            cut_line = line_no
-        else:
-            raise ValueError(f"metrics: {path}:{line_no} is not a JSON record; repair or delete that line")
-    return records, cut_line
-
-
-class MetricsLog:
-    """Appends records; on resume first drops those written after the checkpoint it resumes from.
-
-    write=False (FSDP ranks other than 0) keeps the records in memory, which a resume reads,
-    and writes nothing.
-    """
-
-    def __init__(self, run_dir: Path, keep_until_iteration: int | None = None, write: bool = True):
-        run_dir.mkdir(parents=True, exist_ok=True)
-        self.path = run_dir / "metrics.jsonl"
-        self.records = []
-        if keep_until_iteration is not None:
-            self.records = [r for r in read_metrics(run_dir) if r["iteration"] < keep_until_iteration
-                            or (r["kind"] == "eval" and r["iteration"] == keep_until_iteration)]
-            if write:
-                write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in self.records))
-        self.file = open(self.path, "a") if write else None
-        self.tensorboard = None
-        if write:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-                self.tensorboard = SummaryWriter(str(run_dir / "tensorboard"))
-            except ImportError:  # TensorBoard is optional
-                pass
-
-    def write(self, record: dict) -> None:
-        record = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
-        self.records.append(record)
-        if self.file is None:
-            return
-        self.file.write(json.dumps(record) + "\n")
-        self.file.flush()
-        if self.tensorboard is not None:
-            for key, value in record.items():
-                if isinstance(value, (int, float)) and key not in ("iteration", "step"):
-                    self.tensorboard.add_scalar(f"{record['kind']}/{key}", value, record["step"])
-
-    def last_eval(self) -> dict | None:
-        evals = [r for r in self.records if r["kind"] == "eval"]
-        return evals[-1] if evals else None
-
-    def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
-        if self.tensorboard is not None:
-            self.tensorboard.close()
+from .runs import read_metrics
 
 
 GLOSSARY = "\n".join((

@@ -16,7 +16,7 @@ import json
 import math
 from pathlib import Path
 
-from .metrics import read_metrics
+from .runs import read_metrics
 
 DIAGNOSTIC = ("deep_low_w_pos_frac", "deep_low_w_pos_phi_mass")
 
