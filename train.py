@@ -47,7 +47,8 @@ from nano_respo.evaluation import evaluate  # noqa: E402
 from nano_respo.kernel import (METHOD_TABLE, SCALES, WEIGHT_AGAINST, AGG_MODES, LossConfig,  # noqa: E402
                                group_advantages, loss_denominator, minibatch_order, policy_loss, reuse_split)
 from nano_respo.models import (PROMPT_FORMATS, TINY_MODELS, WEIGHT_DTYPES, apply_prompt_format,  # noqa: E402
-                               check_device, load_model, refuse_unknown_characters, resolve_device)
+                               check_device, load_model, refuse_unknown_characters, resolve_device,
+                               resolve_model_path)
 from nano_respo.protocol import PROTOCOLS  # noqa: E402
 from nano_respo.rollout import RolloutBatch, policy_logprobs, sample, score  # noqa: E402
 from nano_respo.runs import MetricsLog, Stop, Stopped, progress, run_command, run_lock, write_plots  # noqa: E402
@@ -195,9 +196,11 @@ class TrainConfig:
                              "--logprob-chunk-mb or --fsdp")
         if not 0 <= self.sft_full_share <= 1 or (self.sft_full_share and self.sft_task_size is None):
             raise ValueError("sft_full_share: a share in [0, 1] of the whole task's demonstrations beside --sft-task-size's")
-        if self.model not in TINY_MODELS and not self.model.strip():
-            raise ValueError("model: empty model name")
         check_device(self.device)
+        if not self.model.strip():
+            raise ValueError("model: empty model name")
+        if self.model not in TINY_MODELS:  # a missing local directory is named now, before anything loads
+            resolve_model_path(self.model)
 
     @property
     def minibatches(self) -> int:
