@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import torch
+from tqdm import tqdm
 
 from .rollout import sample, score
 from .tasks import Task
@@ -34,7 +35,8 @@ def evaluate(model, tokenizer, task: Task, max_new_tokens: int, temperature: flo
         raise ValueError(f"k: must lie in [1, samples={samples}], got {k}")
     problems = task.heldout_problems
     greedy_correct = 0.0
-    for start in range(0, len(problems), batch_size):
+    chunks = range(0, len(problems), batch_size)
+    for start in tqdm(chunks, desc="held-out, greedy", leave=False, disable=len(chunks) < 2):
         chunk = problems[start:start + batch_size]
         texts = sample(model, tokenizer, [p.prompt for p in chunk], max_new_tokens, greedy=True).texts
         greedy_correct += score(task.reward, texts, [p.answer for p in chunk])[0].sum().item()
@@ -42,7 +44,8 @@ def evaluate(model, tokenizer, task: Task, max_new_tokens: int, temperature: flo
     with torch.random.fork_rng(devices=[model.device] if model.device.type == "cuda" else []):
         torch.manual_seed(seed)
         per_batch = max(1, batch_size // samples)
-        for start in range(0, len(problems), per_batch):
+        chunks = range(0, len(problems), per_batch)
+        for start in tqdm(chunks, desc="held-out, sampled", leave=False, disable=len(chunks) < 2):
             chunk = [p for p in problems[start:start + per_batch] for _ in range(samples)]
             texts = sample(model, tokenizer, [p.prompt for p in chunk], max_new_tokens, temperature).texts
             rewards = score(task.reward, texts, [p.answer for p in chunk])[0].view(-1, samples)  # [problems, samples]

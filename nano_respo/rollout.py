@@ -18,6 +18,9 @@ from dataclasses import dataclass, fields
 
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
+
+LONG = 256  # a generation budget from which sampling shows a progress bar of its decoding steps
 
 
 @dataclass
@@ -105,7 +108,7 @@ def decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new
     tokens = torch.full((n, max_new_tokens), pad_id, dtype=input_ids.dtype, device=device)
     logps = torch.zeros(n, max_new_tokens, device=device)
     in_response = torch.zeros(n, max_new_tokens, dtype=torch.bool, device=device)
-    for step in range(max_new_tokens):
+    for step in tqdm(range(max_new_tokens), desc="sampling", leave=False, disable=max_new_tokens < LONG):
         logp = torch.log_softmax(logits.float() / temperature, -1)  # [a, V] log mu
         token = logp.argmax(-1) if greedy else torch.multinomial(logp.exp(), 1).squeeze(-1)  # [a]
         tokens[alive, step], in_response[alive, step] = token, True
