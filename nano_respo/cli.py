@@ -133,11 +133,11 @@ def unrecognized(cls, words: list[str]) -> str:
         if element_type(hint) is bool:
             flags["no_" + name] = "--no-" + name.replace("_", "-")
     flags |= {alias: flags[name] for alias, name in KNOWN_AS.items() if name in flags}
-    meant = []
-    for word in (w.split("=", 1)[0] for w in words if w.startswith("--")):
+    meant, unknown = [], [w.split("=", 1)[0] for w in words if w.startswith("--")]
+    for word in unknown:
         close = difflib.get_close_matches(word.removeprefix("--").replace("-", "_"), flags, n=1)
         if close:
-            meant.append(f"{flags[close[0]]} for {word}" if len(words) > 1 else flags[close[0]])
+            meant.append(f"{flags[close[0]]} for {word}" if len(unknown) > 1 else flags[close[0]])
     return f"unrecognized arguments: {' '.join(words)}" + (f"; did you mean {', '.join(meant)}?" if meant else "")
 
 
