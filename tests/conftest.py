@@ -73,14 +73,32 @@ def parity_reward(text: str, answer: str) -> float:
 @pytest.fixture
 def parity_runs(monkeypatch):
     """train() runs whose task scores by parity_reward (a random-init model then learns something)."""
-    from nano_respo.run import session
-    make_task = session.make_task
+    import train
+    make_task = train.make_task
 
     def make_parity_task(*args, **kwargs):
         task = make_task(*args, **kwargs)
         task.reward = parity_reward
         return task
-    monkeypatch.setattr(session, "make_task", make_parity_task)
+    monkeypatch.setattr(train, "make_task", make_parity_task)
+
+
+# The only keys of metrics.jsonl that differ between a resumed run and an uninterrupted one: wall-clock figures.
+TIMING_KEYS = {"gen_tokens_per_s", "train_tokens_per_s", "iteration_s"}
+
+
+def without_timings(records: list[dict]) -> list[dict]:
+    """Records less their wall-clock figures (TIMING_KEYS); "time" records keep their kind, iteration and step."""
+    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in records]
+
+
+def parse_train(argv: list[str]):
+    """argv parsed into a TrainConfig exactly as `python train.py` parses it: train.main, with the run left out."""
+    import train
+    from unittest import mock
+
+    with mock.patch.object(train, "train", lambda cfg: cfg):
+        return train.main(argv)
 
 
 RETRAINING = pytest.StashKey[tuple]()  # (folder, [(process, log path)])

@@ -1,5 +1,11 @@
-"""The command lines as a newcomer meets them: choices on a typo, grouped help, examples, bare eval.py."""
+"""The command lines as a newcomer meets them (nano_respo/cli.py, train.main, eval.main).
 
+A mistyped flag names the flag it most likely meant; a value the config refuses is refused in one line, with
+status 2, before transformers loads; --help lists train.FIRST_FLAGS, --help-all every flag under the dataclass
+that declares it, and every one of them parses into its field.
+"""
+
+import dataclasses
 import os
 import re
 import subprocess
@@ -10,109 +16,140 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from nano_respo import kernel, trainer
-from nano_respo.run import cli  # noqa: E402
-from nano_respo.run.cli import TRAIN_GROUPS, build_parser, parse_config  # noqa: E402
-from nano_respo.run.evaluate_cli import EvalConfig, run_eval  # noqa: E402
-from nano_respo.config import TrainConfig  # noqa: E402
+import train  # noqa: E402
+from conftest import parse_train  # noqa: E402
+from eval import FROM_TRAINING, EvalConfig, run_eval  # noqa: E402
+from nano_respo import cli, kernel, models  # noqa: E402
+from nano_respo.cli import parse_config  # noqa: E402
+from train import FIRST_FLAGS, TrainConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
+FLAGS = {name: "--" + name.replace("_", "-") for name in cli.flat_fields(TrainConfig)}
+
+
+def refusal(argv, capsys, parse=parse_train) -> str:
+    """What a refused command line says: status 2, argparse's usage line, then the message in one line."""
+    with pytest.raises(SystemExit) as stop:
+        parse(argv)
+    assert stop.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("usage:"), lines
+    return lines[1].split(" error: ", 1)[1]
 
 
 @pytest.mark.parametrize("flag, choices", [
-    ("--method", tuple(kernel.METHOD_TABLE)),
+    ("--method", tuple(kernel.METHOD_TABLE)),  # argparse's choices, read from the table when the parser is built
     ("--agg", kernel.AGG_MODES),
+    ("--weight-against", kernel.WEIGHT_AGAINST),
+    ("--correction", kernel.CORRECTIONS),  # the config's own checks, in the same one line
     ("--adv-scale", kernel.SCALES),
-    ("--dtype", cli.WEIGHT_DTYPES),
+    ("--dtype", models.WEIGHT_DTYPES),
+    ("--sampler-dtype", models.WEIGHT_DTYPES),
+    ("--prompt-format", models.PROMPT_FORMATS),
     ("--device", ("auto", "cpu", "cuda", "cuda:N")),
 ])
-def test_a_typo_exits_and_lists_every_choice(flag, choices, capsys):
-    with pytest.raises(SystemExit) as stop:
-        parse_config(TrainConfig, [flag, "respoo"])
-    assert stop.value.code == 2
-    err = capsys.readouterr().err
-    assert f"argument {flag}: invalid choice: 'respoo'" in err
+def test_a_typo_in_a_value_exits_2_in_one_line_listing_every_choice(flag, choices, capsys):
+    said = refusal([flag, "respoo"], capsys)
+    assert "'respoo'" in said
     for choice in choices:
-        assert choice in err
+        assert choice in said
 
 
 def test_every_choice_is_accepted():
     for method in kernel.METHOD_TABLE:
-        assert parse_config(TrainConfig, ["--method", method]).loss.method == method
+        assert parse_train(["--method", method]).loss.method == method
     for agg in kernel.AGG_MODES:
-        assert parse_config(TrainConfig, ["--agg", agg]).loss.agg == agg
+        assert parse_train(["--agg", agg]).loss.agg == agg
     for device in ("auto", "cpu", "cuda", "cuda:3"):
-        assert parse_config(TrainConfig, ["--device", device]).device == device
+        assert parse_train(["--device", device]).device == device
+    for prompt_format in models.PROMPT_FORMATS:
+        assert parse_train(["--prompt-format", prompt_format]).prompt_format == prompt_format
 
 
-def help_of(cls, **kwargs) -> str:
-    return build_parser(cls, **kwargs).format_help()
+@pytest.mark.parametrize("argv, said", [
+    (["--lr", "-1"], "lr: must be > 0, got -1.0"),
+    (["--lr", "nan"], "lr: must be > 0, got nan"),
+    (["--group-size", "1"], "group_size: must be >= 2, got 1"),
+    (["--beta-pos", "2"], "beta_pos: must lie in [0, 1], got 2.0"),
+    (["--iterations", "0"], "iterations: must be >= 1, got 0"),
+    (["--iterations", "two"], "argument --iterations: invalid int value: 'two'"),
+])
+def test_a_value_the_config_refuses_is_refused_in_one_line(argv, said, capsys):
+    assert refusal(argv, capsys).startswith(said)
 
 
-@pytest.mark.parametrize("cls", [TrainConfig, EvalConfig])
-def test_help_has_no_unexpanded_placeholder(cls):
-    text = help_of(cls, every_flag=True)
-    constants = {name for module in (kernel, trainer, cli) for name in vars(module)
-                 if re.fullmatch(r"[A-Z][A-Z0-9_]{2,}", name)}
-    assert constants >= {"METHODS", "METHOD_TABLE", "AGG_MODES", "SCALES"}
-    found = {word for word in re.findall(r"[A-Z][A-Z0-9_]{2,}", text) if word in constants}
-    assert not found, f"help names code constants instead of their values: {found}"
-    assert "None" not in text  # every 'None = ...' reads 'default: ...'
-
-
-def test_train_flags_are_grouped_everyday_ones_first():
-    names = [name for _, group in TRAIN_GROUPS.values() for name in group]
-    assert len(names) == len(set(names)), "a field is listed in two groups"
-    assert set(names) == set(cli.flat_fields(TrainConfig)), "a field is in no group"
-    for text in (help_of(TrainConfig), help_of(TrainConfig, every_flag=True)):
-        headings = [line[:-1] for line in text.splitlines() if line and not line[0].isspace() and line.endswith(":")]
-        assert headings == ["options", *TRAIN_GROUPS, "examples"]
-    text = help_of(TrainConfig, every_flag=True)
-    position = {flag: text.index(f"\n  {flag} ") for flag in ("--model", "--task", "--iterations", "--reuse",
-                                                               "--method", "--alpha-pos", "--device")}
-    assert position["--model"] < position["--task"] < position["--iterations"] < position["--method"]
-    assert position["--reuse"] < position["--alpha-pos"] < position["--device"]
-
-
-def test_the_train_help_shows_the_first_flags_and_help_all_every_flag(capsys):
-    """--help fits a screen with what a default run and a real Qwen3 on a GPU are set with; --help-all lists every
-    flag in the same groups; a flag left out of --help parses all the same."""
-    flags = {name: "--" + name.replace("_", "-") for name in cli.flat_fields(TrainConfig)}
-    assert cli.TRAIN_FIRST <= set(flags)
-    short = help_of(TrainConfig)
-    assert len(short.splitlines()) <= 80, "--help fits 80 lines"
-    shown = {name for name, flag in flags.items() if re.search(rf"\n  {flag}[ ,\n]", short)}
-    assert shown == cli.TRAIN_FIRST
-    assert "--help-all" in short and "--sft-steps" in cli.TRAIN_EXAMPLES  # an example may use a flag --help omits
+def test_help_lists_the_first_flags_and_help_all_every_flag_under_the_class_that_declares_it(capsys):
     with pytest.raises(SystemExit) as stop:
-        parse_config(TrainConfig, ["--help-all"])
+        parse_train(["--help"])
+    assert stop.value.code == 0
+    short = capsys.readouterr().out
+    assert {name for name, flag in FLAGS.items() if re.search(rf"\n  {flag}[ ,\n]", short)} == set(FIRST_FLAGS)
+    assert f"--help-all                      all {len(FLAGS)} flags" in short
+    assert "--sft-steps" not in short and "--protocol" in short
+    with pytest.raises(SystemExit) as stop:
+        parse_train(["--help-all"])
     assert stop.value.code == 0
     full = capsys.readouterr().out
-    assert full == help_of(TrainConfig, every_flag=True)
-    assert all(re.search(rf"\n  {flag}[ ,\n]", full) for flag in flags.values())
-    cfg = parse_config(TrainConfig, ["--sft-steps", "0", "--alpha-neg", "2", "--no-lean-sampler"])
-    assert (cfg.sft_steps, cfg.loss.alpha_neg, cfg.lean_sampler) == (0, 2.0, False)
+    heading, under = None, {}
+    for line in full.splitlines():  # a heading is an unindented line ending in ':'; its flags follow it
+        if line.endswith(":") and not line[0].isspace():
+            heading = line[:-1]
+        for flag in re.findall(r"^  (--[a-z0-9-]+)", line):
+            under[flag] = heading
+    for name, (_, _, _, owner) in cli.flat_fields(TrainConfig).items():
+        assert under.get(FLAGS[name]) == owner.__doc__.splitlines()[0], name
+    assert {cls for *_, cls in cli.flat_fields(TrainConfig).values()} == {TrainConfig, kernel.LossConfig}
+
+
+# Flags whose value needs another beside it.
+ALONGSIDE = {"sft_full_share": ["--sft-task-size", "4"]}
+OTHER_VALUE = {"model": "tiny-qwen3-moe", "task": "addition", "name": "mine", "device": "cpu", "dtype": "bfloat16",
+               "sampler_dtype": "bfloat16", "adv_scale": "std", "prompt_format": "plain", "sft_anneal": "converged",
+               "out_dir": "elsewhere", "heldout_file": "held.jsonl", "method": "grpo", "agg": "seq-mean-token-sum",
+               "weight_against": "pi_old", "correction": "token-truncate"}
+
+
+@pytest.mark.parametrize("name", list(FLAGS))
+def test_every_flag_of_help_all_parses_into_its_field(name):
+    f, hint, _, _ = cli.flat_fields(TrainConfig)[name]
+    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+    kind = cli.element_type(hint)
+    if kind is bool:
+        assert cli.flat(parse_train([FLAGS[name]]))[name] is True
+        assert cli.flat(parse_train(["--no-" + FLAGS[name][2:]]))[name] is False
+        return
+    value = OTHER_VALUE.get(name) or (2 * default if default else kind(2) if kind is int else 0.5)
+    cfg = parse_train([FLAGS[name], str(value), *ALONGSIDE.get(name, [])])
+    assert cli.flat(cfg)[name] == value != default
 
 
 def test_method_choices_are_read_when_the_parser_is_built(monkeypatch):
     """A row registered in kernel.METHOD_TABLE by name after import (a study's own) is a choice of --method."""
     monkeypatch.setitem(kernel.METHOD_TABLE, "study_row", kernel.METHOD_TABLE["respo"])
-    parser = build_parser(TrainConfig)
-    assert "study_row" in parser.format_help()
-    assert parser.parse_args(["--method", "study_row"]).method == "study_row"
+    assert parse_train(["--method", "study_row"]).loss.method == "study_row"
 
 
-def test_a_long_word_in_a_flags_help_is_never_cut():
-    text = help_of(TrainConfig)
-    assert "<task>-<model>-<method>-reuse<reuse>[-lag<lag>]-seed<seed>" in text
+@pytest.mark.parametrize("cls", [TrainConfig, EvalConfig])
+def test_help_has_no_unexpanded_placeholder(cls):
+    text = cli.build_parser(cls, every_flag=True).format_help()
+    constants = {name for module in (kernel, train, cli) for name in vars(module)
+                 if re.fullmatch(r"[A-Z][A-Z0-9_]{2,}", name)}
+    assert constants >= {"METHOD_TABLE", "AGG_MODES", "SCALES", "FIRST_FLAGS"}
+    found = {word for word in re.findall(r"[A-Z][A-Z0-9_]{2,}", text) if word in constants}
+    assert not found, f"help names code constants instead of their values: {found}"
+
+
+def test_a_long_word_in_a_flags_help_is_never_cut(capsys):
+    with pytest.raises(SystemExit):
+        parse_train(["--help-all"])
+    assert "<task>-<model>-<method>-reuse<reuse>[-lag<lag>]-seed<seed>" in capsys.readouterr().out
 
 
 def test_every_example_in_the_train_help_parses():
-    lines = [line.split("#")[0].split() for line in cli.TRAIN_EXAMPLES.splitlines() if "train.py" in line]
+    lines = [line.split("#")[0].split() for line in train.EXAMPLES.splitlines() if "train.py" in line]
     assert len(lines) >= 5
     for words in lines:
-        args = words[words.index("train.py") + 1:]
-        assert isinstance(parse_config(TrainConfig, args), TrainConfig)
+        assert isinstance(parse_train(words[words.index("train.py") + 1:]), TrainConfig), words
 
 
 def test_eval_without_a_model_lists_the_runs(tmp_path, monkeypatch):
@@ -127,25 +164,39 @@ def test_eval_without_a_model_lists_the_runs(tmp_path, monkeypatch):
         run_eval(EvalConfig())
 
 
-# train.py as `python train.py --learn-rate 1` runs it, then which heavy modules had loaded when it answered.
+# train.py as `python train.py ...` runs it, once per command line given, each with the modules loaded after it.
 TRAIN_PY_THEN_MODULES = r'''
-import runpy, sys
-try:
-    runpy.run_path("train.py", run_name="__main__")
-finally:
-    loaded = [name for name in ("transformers", "nano_respo.trainer", "nano_respo.run.session", "torch")
-              if name in sys.modules]
-    print("loaded:", " ".join(loaded), file=sys.__stdout__)
+import contextlib, io, json, runpy, sys
+answers = []
+for argv in json.loads(sys.argv[1]):
+    sys.argv[1:] = argv
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            runpy.run_path("train.py", run_name="__main__")
+        except SystemExit as stop:
+            code = stop.code
+    answers.append([code, err.getvalue(), "transformers" in sys.modules])
+print(json.dumps(answers))
 '''
 
 
-def test_a_mistyped_flag_is_answered_before_transformers_and_the_trainer_load():
-    done = subprocess.run([sys.executable, "-c", TRAIN_PY_THEN_MODULES, "--learn-rate", "1"], cwd=ROOT,
+def test_bad_command_lines_are_refused_in_one_line_before_transformers_loads():
+    import json
+
+    argvs = [["--learn-rate", "1"], ["--method", "respoo"], ["--device", "gpu"], ["--reuse", "3"],
+             ["--model", "runs/nope"]]
+    done = subprocess.run([sys.executable, "-c", TRAIN_PY_THEN_MODULES, json.dumps(argvs)], cwd=ROOT,
                           capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert done.returncode == 2
-    assert done.stderr.strip().endswith("error: unrecognized arguments: --learn-rate 1; did you mean --lr?")
-    # torch stays: the configs' checks (LossConfig, the reuse split) are kernel.py's, which imports it.
-    assert done.stdout.strip() == "loaded: torch"
+    assert done.returncode == 0, done.stderr[-3000:]
+    answers = json.loads(done.stdout.strip().splitlines()[-1])
+    for argv, (code, err, transformers_loaded) in zip(argvs, answers):
+        assert code == 2, (argv, err)
+        assert err.strip().splitlines()[-1].startswith("train.py: error: "), (argv, err)
+        assert len(err.strip().splitlines()) == 2, (argv, err)  # usage, then the one line
+        assert not transformers_loaded, argv
+    assert answers[0][1].strip().endswith("error: unrecognized arguments: --learn-rate 1; did you mean --lr?")
+    assert answers[4][1].strip().endswith("error: model: 'runs/nope' does not exist")
 
 
 def test_bare_eval_py_is_refused_with_status_2_in_one_line(tmp_path):
@@ -157,68 +208,51 @@ def test_bare_eval_py_is_refused_with_status_2_in_one_line(tmp_path):
     assert done.stderr.strip().count("\n") == 0 and "--model" in done.stderr
 
 
-
-@pytest.mark.parametrize("cls, flag, value", [(TrainConfig, "--iteration", "2"), (TrainConfig, "--lambda", "1"),
-                                               (EvalConfig, "--sample", "8")])
-def test_an_abbreviated_flag_is_refused_not_guessed(cls, flag, value, capsys):
-    with pytest.raises(SystemExit) as stop:
-        parse_config(cls, [flag, value])
-    assert stop.value.code == 2
-    assert f"unrecognized arguments: {flag} {value}" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("cls, argv, said", [
-    (TrainConfig, ["--learning-rate", "1e-3"], "unrecognized arguments: --learning-rate 1e-3; did you mean --lr?"),
-    (TrainConfig, ["--lerning-rate", "1e-3"], "unrecognized arguments: --lerning-rate 1e-3; did you mean --lr?"),
-    (TrainConfig, ["--learning_rate=1e-3"], "unrecognized arguments: --learning_rate=1e-3; did you mean --lr?"),
-    (TrainConfig, ["--num-generations", "4"],
-     "unrecognized arguments: --num-generations 4; did you mean --group-size?"),
-    (TrainConfig, ["--iteration", "2"], "unrecognized arguments: --iteration 2; did you mean --iterations?"),
-    (TrainConfig, ["--lambda", "1"], "unrecognized arguments: --lambda 1; did you mean --lambda-neg or --lambda-pos?"),
-    (TrainConfig, ["--no-plot"], "unrecognized arguments: --no-plot; did you mean --no-plots?"),
-    (TrainConfig, ["--lerning-rate", "1", "--iteration", "2"],
-     "unrecognized arguments: --lerning-rate 1 --iteration 2; did you mean --lr for --lerning-rate, --iterations for "
-     "--iteration?"),
-    (TrainConfig, ["--zzz", "3"], "unrecognized arguments: --zzz 3\n"),
-    (EvalConfig, ["--sample", "8"], "unrecognized arguments: --sample 8; did you mean --samples?"),
-])
-def test_an_unknown_flag_names_the_flag_it_most_likely_meant(cls, argv, said, capsys):
-    with pytest.raises(SystemExit) as stop:
-        parse_config(cls, argv)
-    assert stop.value.code == 2
-    assert capsys.readouterr().err.endswith(f"error: {said}" + ("" if said.endswith("\n") else "\n"))
-
-
-def test_every_other_trainers_name_answers_with_a_flag_of_train_py():
-    assert set(cli.KNOWN_AS.values()) <= set(cli.flat_fields(TrainConfig))
-    assert not set(cli.KNOWN_AS) & set(cli.flat_fields(TrainConfig))
+@pytest.mark.parametrize("parse, flag, value", [(parse_train, "--iteration", "2"), (parse_train, "--lambda", "1"),
+                                                (lambda argv: parse_config(EvalConfig, argv), "--sample", "8")])
+def test_an_abbreviated_flag_is_refused_not_guessed(parse, flag, value, capsys):
+    assert refusal([flag, value], capsys, parse).startswith(f"unrecognized arguments: {flag} {value}")
 
 
 @pytest.mark.parametrize("argv, said", [
-    (["--reuse", "3"], "reuse: 32 prompts do not split into 3 mini-batches of whole groups (reuse / epochs); give "
-                       "--reuse 2 or --reuse 4 (mini-batches that divide 32), or --epochs 3 (3 passes over 1 "
-                       "mini-batch)"),
-    (["--reuse", "12", "--epochs", "2"], "reuse: 32 prompts do not split into 6 mini-batches of whole groups (reuse "
-                                         "/ epochs); give --reuse 8 or --reuse 16 (mini-batches that divide 32), or "
-                                         "--epochs 3 (3 passes over 4 mini-batches)"),
-    (["--reuse", "64"], "reuse: 32 prompts do not split into 64 mini-batches of whole groups (reuse / epochs); give "
-                        "--reuse 32 (mini-batches that divide 32), or --epochs 2 (2 passes over 32 mini-batches)"),
+    (["--learning-rate", "1e-3"], "unrecognized arguments: --learning-rate 1e-3; did you mean --lr?"),
+    (["--lerning-rate", "1e-3"], "unrecognized arguments: --lerning-rate 1e-3; did you mean --lr?"),
+    (["--learning_rate=1e-3"], "unrecognized arguments: --learning_rate=1e-3; did you mean --lr?"),
+    (["--num-generations", "4"], "unrecognized arguments: --num-generations 4; did you mean --group-size?"),
+    (["--iteration", "2"], "unrecognized arguments: --iteration 2; did you mean --iterations?"),
+    (["--no-plot"], "unrecognized arguments: --no-plot; did you mean --no-plots?"),
+    (["--lerning-rate", "1", "--iteration", "2"],
+     "unrecognized arguments: --lerning-rate 1 --iteration 2; did you mean --lr for --lerning-rate, --iterations for "
+     "--iteration?"),
+    (["--zzz", "3"], "unrecognized arguments: --zzz 3"),
 ])
-def test_a_reuse_that_does_not_split_the_prompts_names_the_settings_that_do(argv, said, capsys):
-    with pytest.raises(SystemExit):
-        parse_config(TrainConfig, argv)
-    assert capsys.readouterr().err.endswith(f"error: {said}\n")
-    for way_out in re.findall(r"--reuse \d+|--epochs \d+", said.split("; ")[1]):
-        flag, value = way_out.split()
-        assert isinstance(parse_config(TrainConfig, [*argv, flag, value]), TrainConfig), way_out
+def test_an_unknown_flag_names_the_flag_it_most_likely_meant(argv, said, capsys):
+    assert refusal(argv, capsys) == said
+
+
+def test_an_unknown_eval_flag_names_the_flag_it_most_likely_meant(capsys):
+    said = refusal(["--sample", "8"], capsys, lambda argv: parse_config(EvalConfig, argv))
+    assert said == "unrecognized arguments: --sample 8; did you mean --samples?"
+
+
+def test_every_other_trainers_name_answers_with_a_flag_of_train_py(capsys):
+    assert set(cli.KNOWN_AS.values()) <= set(FLAGS)
+    assert not set(cli.KNOWN_AS) & set(FLAGS)  # suggested, never accepted
+    for alias, name in cli.KNOWN_AS.items():
+        said = refusal(["--" + alias.replace("_", "-"), "1"], capsys)
+        assert said.endswith(f"; did you mean {FLAGS[name]}?"), alias
+
+
+@pytest.mark.parametrize("argv", [["--reuse", "3"], ["--reuse", "12", "--epochs", "2"], ["--reuse", "64"],
+                                  ["--reuse", "5", "--prompts-per-iteration", "12"]])
+def test_a_reuse_that_does_not_split_the_prompts_names_a_reuse_that_does(argv, capsys):
+    said = refusal(argv, capsys)
+    assert re.fullmatch(r"reuse: \d+ prompts do not split into \d+ mini-batches of whole groups; give --reuse \d+ "
+                        r"or another --prompts-per-iteration", said), said
+    way_out = re.search(r"--reuse \d+", said)[0].split()
+    assert isinstance(parse_train([*argv, *way_out]), TrainConfig), way_out
 
 
 def test_eval_falls_back_to_the_training_defaults_it_names():
-    from nano_respo.run import evaluate_cli
-
-    train_fields = set(cli.flat_fields(TrainConfig))
-    assert set(evaluate_cli.FROM_TRAINING) <= set(cli.flat_fields(EvalConfig))
-    assert set(evaluate_cli.FROM_TRAINING.values()) <= train_fields
-    defaults = TrainConfig()
-    for name in evaluate_cli.FROM_TRAINING.values():
-        assert evaluate_cli.TRAIN_DEFAULTS[name] == getattr(defaults, name)
+    assert set(FROM_TRAINING) <= set(cli.flat_fields(EvalConfig))
+    assert set(FROM_TRAINING.values()) <= set(FLAGS)
