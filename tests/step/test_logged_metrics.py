@@ -7,11 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from nano_respo.config import StepConfig
 from nano_respo.diagnostics import GROUP_KEYS, length_excess_in_group
 from nano_respo.models import load_model
 from nano_respo.tasks import make_task
-from nano_respo.trainer import rl_iteration
+from train import TrainConfig, rl_iteration
 
 from conftest import parity_reward  # shared with the parity_runs fixture
 
@@ -26,7 +25,7 @@ def test_every_key_of_a_train_record_is_explained_in_the_training_doc():
     model, tokenizer = load_model("tiny-qwen3", "float32", "cpu")
     task = make_task("addition", None, 8, None, seed=0)
     task.reward = parity_reward
-    cfg = StepConfig(prompts_per_iteration=4, group_size=4, reuse=2, epochs=1, max_new_tokens=6)
+    cfg = TrainConfig(prompts_per_iteration=4, group_size=4, reuse=2, epochs=1, max_new_tokens=6)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     _, records, _ = rl_iteration(model, tokenizer, task, optimizer, cfg, 0, 0)
     docs = DOCS.read_text()

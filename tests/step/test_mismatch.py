@@ -11,17 +11,14 @@ import copy
 import pytest
 import torch
 
+from nano_respo.cli import from_flat
 from nano_respo.kernel import LossConfig
 from nano_respo.models import load_model
-from nano_respo.rollout import policy_logprobs
-from nano_respo.run.cli import from_flat
-from nano_respo.config import TrainConfig
-from nano_respo.run.metrics import read_metrics
-from nano_respo.tasks import make_task
-from nano_respo.config import StepConfig
 from nano_respo.offpolicy import LaggedPolicy, OffPolicy
-from nano_respo.run.loop import train
-from nano_respo.trainer import rl_iteration
+from nano_respo.rollout import policy_logprobs
+from nano_respo.runs import read_metrics
+from nano_respo.tasks import make_task
+from train import TrainConfig, rl_iteration, train
 
 from conftest import parity_reward  # shared with the parity_runs fixture
 
@@ -36,7 +33,7 @@ def first_iteration(model_name, dtype, seed=0, **loss):
     model, tokenizer = load_model(model_name, "float32", "cpu")
     task = make_task("addition", None, 8, None, seed=0)
     task.reward = parity_reward
-    cfg = StepConfig(prompts_per_iteration=8, group_size=4, reuse=1, epochs=1, max_new_tokens=12,
+    cfg = TrainConfig(prompts_per_iteration=8, group_size=4, reuse=1, epochs=1, max_new_tokens=12,
                      loss=LossConfig(**loss))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     learner = copy.deepcopy(model)
@@ -146,5 +143,5 @@ def test_a_bf16_sampler_run_with_a_correction_trains_and_resumes_to_the_same_rec
 def test_sampler_dtype_is_checked():
     with pytest.raises(ValueError, match="^sampler_dtype:"):
         TrainConfig(sampler_dtype="int8")
-    with pytest.raises(ValueError, match="^sampler_dtype:"):
+    with pytest.raises(ValueError, match=r"sampler_dtype: .*not supported under --fsdp"):
         TrainConfig(sampler_dtype="bfloat16", fsdp=True)

@@ -3,10 +3,11 @@ none), set on the tokenizer so that every sampler call and every saved checkpoin
 
 import pytest
 
-from nano_respo.config import TrainConfig
+from conftest import parse_train
+from nano_respo.cli import from_flat
 from nano_respo.models import CHAT_TEMPLATE, apply_prompt_format, build_char_tokenizer
 from nano_respo.rollout import encode_prompts
-from nano_respo.run.cli import from_flat, parse_config
+from train import TrainConfig
 
 # The part of Qwen3's chat template that reads the flag: an empty think block when thinking is off.
 THINKING_TEMPLATE = ("{%- if enable_thinking is defined and enable_thinking is false %}<think></think>{%- endif %}"
@@ -43,9 +44,9 @@ def test_applying_a_format_twice_changes_nothing_more():
 
 
 def test_the_flag_parses_and_a_typo_is_refused(capsys):
-    assert parse_config(TrainConfig, ["--prompt-format", "plain"]).prompt_format == "plain"
+    assert parse_train(["--prompt-format", "plain"]).prompt_format == "plain"
     with pytest.raises(SystemExit) as stop:
-        parse_config(TrainConfig, ["--prompt-format", "none"])
+        parse_train(["--prompt-format", "none"])
     assert stop.value.code == 2 and "plain" in capsys.readouterr().err
     with pytest.raises(ValueError, match="prompt_format: choose one of template, no-thinking, plain"):
         from_flat(TrainConfig, {"prompt_format": "none"})
@@ -55,7 +56,7 @@ def test_a_run_saves_its_format_with_its_checkpoint(tmp_path, model_cache):
     from transformers import AutoTokenizer
 
     from nano_respo.checkpoint import latest_checkpoint
-    from nano_respo.run.loop import train
+    from train import train
 
     cfg = from_flat(TrainConfig, dict(model="tiny-qwen3", task="addition", sft_steps=0, iterations=1,
                                       prompts_per_iteration=2, group_size=2, reuse=1, max_new_tokens=4,

@@ -7,9 +7,10 @@ yhangchen/ReSPO-code (commit 54ccaf50467a5fa21bd717a64147bf5a191679a2), verl's d
 
 import pytest
 
-from nano_respo.config import TrainConfig
-from nano_respo.run import loop
-from nano_respo.run.cli import from_flat, parse_config
+import train as train_module
+from conftest import parse_train
+from nano_respo.cli import from_flat
+from train import TrainConfig
 
 LAUNCHER = {
     "train_batch_n": 8,  # the default of --N
@@ -34,7 +35,7 @@ VERL_DEFAULTS = {
 
 
 def test_the_paper_protocol_is_the_authors_launcher():
-    cfg = parse_config(TrainConfig, ["--protocol", "paper"])
+    cfg = parse_train(["--protocol", "paper"])
     n = LAUNCHER["train_batch_n"]
     assert cfg.reuse == n and cfg.epochs == VERL_DEFAULTS["actor.ppo_epochs"]  # one epoch of N mini-batches
     assert cfg.prompts_per_iteration == LAUNCHER["ppo_mini_batch_size"] * n
@@ -55,16 +56,16 @@ def test_the_paper_protocol_is_the_authors_launcher():
 
 
 def test_flags_given_beside_the_protocol_win_and_the_default_run_is_untouched():
-    cfg = parse_config(TrainConfig, ["--reuse", "32", "--protocol", "paper", "--prompts-per-iteration", "1024",
+    cfg = parse_train(["--reuse", "32", "--protocol", "paper", "--prompts-per-iteration", "1024",
                                      "--iterations", "32", "--method", "vespo"])
     assert (cfg.reuse, cfg.prompts_per_iteration, cfg.iterations, cfg.loss.method) == (32, 1024, 32, "vespo")
     assert cfg.adv_scale == "std" and cfg.weight_decay == 0.1
-    assert parse_config(TrainConfig, []) == TrainConfig()
+    assert parse_train([]) == TrainConfig()
     assert TrainConfig().lr_warmup_ratio == 0 and TrainConfig().loss.weight_against == "sampler"
 
 
 def test_the_warm_up_is_verls_constant_schedule_stepped_once_per_rollout_batch():
-    cfg = parse_config(TrainConfig, ["--protocol", "paper"])  # 128 iterations: int(0.05 x 128) = 6 warm up
+    cfg = parse_train(["--protocol", "paper"])  # 128 iterations: int(0.05 x 128) = 6 warm up
     assert [cfg.lr_at(i) / cfg.lr for i in range(8)] == pytest.approx([0, 1 / 6, 2 / 6, 3 / 6, 4 / 6, 5 / 6, 1, 1])
     assert all(TrainConfig().lr_at(i) == TrainConfig().lr for i in range(40))
     with pytest.raises(ValueError, match="lr_warmup_ratio"):
@@ -73,15 +74,15 @@ def test_the_warm_up_is_verls_constant_schedule_stepped_once_per_rollout_batch()
 
 def test_the_loop_sets_each_iterations_learning_rate(tmp_path, model_cache, monkeypatch):
     seen = []
-    rl_iteration = loop.rl_iteration
+    rl_iteration = train_module.rl_iteration
 
     def recording(model, tokenizer, task, optimizer, *args, **kwargs):
         seen.append([group["lr"] for group in optimizer.param_groups])
         return rl_iteration(model, tokenizer, task, optimizer, *args, **kwargs)
-    monkeypatch.setattr(loop, "rl_iteration", recording)
+    monkeypatch.setattr(train_module, "rl_iteration", recording)
     cfg = from_flat(TrainConfig, dict(model="tiny-qwen3", task="addition", sft_steps=0, iterations=4,
                                       prompts_per_iteration=4, group_size=2, reuse=1, max_new_tokens=4,
                                       eval_problems=4, eval_samples=1, eval_every=4, out_dir=str(tmp_path),
                                       plots=False, lr=1e-3, lr_warmup_ratio=0.5))
-    loop.train(cfg)
+    train_module.train(cfg)
     assert seen == [[0.0], [5e-4], [1e-3], [1e-3]]

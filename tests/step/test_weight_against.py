@@ -10,13 +10,12 @@ import json
 import pytest
 import torch
 
-from nano_respo.config import StepConfig
 from nano_respo.kernel import LossConfig, correction_weight, policy_loss
 from nano_respo.models import load_model
 from nano_respo.offpolicy import LaggedPolicy, OffPolicy
 from nano_respo.rollout import policy_logprobs
 from nano_respo.tasks import make_task
-from nano_respo.trainer import rl_iteration
+from train import TrainConfig, rl_iteration
 
 from conftest import parity_reward
 
@@ -30,7 +29,7 @@ def iterations(weight_against="sampler", lag=0, dtype=torch.float32, count=1):
     model, tokenizer = load_model("tiny-qwen3", "float32", "cpu")
     task = make_task("addition", None, 8, None, seed=0)
     task.reward = parity_reward
-    cfg = StepConfig(prompts_per_iteration=8, group_size=4, reuse=2, epochs=1, max_new_tokens=12,
+    cfg = TrainConfig(prompts_per_iteration=8, group_size=4, reuse=2, epochs=1, max_new_tokens=12,
                      loss=LossConfig(weight_against=weight_against))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     separate = lag or dtype != torch.float32
