@@ -1,31 +1,35 @@
-"""Doing less work for the same numbers: the packed and shared-prompt training forwards and the lean sampler
-(issue 23).
+"""Doing less work for the same numbers: the sampler's own savings and the opt-in training forwards.
 
-The packed forward (scale.packed: pack / packed_policy_logprobs) and the shared-prompt forward
-(scale.shared_prompts: pack_shared / shared_prompt_policy_logprobs) must give the padded forward's log-probs,
-entropies, MoE load-balancing loss and gradients; the lean sampler (scale.lean_sampler.decode_lean) must
-give decode's greedy completions and log mu. Their sampled distributions and w = 1 are checked
-where decode's are (tests/step/test_trainer_parts.py, tests/run/test_trainer.py, parametrised).
+rollout.decode prefills each distinct prompt once and lets a row that emitted EOS leave the decode batch; it must
+give the greedy completions and log mu of a plain decode that does neither (reference_decode below), and log mu
+must be the training forward's log pi of the sampled tokens (w = 1 on a fresh batch). Its sampled distribution is
+checked against exact enumeration in tests/step/test_trainer_parts.py.
+
+The opt-in routes of the training forward, the packed forward (scale.packed: pack / packed_policy_logprobs,
+--packed-forward), the shared-prompt forward (scale.shared_prompts: pack_shared / shared_prompt_policy_logprobs,
+--shared-prompts) and chunked log-probs (scale.logprobs, --logprob-chunk-mb), must give the padded forward's
+(rollout.policy_logprobs) log-probs, entropies, MoE load-balancing loss and gradients.
 """
 
 import os
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(1)
 
 from nano_respo.models import load_model  # noqa: E402
-from nano_respo.rollout import RolloutBatch, decode, policy_logprobs  # noqa: E402
-from nano_respo.scale.lean_sampler import decode_lean  # noqa: E402
+from nano_respo.rollout import RolloutBatch, decode, policy_logprobs, real_positions  # noqa: E402
 from nano_respo.scale.logprobs import chunked_policy_logprobs  # noqa: E402
 from nano_respo.scale.packed import pack, packed_policy_logprobs  # noqa: E402
 from nano_respo.scale.shared_prompts import pack_shared, shared_prompt_policy_logprobs  # noqa: E402
+from test_trainer_parts import ScriptedModel, tiny_vocabulary_model  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("model_cache")
 
-# route: (padded, packed), as run.session.routes pairs them.
+# route: (padded, packed), as train.routes_of pairs them.
 ROUTES = {"plain": (policy_logprobs, packed_policy_logprobs),
           "chunked": tuple(lambda *a, packed=packed, **k: chunked_policy_logprobs(*a, chunk_mb=1e-3, packed=packed, **k)
                            for packed in (False, True))}
@@ -135,7 +139,7 @@ def test_a_shared_row_read_causally_would_differ():
 
 
 def test_the_shared_prompt_forward_is_a_route_of_its_own():
-    from nano_respo.config import TrainConfig
+    from train import TrainConfig
     for other in ({"packed_forward": True}, {"logprob_chunk_mb": 16}):
         with pytest.raises(ValueError, match="shared_prompts: a route of its own"):
             TrainConfig(shared_prompts=True, **other)
@@ -154,21 +158,83 @@ def test_packing_without_restarting_positions_would_differ():
     assert (joined - separate)[packing.predicting].abs().max() > 1e-2
 
 
-@pytest.mark.parametrize("family", ["dense", "moe"])
-def test_lean_decode_gives_decodes_greedy_completions_and_log_mu(family):
-    """Shared prefill and dropped rows change no row's tokens or log mu (greedy: no random draws to differ)."""
-    from test_trainer_parts import tiny_vocabulary_model
+@torch.no_grad()
+def reference_decode(model, input_ids, attention_mask, max_new_tokens, temperature, greedy, eos_ids, pad_id):
+    """The plain form decode is held to: every row prefilled with its own prompt, every row decoded to the end
+    (padding after its EOS), none dropped; no KV cache, one full forward over the whole sequence per token.
+    (tokens, log mu, in_response [n, c], ended [n]), log mu 0 outside the response, as decode returns them."""
+    eos = torch.tensor(eos_ids)
+    finished = torch.zeros(len(input_ids), dtype=torch.bool)  # [n]
+    tokens, logps, in_response = [], [], []
+    for _ in range(max_new_tokens):
+        logits = model(input_ids=input_ids, attention_mask=attention_mask,
+                       position_ids=real_positions(attention_mask)).logits[:, -1]  # [n, V]
+        logp = torch.log_softmax(logits.float() / temperature, -1)
+        token = logp.argmax(-1) if greedy else torch.multinomial(logp.exp(), 1).squeeze(-1)  # [n]
+        token = torch.where(finished, pad_id, token)
+        tokens.append(token)
+        in_response.append(~finished)  # up to and including the first EOS
+        logps.append(torch.where(finished, 0.0, logp.gather(-1, token[:, None]).squeeze(-1)))
+        finished = finished | torch.isin(token, eos)
+        if finished.all():
+            break
+        input_ids = torch.cat([input_ids, token[:, None]], 1)
+        attention_mask = F.pad(attention_mask, (0, 1), value=1)
+    return torch.stack(tokens, 1), torch.stack(logps, 1), torch.stack(in_response, 1), finished
 
-    model = tiny_vocabulary_model(family, sharpness=3.0)
+
+def groups_of_prompts(repeats: int):
+    """Left-padded prompts of several lengths, each repeated as a group is ([6 x repeats, P], its mask)."""
     prompts = [[2, 3, 4], [5, 2], [4, 4, 3, 2, 5], [3], [5, 5, 4], [2, 2, 2, 3]]
     width = max(map(len, prompts))
-    input_ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts]).repeat_interleave(3, 0)  # [18, P]
-    attention_mask = (input_ids != 0).long()
+    input_ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts]).repeat_interleave(repeats, 0)
+    return input_ids, (input_ids != 0).long()
+
+
+@pytest.mark.parametrize("family", ["dense", "moe"])
+def test_decode_gives_the_plain_decodes_greedy_completions_and_log_mu(family):
+    """Shared prefill and dropped rows change no row's tokens or log mu (greedy: no random draws to differ)."""
+    model = tiny_vocabulary_model(family, sharpness=3.0)
+    input_ids, attention_mask = groups_of_prompts(3)  # [18, P]
     outputs = [decoder(model, input_ids, attention_mask, 8, 0.8, greedy=True, eos_ids=[1], pad_id=0)
-               for decoder in (decode, decode_lean)]
-    (tokens, logps, in_response, ended), (tokens_lean, logps_lean, in_response_lean, ended_lean) = outputs
+               for decoder in (reference_decode, decode)]
+    (tokens, logps, in_response, ended), (tokens_ours, logps_ours, in_response_ours, ended_ours) = outputs
     lengths = in_response.sum(-1)
-    assert ended.any() and len(set(lengths.tolist())) > 2  # rows leave the batch at different steps
-    assert torch.equal(tokens_lean, tokens) and torch.equal(in_response_lean, in_response)
-    assert torch.equal(ended_lean, ended)
-    torch.testing.assert_close(logps_lean[in_response], logps[in_response], rtol=0, atol=1e-5)
+    assert ended.any() and not ended.all() and len(set(lengths.tolist())) > 2  # rows leave at different steps
+    assert torch.equal(tokens_ours, tokens) and torch.equal(in_response_ours, in_response)
+    assert torch.equal(ended_ours, ended)
+    torch.testing.assert_close(logps_ours, logps, rtol=0, atol=1e-5)
+    assert (logps_ours[~in_response_ours] == 0).all()
+
+
+@pytest.mark.parametrize("family", ["dense", "moe"])
+def test_decodes_log_mu_is_the_training_forwards_log_pi_of_the_sampled_tokens(family):
+    """w = 1 on a fresh batch: each sampled row's recorded log mu is what policy_logprobs computes for it, though
+    the sampler computed it on a shared prefill and a batch that shrank as rows ended."""
+    model = tiny_vocabulary_model(family, sharpness=3.0)
+    input_ids, attention_mask = groups_of_prompts(4)  # [24, P]
+    torch.manual_seed(0)
+    tokens, logps, in_response, ended = decode(model, input_ids, attention_mask, 8, 0.7, greedy=False, eos_ids=[1],
+                                               pad_id=0)
+    assert ended.any() and len(set(in_response.sum(-1).tolist())) > 2
+    batch = RolloutBatch(torch.cat([input_ids, tokens], 1), torch.cat([attention_mask, in_response.long()], 1),
+                         in_response, logps, torch.zeros(len(tokens)), torch.zeros(len(tokens)))
+    with torch.no_grad():
+        logp, _, _ = policy_logprobs(model, batch, 0.7)
+    torch.testing.assert_close(logp[in_response], logps[in_response], rtol=0, atol=1e-5)
+    with torch.no_grad():  # the test can fail: the training forward at another temperature disagrees
+        other, _, _ = policy_logprobs(model, batch, 1.0)
+    assert (other - logps)[in_response].abs().max() > 1e-2
+
+
+def test_decode_prefills_each_distinct_prompt_once_and_drops_finished_rows():
+    """The work decode saves, counted: the prefill sees 2 distinct prompts of 5 rows, and once the first prompt's
+    3 rows have emitted EOS the forwards carry the other 2 alone."""
+    sizes = []
+    model = ScriptedModel([[5, 2], [5, 5, 5, 5, 5]], calls=sizes)  # row i of the script: prompt [i, i]'s tokens
+    prompt = torch.tensor([[0, 0]] * 3 + [[1, 1]] * 2)
+    tokens, _, in_response, ended = decode(model, prompt, torch.ones_like(prompt), 5, 1.0, greedy=True, eos_ids=[2],
+                                           pad_id=0)
+    assert sizes == [2, 5, 2, 2, 2]
+    assert tokens.tolist() == [[5, 2, 0, 0, 0]] * 3 + [[5, 5, 5, 5, 5]] * 2
+    assert in_response.sum(-1).tolist() == [2, 2, 2, 5, 5] and ended.tolist() == [True] * 3 + [False] * 2

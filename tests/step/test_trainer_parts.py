@@ -152,30 +152,48 @@ def test_char_tokenizer_round_trips_and_formats_chat():
     assert prompt.endswith("<|im_start|>a:") and ids.count(tokenizer.convert_tokens_to_ids("<|im_start|>")) == 2
 
 
-class ScriptedModel:
-    """A stand-in language model whose greedy choice for row i at decoding step t is script[i][t] (then the last)."""
+class ScriptedCache:
+    """A stand-in KV cache: the script rows its batch holds, and how many forwards followed the prefill."""
 
-    def __init__(self, script: list[list[int]], vocab: int = 8):
-        self.script, self.vocab = script, vocab
+    def __init__(self, rows: torch.Tensor):
+        self.rows, self.step = rows, 0
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:  # what decode calls to copy and drop rows
+        self.rows = self.rows[indices]
+
+
+class ScriptedModel:
+    """A stand-in language model: a row whose prompt ends in token i greedily emits script[i][t] at decoding step t
+    (then the script's last). `calls` (a list) collects the batch size of every forward."""
+
+    def __init__(self, script: list[list[int]], vocab: int = 8, calls: list | None = None):
+        self.script, self.vocab, self.calls = script, vocab, calls if calls is not None else []
 
     def __call__(self, input_ids, attention_mask, position_ids, use_cache, cache=None, logits_to_keep=None):
-        step = 0 if cache is None else cache + 1  # the "cache" counts the forwards after the prefill
-        logits = torch.zeros(len(self.script), 1, self.vocab)
-        for row, tokens in enumerate(self.script):
-            logits[row, 0, tokens[min(step, len(tokens) - 1)]] = 10.0
-        return types.SimpleNamespace(logits=logits, cache=step)
+        self.calls.append(len(input_ids))
+        if cache is None:  # the prefill: a prompt's last token names its script row
+            cache = ScriptedCache(input_ids[:, -1].clone())
+        else:
+            cache.step += 1
+        logits = torch.zeros(len(cache.rows), 1, self.vocab)
+        for i, row in enumerate(cache.rows.tolist()):
+            tokens = self.script[row]
+            logits[i, 0, tokens[min(cache.step, len(tokens) - 1)]] = 10.0
+        return types.SimpleNamespace(logits=logits, cache=cache)
 
 
 def test_a_response_ends_at_its_first_eos_and_decoding_stops_when_all_have():
-    prompt = torch.ones(3, 2, dtype=torch.long)
+    prompt = torch.tensor([[0, 0], [1, 1], [2, 2]])
     script = [[5, 6, 2, 7, 2], [5, 5, 5, 5, 5], [2, 3, 3, 3, 3]]  # EOS = 2
-    tokens, _, in_response, ended = decode(ScriptedModel(script), prompt, prompt, 5, 1.0, greedy=True, eos_ids=[2],
-                                           pad_id=0)
+    tokens, logps, in_response, ended = decode(ScriptedModel(script), prompt, torch.ones_like(prompt), 5, 1.0,
+                                               greedy=True, eos_ids=[2], pad_id=0)
     assert tokens.tolist() == [[5, 6, 2, 0, 0], [5, 5, 5, 5, 5], [2, 0, 0, 0, 0]]  # padding after the EOS
     assert in_response.int().tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]]
     assert ended.tolist() == [True, False, True]
-    tokens, _, in_response, ended = decode(ScriptedModel([[2] * 5, [4, 2, 4, 4, 4]]), prompt[:2], prompt[:2], 5, 1.0,
-                                           greedy=True, eos_ids=[2], pad_id=0)
+    assert (logps[~in_response] == 0).all() and (logps[in_response] < 0).all()
+    prompt = prompt[:2]
+    tokens, _, in_response, ended = decode(ScriptedModel([[2] * 5, [4, 2, 4, 4, 4]]), prompt, torch.ones_like(prompt),
+                                           5, 1.0, greedy=True, eos_ids=[2], pad_id=0)
     assert tokens.tolist() == [[2, 0], [4, 2]] and in_response.tolist() == [[True, False], [True, True]]
     assert ended.tolist() == [True, True]
 
@@ -229,13 +247,9 @@ def exact_distribution(model, prompt: list[int], steps: int, temperature: float)
     return out
 
 
-@pytest.mark.parametrize("lean", [False, True], ids=["decode", "decode_lean"])
 @pytest.mark.parametrize("family", ["dense", "moe"])
-def test_sampler_draws_the_exact_tempered_distribution_with_left_padding(family, lean):
+def test_sampler_draws_the_exact_tempered_distribution_with_left_padding(family):
     """Completion frequencies of the KV-cache sampler match exact enumeration; log mu matches each sequence's."""
-    from nano_respo.rollout import decode
-    from nano_respo.scale.lean_sampler import decode_lean
-
     model = tiny_vocabulary_model(family)
     temperature, steps, n = 0.6, 3, 3000
     prompts = [[2, 3, 4], [5, 2, 2, 3, 4]]  # different lengths: the short one is left-padded
@@ -243,8 +257,8 @@ def test_sampler_draws_the_exact_tempered_distribution_with_left_padding(family,
     input_ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts]).repeat_interleave(n, 0)  # [2n, P]
     attention_mask = (torch.arange(width) >= torch.tensor([width - len(p) for p in prompts])[:, None]).long()
     torch.manual_seed(1)
-    tokens, logps, *_ = (decode_lean if lean else decode)(model, input_ids, attention_mask.repeat_interleave(n, 0),
-                                                          steps, temperature, greedy=False, eos_ids=[1], pad_id=0)
+    tokens, logps, *_ = decode(model, input_ids, attention_mask.repeat_interleave(n, 0), steps, temperature,
+                               greedy=False, eos_ids=[1], pad_id=0)
     for row, prompt in enumerate(prompts):
         exact = exact_distribution(model, prompt, steps, temperature)
         drawn = tokens[row * n:(row + 1) * n].tolist()
@@ -271,27 +285,28 @@ def chi_square(counts: dict, probabilities: dict, n: int) -> tuple[float, int]:
     return sum((o - e) ** 2 / e for o, e in zip(observed, expected) if e > 0), len(frequent)
 
 
-@pytest.mark.parametrize("less_work", [False, True], ids=["default", "lean-sampler-packed-forward"])
-def test_at_reuse_1_without_lag_every_method_takes_the_same_first_step(tmp_path, monkeypatch, less_work):
+@pytest.mark.parametrize("route", ["plain", "packed", "shared-prompts"])
+def test_at_reuse_1_without_lag_every_method_takes_the_same_first_step(tmp_path, monkeypatch, route):
     """The claim lr* rests on (PREREGISTRATION.md): on-policy, one gradient for every kernel. Through the
-    trainer's own path, where log mu comes from the KV-cache sampler and log pi from the training forward,
-    so w = 1 up to their float noise: the steps agree to that noise, and a drifted mu makes them differ."""
-    from nano_respo.models import load_model
-    from nano_respo.config import StepConfig
-    from nano_respo.trainer import collect_rollouts, rl_step
+    trainer's own path, where log mu comes from the KV-cache sampler and log pi from the training forward
+    (the plain one or an opt-in route), so w = 1 up to their float noise: the steps agree to that noise, and a
+    drifted mu makes them differ."""
+    import dataclasses
+
     from nano_respo.kernel import LossConfig, group_advantages
-    from nano_respo.rollout import RolloutBatch, decode, policy_logprobs
-    from nano_respo.scale.lean_sampler import decode_lean
-    from nano_respo.scale.packed import packed_policy_logprobs
+    from nano_respo.models import load_model
+    from nano_respo.rollout import RolloutBatch
+    from train import TrainConfig, collect_rollouts, rl_step, routes_of
 
     monkeypatch.setenv("NANO_RESPO_CACHE", str(tmp_path))
     model, tokenizer = load_model("tiny-qwen3")
     task = make_task("addition")
     task.reward = lambda completion, answer: float(len(completion) % 2)  # any reward with spread will do
-    cfg = StepConfig(prompts_per_iteration=4, reuse=1, epochs=1, seed=0)
-    logprobs, decoder = (packed_policy_logprobs, decode_lean) if less_work else (policy_logprobs, decode)
+    cfg = TrainConfig(prompts_per_iteration=4, reuse=1, epochs=1, seed=0, packed_forward=route == "packed",
+                      shared_prompts=route == "shared-prompts")
+    logprobs = routes_of(cfg)[1]
     torch.manual_seed(0)
-    samples, rewards, _ = collect_rollouts(model, tokenizer, task, cfg, iteration=0, decoder=decoder)
+    samples, rewards, _ = collect_rollouts(model, tokenizer, task, cfg, iteration=0)
     advantages, _ = group_advantages(rewards, cfg.group_size)
     assert advantages.abs().sum() > 0
     start = {k: v.clone() for k, v in model.state_dict().items()}
@@ -301,8 +316,7 @@ def test_at_reuse_1_without_lag_every_method_takes_the_same_first_step(tmp_path,
         batch = RolloutBatch(samples.input_ids, samples.attention_mask, samples.completion_mask, old_logp, rewards,
                              advantages)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        stats = rl_step(model, optimizer, batch, StepConfig(**{**vars(cfg), "loss": LossConfig(method=method)}),
-                        logprobs)
+        stats = rl_step(model, optimizer, batch, dataclasses.replace(cfg, loss=LossConfig(method=method)), logprobs)
         return torch.cat([p.grad.flatten() for p in model.parameters()]), stats
 
     methods = ("respo", "seq_clip", "gspo", "grpo", "topr", "cispo", "vespo")
