@@ -194,6 +194,8 @@ class TrainConfig:
                 and self.shared_prompts:
             raise ValueError("shared_prompts: a route of its own, not combined with --packed-forward, "
                              "--logprob-chunk-mb or --fsdp")
+        if self.sft_task_size is not None and self.task.endswith(".jsonl"):
+            raise ValueError("sft_task_size: only generated tasks have a size; a .jsonl task warms up on its file")
         if not 0 <= self.sft_full_share <= 1 or (self.sft_full_share and self.sft_task_size is None):
             raise ValueError("sft_full_share: a share in [0, 1] of the whole task's demonstrations beside --sft-task-size's")
         check_device(self.device)
