@@ -18,7 +18,7 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig
 
-from nano_respo.run.cli import parse_config
+from nano_respo.cli import parse_config
 from nano_respo.integrations.trl import ReSPOGRPOTrainer
 from nano_respo.kernel import METHODS, LossConfig
 

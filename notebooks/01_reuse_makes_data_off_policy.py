@@ -104,7 +104,7 @@ print("R = 8, one epoch (the paper):", reuse_split(8, epochs=1), "  R = 8, two e
 # | **starved** | an under-generated correct answer ($A>0$) that a method gives a vanishing coefficient |
 #
 # Below, the run's policy after batch 20 takes one new batch and reuses it as the paper does, in
-# the loop `toy/train.py` and `nano_respo/trainer.py` run: one epoch of 8 mini-batches of ReSPO's
+# the loop `toy/train.py` and `train.py`'s `rl_iteration` run: one epoch of 8 mini-batches of ReSPO's
 # loss (a fresh Adam at the run's learning rate). Before each step the cell records $\log w$ of
 # *every* response and which ones the step uses.
 

@@ -36,11 +36,10 @@ import matplotlib.pyplot as plt
 import torch
 
 from course import confirm, draw_policy_timeline, load_quietly
-from nano_respo.config import TrainConfig
 from nano_respo.kernel import LossConfig, sequence_log_weight
 from nano_respo.offpolicy import LaggedPolicy, OffPolicy, learner_logprobs, router_mismatch
 from nano_respo.rollout import RolloutBatch, policy_logprobs
-from nano_respo.trainer import collect_rollouts, rl_iteration
+from train import TrainConfig, collect_rollouts, rl_iteration
 
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})
@@ -95,7 +94,7 @@ confirm("on this batch the bf16 sampler's 10-90% range of log w lies within +-0.
         max(0.0, torch.quantile(log_rho["bf16"], torch.tensor([0.1, 0.9])).abs().max().item() - 0.01), 1e-12)
 
 # %% [markdown]
-# On this batch the mismatch is small and symmetric for most responses (the second check), but
+# On this batch the mismatch is small for most responses (the last check), but
 # not for all: the printed few leave the clip band before any update, and a clip treats them as
 # drifted. The fp32 control shows the cast is the cause (the first check). Why longer responses stray further (one rounding difference per token,
 # summed) and the committed study's runs of each source alone and together are

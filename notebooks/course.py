@@ -238,9 +238,11 @@ def load_quietly(cfg):
     import io
 
     from nano_respo.rollout import policy_logprobs
-    from nano_respo.run.session import build_task, initial_model
+    from nano_respo.sft import initial_model
+    from nano_respo.tasks import make_task
 
-    task = build_task(cfg)
+    task = make_task(cfg.task, cfg.task_size, cfg.eval_problems, cfg.heldout_file, seed=0)
+    task.check_budget(cfg.max_new_tokens)
     torch.manual_seed(cfg.seed)
     with contextlib.redirect_stdout(io.StringIO()):  # the warm start prints where it comes from (shipped)
         model, tokenizer = initial_model(cfg, task, "cpu", policy_logprobs)

@@ -29,9 +29,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 
-from nano_respo.config import TrainConfig
-from nano_respo.run.session import build_task, evaluate_heldout, initial_model
+from nano_respo.sft import initial_model
 from nano_respo.shipped import SHIPPED_DIR
+from nano_respo.tasks import make_task
+from train import TrainConfig, evaluate_heldout
 
 MODELS = ("tiny-qwen3", "tiny-qwen3-moe")
 
@@ -39,10 +40,11 @@ MODELS = ("tiny-qwen3", "tiny-qwen3-moe")
 def ship(model_name: str, out: Path, argv: list[str]) -> dict:
     """Train `model_name`'s default warm start in a new empty cache and write it with its manifest under `out`."""
     cfg = TrainConfig(model=model_name, sft_from_scratch=True, device="cpu")
-    task = build_task(cfg)
+    task = make_task(cfg.task, cfg.task_size, cfg.eval_problems, cfg.heldout_file, seed=0)  # as train.set_up does
+    task.check_budget(cfg.max_new_tokens)
     with tempfile.TemporaryDirectory() as cache:
         os.environ["NANO_RESPO_CACHE"] = cache
-        torch.manual_seed(cfg.seed)  # as run.session.start does before the model is built
+        torch.manual_seed(cfg.seed)  # as train.set_up does before the model is built
         start = time.perf_counter()
         model, tokenizer = initial_model(cfg, task, "cpu")
         seconds = round(time.perf_counter() - start)

@@ -861,9 +861,8 @@ confirm("the sheet is core 02 §2's figure: every entry equals the coefficient r
 # highest-$w$ wrong one.
 
 # %%
-from nano_respo.config import TrainConfig  # noqa: E402
 from nano_respo.rollout import policy_logprobs  # noqa: E402
-from nano_respo.trainer import rl_iteration  # noqa: E402
+from train import TrainConfig, rl_iteration  # noqa: E402
 
 LOW, HIGH = math.log(0.8), math.log(1.2)  # the clip band's edges in log w: below, a low-w answer; above, an over-generated one
 cfg = TrainConfig(model="tiny-qwen3", task="reverse", loss=LossConfig(method="seq_clip", agg=WARM_AGG), reuse=8, epochs=2,
