@@ -1,13 +1,11 @@
 """The warm starts shipped with the package (nano_respo/shipped.py, nano_respo/warm_starts/).
 
 A default run loads them instead of training, through from_pretrained, and says so in one line; other
-settings, or --sft-from-scratch, train one as before; a shipped warm start made by other warm-start code
-refuses to load, in one line that names the flag to train one. tests/run/test_shipped_warm_starts.py
-retrains them from their manifests.
+settings, or --sft-from-scratch, train one as before. The code version (sft.WARM_START_VERSION), library versions
+and CPU setting in a manifest's key are recorded, not matched: a fresh clone anywhere starts from the same model.
+tests/run/test_shipped_warm_starts.py retrains them from their manifests.
 """
 
-import inspect
-import json
 import os
 
 import pytest
@@ -17,10 +15,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 
-from nano_respo import rollout, sft, shipped  # noqa: E402
-from nano_respo.config import TrainConfig  # noqa: E402
+from nano_respo import sft, shipped  # noqa: E402
 from nano_respo.models import cache_dir  # noqa: E402
-from nano_respo.run.session import build_task, initial_model  # noqa: E402
+from nano_respo.sft import initial_model  # noqa: E402
+from nano_respo.tasks import make_task  # noqa: E402
+from train import TrainConfig  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("model_cache")
 MODELS = ("tiny-qwen3", "tiny-qwen3-moe")
@@ -30,11 +29,9 @@ def refuse_training(*args, **kwargs):
     raise AssertionError("trained a warm start where a shipped one should load")
 
 
-def replace_sft(monkeypatch, replacement) -> None:
-    """sft.sft replaced for the test, the code hash kept as today's (it hashes sft.sft's code)."""
-    code = sft.warm_start_code()
-    monkeypatch.setattr(sft, "warm_start_code", lambda: code)
-    monkeypatch.setattr(sft, "sft", replacement)
+def task_of(cfg: TrainConfig):
+    """The RL task as train.set_up makes it."""
+    return make_task(cfg.task, cfg.task_size, cfg.eval_problems, cfg.heldout_file, seed=0)
 
 
 def test_both_tiny_models_ship_a_warm_start_with_its_manifest():
@@ -50,9 +47,9 @@ def test_both_tiny_models_ship_a_warm_start_with_its_manifest():
 @pytest.mark.parametrize("model_name", MODELS)
 def test_a_default_run_loads_the_shipped_warm_start_says_so_and_trains_nothing(model_name, monkeypatch, capsys,
                                                                                  tmp_path):
-    replace_sft(monkeypatch, refuse_training)
+    monkeypatch.setattr(sft, "sft", refuse_training)
     cfg = TrainConfig(model=model_name, device="cpu")
-    model, _ = initial_model(cfg, build_task(cfg), "cpu")
+    model, _ = initial_model(cfg, task_of(cfg), "cpu")
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warm start:")]
     assert len(lines) == 1 and lines[0].startswith(f"warm start: shipped {model_name}-reverse ")
     assert "--sft-from-scratch" in lines[0]
@@ -71,9 +68,9 @@ def test_sft_from_scratch_trains_the_same_settings_instead(monkeypatch, capsys):
     def quick_sft(model, *args, **kwargs):
         calls.append(args)
         return {"exact": 0.0, "converged_at": None, "steps": 0}
-    replace_sft(monkeypatch, quick_sft)
+    monkeypatch.setattr(sft, "sft", quick_sft)
     cfg = TrainConfig(model="tiny-qwen3", device="cpu", sft_from_scratch=True)
-    initial_model(cfg, build_task(cfg), "cpu")
+    initial_model(cfg, task_of(cfg), "cpu")
     assert len(calls) == 1 and "shipped" not in capsys.readouterr().out
     assert len(list((cache_dir() / "sft").glob("tiny-qwen3-reverse-*/warm_start.json"))) == 1
 
@@ -85,69 +82,19 @@ def test_other_settings_do_not_take_it_but_another_cpu_or_library_version_does()
     for name, value in {"seed": key["seed"] + 1, "steps": key["steps"] + 1, "data": "other", "anneal": "converged",
                         "label_smoothing": 0.0}.items():
         assert shipped.shipped_warm_start({**key, name: value}) is None, name
-    assert shipped.shipped_warm_start({**key, "cpu": "another CPU", "torch": "0", "transformers": "0"}) == path
+    assert shipped.shipped_warm_start({**key, "cpu": "another CPU", "torch": "0", "transformers": "0",
+                                       "code": "v0"}) == path
 
 
-def test_a_shipped_warm_start_from_other_warm_start_code_refuses_in_one_line_naming_the_flag(monkeypatch):
-    monkeypatch.setattr(sft, "warm_start_code", lambda: "0" * 16)
+def test_the_cache_key_names_todays_code_version_and_a_new_version_still_loads_the_shipped_one(monkeypatch, capsys):
+    """An edit of what a warm start computes raises sft.WARM_START_VERSION: the cache trains a new entry (its key
+    differs), the shipped files stay taken (retraining them, tests/run/test_shipped_warm_starts.py, says whether
+    they are still what the code makes)."""
+    cfg = TrainConfig(model="tiny-qwen3", device="cpu")
+    key = sft.warm_start_key("tiny-qwen3", task_of(cfg), 2000, 64, 1e-3, 0, "float32", 0.01)
+    assert key["code"] == f"v{sft.WARM_START_VERSION}"
+    monkeypatch.setattr(sft, "WARM_START_VERSION", sft.WARM_START_VERSION + 1)
+    assert sft.warm_start_key("tiny-qwen3", task_of(cfg), 2000, 64, 1e-3, 0, "float32", 0.01) != key
     monkeypatch.setattr(sft, "sft", refuse_training)
-    cfg = TrainConfig(model="tiny-qwen3", device="cpu")
-    with pytest.raises(ValueError, match="--sft-from-scratch") as refused:
-        initial_model(cfg, build_task(cfg), "cpu")
-    assert "\n" not in str(refused.value) and "tiny-qwen3-reverse" in str(refused.value)
-
-
-def test_todays_code_is_the_code_that_made_the_shipped_warm_starts():
-    """An edit of the warm start's code (sft.WARM_START_CODE) needs new shipped files: python tools/ship_warm_starts.py."""
-    made_by = {json.loads((p / "manifest.json").read_text())["key"]["code"] for p, _ in shipped.manifests()}
-    assert made_by == {sft.warm_start_code()}
-
-
-def shipped_code() -> str:
-    (code,) = {manifest["key"]["code"] for _, manifest in shipped.manifests()}
-    return code
-
-
-def edit_source(monkeypatch, function, old: str, new: str) -> None:
-    """inspect.getsource gives `function`'s source with `old` replaced by `new`, as if its file had been edited."""
-    getsource = inspect.getsource
-    source = getsource(function)
-    assert source.count(old) == 1, f"{old!r} is not in {function.__name__}'s source once"
-    monkeypatch.setattr(inspect, "getsource",
-                        lambda obj: source.replace(old, new) if obj is function else getsource(obj))
-
-
-@pytest.mark.parametrize("function, old, new", [
-    (rollout.policy_logprobs, "# Position t predicts completion token t; the last position predicts nothing.",
-     "# The logits at position t are those of completion token t."),
-    (rollout.policy_logprobs, "  # [B, C, V], [B, C]", ""),
-    (sft.cosine_lr, "lr at `step` of `steps`: from lr down to 0 along half a cosine.", "Half a cosine from lr to 0."),
-    (sft.cosine_lr, '"""lr at `step` of `steps`: from lr down to 0 along half a cosine."""\n', ""),
-    (rollout.policy_logprobs, "training_forward(model, batch)",
-     "training_forward(\n        model,\n        batch,\n    )"),
-], ids=["comment", "trailing-comment", "docstring", "no-docstring", "line-breaks"])
-def test_a_comment_docstring_or_layout_edit_keeps_the_shipped_warm_start(function, old, new, monkeypatch, capsys):
-    edit_source(monkeypatch, function, old, new)
-    assert sft.warm_start_code() == shipped_code()
-    # Training is refused at its first step outside the hashed code (replacing sft.sft would change the hash).
-    monkeypatch.setattr(sft, "refuse_unknown_characters", refuse_training)
-    cfg = TrainConfig(model="tiny-qwen3", device="cpu")
-    initial_model(cfg, build_task(cfg), "cpu")
+    initial_model(cfg, task_of(cfg), "cpu")
     assert "warm start: shipped tiny-qwen3-reverse " in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("function, old, new", [
-    (sft.cosine_lr, "lr * 0.5 *", "lr * 0.25 *"),
-    (sft.cosine_lr, "(1 + math.cos", "(1 - math.cos"),
-    (rollout.policy_logprobs, "out.logits[:, :-1]", "out.logits[:, 1:]"),
-    (sft.sft, "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)",
-     "torch.nn.utils.clip_grad_norm_(model.parameters(), 2.0)"),
-], ids=["constant", "operator", "slice", "clip"])
-def test_a_changed_constant_or_expression_changes_the_warm_starts_code(function, old, new, monkeypatch):
-    edit_source(monkeypatch, function, old, new)
-    assert sft.warm_start_code() != shipped_code()
-
-
-def test_a_changed_recipe_constant_changes_the_warm_starts_code(monkeypatch):
-    monkeypatch.setattr(sft, "CONVERGED_EXACT", sft.CONVERGED_EXACT + 0.1)
-    assert sft.warm_start_code() != shipped_code()

@@ -43,22 +43,16 @@ def test_every_setting_of_the_recipe_is_in_the_cache_key():
     assert sft.warm_start_key("tiny-qwen3", make_task("reverse", size=9), **settings) != key
 
 
-def other_code(*args, **kwargs):
-    """Other code in the place of a function the warm start runs (the key hashes its parsed source)."""
-    return None
-
-
-def test_the_cache_key_sees_the_code_the_constants_the_libraries_and_the_cpu_setting(monkeypatch):
-    """Edit the convergence rule, the recipe's code or the tiny model's creation, upgrade torch or change the CPU
-    setting, and a cached warm start is no longer taken for this one."""
+def test_the_cache_key_sees_the_code_version_the_libraries_and_the_cpu_setting(monkeypatch):
+    """Raise the warm start's code version (an edit of what it computes), upgrade torch or transformers or change
+    the CPU setting, and a cached warm start is no longer taken for this one."""
     task = make_task("reverse", size=8)
     settings = dict(steps=1000, batch_size=64, lr=3e-3, seed=0, dtype="float32")
     key = sft.warm_start_key("tiny-qwen3", task, **settings)
     assert sft.warm_start_key("tiny-qwen3", task, **settings) == key  # the same inputs, the same entry
-    edits = [(sft, "CONVERGED_EXACT", 0.6), (sft, "CONVERGED_WINDOW", 21), (sft, "CONVERGED_SHARE", {"converged": 3}),
-             (sft, "sft", other_code), (sft.rollout, "training_forward", other_code),
-             (sft.models, "create_tiny_model", other_code), (sft.models, "TINY_SHAPE", {"hidden_size": 64}),
-             (sft.torch, "__version__", "0.0"), (sft, "cpu_setting", lambda: "another CPU")]
+    assert key["code"] == f"v{sft.WARM_START_VERSION}"
+    edits = [(sft, "WARM_START_VERSION", sft.WARM_START_VERSION + 1), (sft.torch, "__version__", "0.0"),
+             (sft, "version", lambda package: "0.0"), (sft, "cpu_setting", lambda: "another CPU")]
     for module, name, value in edits:
         with monkeypatch.context() as edit:
             edit.setattr(module, name, value)
@@ -157,15 +151,14 @@ def test_the_warm_start_bar_has_a_total_and_time_left(capsys):
 
 def test_a_smaller_sft_task_size_warms_up_on_short_strings_of_the_same_training_split(monkeypatch):
     """--sft-task-size: the demonstrations stop at that length while RL's task (and held-out) reach beyond."""
-    from nano_respo.run import session
-    from nano_respo.config import TrainConfig
+    from train import TrainConfig
 
     seen = {}
-    monkeypatch.setattr(session, "warm_start",
+    monkeypatch.setattr(sft, "warm_start",
                         lambda name, task, task_key, *args, **kwargs: seen.update(task=task, key=task_key) or (None, None))
     cfg = TrainConfig(task="reverse", task_size=40, sft_task_size=12, sft_steps=10)
-    rl_task = session.build_task(cfg)
-    session.initial_model(cfg, rl_task, "cpu", None)
+    rl_task = make_task(cfg.task, cfg.task_size, cfg.eval_problems, cfg.heldout_file, seed=0)
+    sft.initial_model(cfg, rl_task, "cpu", None)
     demos = seen["task"].train_batch(500, seed=0, size=None)
     assert max(len(p.answer) for p in demos) == 12 < max(len(p.answer) for p in rl_task.heldout_problems)
     assert not {p.prompt for p in demos} & {p.prompt for p in rl_task.heldout_problems}
