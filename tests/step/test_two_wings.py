@@ -1,6 +1,6 @@
-"""The two wings: the reference (the package, the toy, the course, the entry points, the tools and the tests
-of all these) never imports research/; research/ imports the reference and registers its study-only tasks and
-kernel rows by name; `pip install -e .` installs the reference only."""
+"""The two wings: the reference (the package, the toy, the course, the entry points train.py and eval.py, the
+tools and the tests of all these) never imports research/; research/ imports the reference and registers its
+study-only tasks and kernel rows by name; `pip install -e .` installs the reference only."""
 
 import ast
 import re
@@ -82,13 +82,14 @@ def test_research_reads_the_reference_and_registers_its_rows_and_tasks_by_name()
 
 
 def test_pip_install_installs_the_reference_only():
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
-    packages = find_packages(str(ROOT), include=config["include"])
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packages = find_packages(str(ROOT), include=setuptools["packages"]["find"]["include"])
     assert "nano_respo" in packages and "toy" in packages
     assert not [p for p in packages if p == "research" or p.startswith("research.")], packages
+    assert setuptools["py-modules"] == ["train", "eval"]  # the entry points, importable as modules
 
 
-@pytest.mark.parametrize("name", ["nano_respo", "toy"])
+@pytest.mark.parametrize("name", ["nano_respo", "toy", "train", "eval"])
 def test_the_reference_imports_without_research_on_the_path(name, tmp_path):
     """As an installed user has it: from another directory, research/ out of reach."""
     code = f"import sys, {name}; assert 'research' not in sys.modules; print({name}.__name__)"
