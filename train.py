@@ -44,8 +44,9 @@ from nano_respo.checkpoint import (load_trainer_state, newest_intact_checkpoint,
 from nano_respo.cli import flat, parse_config  # noqa: E402
 from nano_respo.diagnostics import diagnostics  # noqa: E402
 from nano_respo.evaluation import evaluate  # noqa: E402
-from nano_respo.kernel import (METHOD_TABLE, SCALES, WEIGHT_AGAINST, AGG_MODES, LossConfig,  # noqa: E402
-                               group_advantages, loss_denominator, minibatch_order, policy_loss, reuse_split)
+from nano_respo.kernel import (AGG_MODES, METHOD_TABLE, SCALES, WEIGHT_AGAINST, LossConfig,  # noqa: E402
+                               compute_dtype, group_advantages, loss_denominator, minibatch_order, policy_loss,
+                               reuse_split)
 from nano_respo.models import (PROMPT_FORMATS, TINY_MODELS, WEIGHT_DTYPES, apply_prompt_format,  # noqa: E402
                                check_device, load_model, refuse_unknown_characters, resolve_device,
                                resolve_model_path)
@@ -190,8 +191,7 @@ class TrainConfig:
                              f"or another --prompts-per-iteration")
         if (self.lag or self.sampler_dtype != "float32") and self.fsdp:
             raise ValueError("lag, sampler_dtype: a separate sampler is not supported under --fsdp")
-        if sum((self.shared_prompts, self.packed_forward or self.logprob_chunk_mb is not None, self.fsdp)) > 1 \
-                and self.shared_prompts:
+        if self.shared_prompts and (self.packed_forward or self.logprob_chunk_mb is not None or self.fsdp):
             raise ValueError("shared_prompts: a route of its own, not combined with --packed-forward, "
                              "--logprob-chunk-mb or --fsdp")
         if self.sft_task_size is not None and self.task.endswith(".jsonl"):
@@ -278,8 +278,7 @@ def rl_step(model, optimizer, batch: RolloutBatch, cfg: TrainConfig, logprobs=po
     n, mask = len(batch.advantages), batch.completion_mask  # mask [B, C]
     denominator = loss_denominator(mask, loss_cfg.agg, loss_cfg.norm_len)
     logp_all, entropy_all = torch.zeros_like(batch.old_logp), torch.zeros_like(batch.old_logp)  # [B, C]
-    phi_all = torch.zeros_like(batch.old_logp, dtype=torch.float64 if batch.old_logp.dtype == torch.float64
-                               else torch.float32)  # [B, C] the coefficient the loss applied
+    phi_all = torch.zeros_like(batch.old_logp, dtype=compute_dtype(batch.old_logp))  # [B, C] the applied coefficient
     loss_total, aux_total = 0.0, None
     optimizer.zero_grad(set_to_none=True)
     for rows in torch.arange(n, device=mask.device).split(cfg.micro_batch or n):
