@@ -50,9 +50,10 @@ from nano_respo.kernel import (AGG_MODES, METHOD_TABLE, SCALES, WEIGHT_AGAINST, 
 from nano_respo.models import (PROMPT_FORMATS, TINY_MODELS, WEIGHT_DTYPES, apply_prompt_format,  # noqa: E402
                                check_device, load_model, refuse_unknown_characters, resolve_device,
                                resolve_model_path)
+from nano_respo.plots import write_plots  # noqa: E402
 from nano_respo.protocol import PROTOCOLS  # noqa: E402
 from nano_respo.rollout import RolloutBatch, policy_logprobs, sample, score  # noqa: E402
-from nano_respo.runs import MetricsLog, Stop, Stopped, progress, run_command, run_lock, write_plots  # noqa: E402
+from nano_respo.runs import MetricsLog, Stop, Stopped, progress, run_command, run_lock  # noqa: E402
 from nano_respo.sft import initial_model  # noqa: E402
 from nano_respo.tasks import hash_seed, make_task  # noqa: E402
 

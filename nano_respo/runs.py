@@ -152,17 +152,6 @@ class MetricsLog:
             self.file.close()
 
 
-def write_plots(run_dir: Path) -> Path:
-    from .plots import plot_run
-
-    import matplotlib.pyplot as plt
-
-    fig = plot_run(run_dir)
-    fig.savefig(Path(run_dir) / "plots.png", dpi=110)
-    plt.close(fig)
-    return Path(run_dir) / "plots.png"
-
-
 # --- the terminal ----------------------------------------------------------------------------------------------
 
 class Unread:

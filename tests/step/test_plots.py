@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nano_respo.plots import plot_run
-from nano_respo.runs import read_metrics, write_plots
+from nano_respo.plots import plot_run, write_plots
+from nano_respo.runs import read_metrics
 
 
 def fake_run(tmp_path, low_w_share: float, reuse: int = 4, epochs: int = 2, low_w_at=None, no_positives_at=()) -> Path:

@@ -1,11 +1,10 @@
-"""The reading path of one RL step and the rooms of the package: what tools/step_lines.py follows, the line
-budgets, and the imports.
+"""What a default run imports, and how the package's modules import each other.
 
-A reader who starts at the trainer's step must never be led into FSDP code, the faster routes (scale/) or
-the off-policy machinery (offpolicy.py): the step reads the plain forms (rollout.decode, policy_logprobs),
-which the faster routes are tested against, and receives a route as an argument; a default single-device
-run imports the two routes on by default and nothing else of them; and no module of the package may import
-one that imports it back.
+A reader who follows a default `python train.py` must never be led into FSDP code, the opt-in routes (scale/) or
+the off-policy machinery (offpolicy.py): a default single-device run imports none of them and runs the plain
+forms (rollout.decode, rollout.policy_logprobs) that the routes are tested against; a flag that needs one imports
+it. The package stands below train.py and eval.py (it never imports them), and no module of it imports one that
+imports it back. How long the reading path is, tools/step_lines.py reports; it is advice, not a test.
 """
 
 import ast
@@ -14,103 +13,62 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools"))
+NOT_DEFAULT = ("nano_respo.scale", "nano_respo.offpolicy")  # scale.distributed: the FSDP code
 
-from step_lines import Walker, default_run, span  # noqa: E402
-
-# Line budgets (lines as tools/step_lines.py counts them; a file's lines as `wc -l` does): the default step no
-# longer, and in no more files, than before the two wings (a034ad5: 695 lines in 8 files by
-# this tool's count of what a default `python train.py` calls, the two routes of scale/ it takes in place of the
-# plain forms, and the §6 diagnostics, now in nano_respo/diagnostics.py so that kernel.py holds the loss alone),
-# and kernel.py at most about 420 lines (563 before). Growing either says why here.
-DEFAULT_STEP, DEFAULT_STEP_FILES = 695, 8  # what `python tools/step_lines.py --default` reaches
-KERNEL, ROLLOUT, ANY_SOURCE = 420, 220, 600
-
-
-def reached(method: str, roots=("trainer.rl_iteration",), executed=None) -> set[str]:
-    walker = Walker(ROOT, method, executed)
-    walker.run(list(roots))
-    return {f"{module}.{name}" for module, name in walker.reached}
+# A tiny default single-device run, in process (default routes, method and sampler; small sizes, no warm start),
+# then the modules it imported that a default run must not. The answer goes to a file, not a pipe: a helper process
+# that an import may start (multiprocessing's resource tracker) inherits the child's pipes.
+TINY_DEFAULT_RUN = r'''
+import sys
+import train
+cfg = train.TrainConfig(task="addition", sft_steps=0, iterations=1, prompts_per_iteration=4, group_size=2, reuse=2,
+                        max_new_tokens=8, eval_problems=8, eval_samples=2, plots=False, out_dir=sys.argv[1],
+                        device="cpu")
+run_dir = train.train(cfg)
+assert (run_dir / "latest").is_file()
+open(sys.argv[2], "w").write(repr(sorted(m for m in sys.modules if m.startswith({not_default!r}))))
+'''
 
 
-def test_the_step_reaches_sampler_kernel_and_update_but_no_fsdp_code():
-    names = reached("respo")
-    for needed in ("nano_respo.rollout.sample", "nano_respo.rollout.decode", "nano_respo.kernel.policy_loss",
-                   "nano_respo.kernel.group_advantages", "nano_respo.trainer.rl_step",
-                   "nano_respo.kernel.respo_coefficient"):
-        assert needed in names
-    assert not any(name.startswith(("nano_respo.scale", "nano_respo.lab", "nano_respo.run")) for name in names)
+def test_a_tiny_default_run_imports_no_route_and_no_off_policy_code(tmp_path, model_cache):
+    answer = tmp_path / "imported.txt"
+    subprocess.run([sys.executable, "-c", TINY_DEFAULT_RUN.format(not_default=NOT_DEFAULT), str(tmp_path / "runs"),
+                    str(answer)], stdout=subprocess.DEVNULL, check=True, cwd=ROOT, timeout=600)
+    assert answer.read_text() == "[]"
 
 
-def test_a_default_run_reaches_its_two_routes_and_no_off_policy_code_and_stays_in_its_budget():
-    """--default: one iteration of a default `python train.py` is run with the routes it takes, walked from the
-    step and from those routes, and only what it calls is counted."""
-    executed, routes = default_run(ROOT)
-    assert routes == ["scale.shared_prompts.shared_prompt_policy_logprobs", "scale.lean_sampler.decode_lean"]
-    walker = Walker(ROOT, "respo", executed)
-    walker.run(["trainer.rl_iteration", *routes])
-    names = {f"{module}.{name}" for module, name in walker.reached}
-    assert {"nano_respo.kernel.policy_loss", "nano_respo.trainer.rl_step", "nano_respo.scale.lean_sampler.decode_lean",
-            "nano_respo.scale.shared_prompts.pack_shared"} <= names
-    assert not {"nano_respo.rollout.decode", "nano_respo.rollout.policy_logprobs"} & names  # the plain forms
-    assert not any(name.startswith("nano_respo.offpolicy") for name in names)
-    scale_files = {module for module, _ in walker.reached if module.startswith("nano_respo.scale")}
-    assert scale_files <= {"nano_respo.scale.shared_prompts", "nano_respo.scale.lean_sampler",
-                           "nano_respo.scale.packed"}  # packed: helpers the shared route reuses
-    assert "nano_respo.kernel.decoupled_coefficients" not in names  # the correction's branch is not taken
-    total = sum(span(node, methods_apart=True) for node in walker.reached.values())  # as the tool totals it
-    assert total <= DEFAULT_STEP, f"the default step is {total} lines, over its budget of {DEFAULT_STEP}"
-    assert len({module for module, _ in walker.reached}) <= DEFAULT_STEP_FILES  # files a reader opens
+# What set-up decides from the flags alone: the routes (train.routes_of) and the off-policy sources
+# (train.off_policy_of), then the modules loaded.
+ROUTES_OF = r'''
+import sys, torch, train
+cfg = train.TrainConfig({flags})
+train.routes_of(cfg), train.off_policy_of(cfg, torch.nn.Linear(1, 1))
+print(sorted(m for m in sys.modules if m.startswith({not_default!r})))
+'''
 
 
-def test_the_systems_routes_and_the_off_policy_code_are_the_runs_choice_not_the_steps():
-    """--packed-forward, --shared-prompts, --lean-sampler and the off-policy sources reach the step as arguments
-    (run.session.routes, run.session.off_policy_of); started from them, the walk finds them."""
-    names = reached("respo")
-    assert not any(name.startswith("nano_respo.scale") for name in names)
-    with_routes = reached("respo", ["trainer.rl_iteration", "scale.lean_sampler.decode_lean",
-                                    "scale.packed.packed_policy_logprobs",
-                                    "scale.shared_prompts.shared_prompt_policy_logprobs"])
-    assert {"nano_respo.scale.packed.pack", "nano_respo.scale.packed.first_fit", "nano_respo.rollout.unpacked",
-            "nano_respo.scale.shared_prompts.pack_shared"} <= with_routes
-    # Statically, the step's `off_policy` argument names OffPolicy: its methods are followed from there.
-    assert {"nano_respo.offpolicy.OffPolicy.prepare", "nano_respo.offpolicy.learner_logprobs"} <= names
+def modules_for(flags: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", ROUTES_OF.format(flags=flags, not_default=NOT_DEFAULT)],
+                          capture_output=True, text=True, check=True, cwd=ROOT, timeout=300)
+    return eval(done.stdout.strip().splitlines()[-1])
 
 
-def test_a_method_table_is_followed_along_one_row_unless_all_are_asked_for():
-    respo, every = reached("respo"), reached("all")
-    assert "nano_respo.kernel.sapo_coefficient" not in respo
-    assert {"nano_respo.kernel.sapo_coefficient", "nano_respo.kernel.clip_coefficient"} <= every
-    assert reached("seq_clip") - respo == {"nano_respo.kernel.clip_coefficient"}
+def test_the_default_takes_the_plain_forms_and_a_flag_that_needs_a_route_imports_it():
+    from nano_respo import rollout
+    from train import TrainConfig, routes_of
 
-
-def test_the_files_stay_within_their_budgets():
-    lines = {path: len(path.read_text().splitlines()) for path in (ROOT / "nano_respo").rglob("*.py")}
-    assert lines[ROOT / "nano_respo" / "kernel.py"] <= KERNEL
-    assert lines[ROOT / "nano_respo" / "rollout.py"] <= ROLLOUT
-    over = {str(p.relative_to(ROOT)): n for p, n in lines.items() if n > ANY_SOURCE}
-    assert not over, f"over {ANY_SOURCE} lines: {over}"
-
-
-def test_scale_says_which_routes_a_default_run_takes_and_where_their_plain_forms_are():
-    from nano_respo import rollout, scale
-    from nano_respo.config import TrainConfig
-    from nano_respo.run.session import routes
-
-    sentences = " ".join(scale.__doc__.split()).split(". ")
-    default_run = next(s for s in sentences if s.startswith("A default single-device run"))
-    plain_forms = next(s for s in sentences if s.startswith("The plain references"))
-    _, rl_logprobs, decoder = routes(TrainConfig())
-    for route, plain in ((rl_logprobs, rollout.policy_logprobs), (decoder, rollout.decode)):
-        assert route.__module__.startswith("nano_respo.scale."), route.__module__
-        module = route.__module__.rpartition(".")[2]
-        assert f"{module}.py" in default_run, module
-        assert plain.__name__ in plain_forms and f"--no-{module.replace('_', '-')}" in plain_forms, module
+    assert routes_of(TrainConfig()) == (rollout.policy_logprobs, rollout.policy_logprobs)
+    assert modules_for("") == []
+    assert modules_for("packed_forward=True") == ["nano_respo.scale", "nano_respo.scale.packed"]
+    assert "nano_respo.scale.shared_prompts" in modules_for("shared_prompts=True")
+    assert "nano_respo.scale.logprobs" in modules_for("logprob_chunk_mb=16")
+    assert modules_for("lag=1") == ["nano_respo.offpolicy"]
 
 
 def package_imports() -> dict[str, set[str]]:
-    """Every import of the package by the package: module level, inside functions and under TYPE_CHECKING."""
-    modules = {}
+    """Every import of the package by the package (module level, inside functions and under TYPE_CHECKING); the
+    entry points train.py and eval.py are nodes of the graph too."""
+    modules = {"train": ROOT / "train.py", "eval": ROOT / "eval.py"}
     for path in (ROOT / "nano_respo").rglob("*.py"):
         parts = path.relative_to(ROOT).with_suffix("").parts
         modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
@@ -130,9 +88,10 @@ def package_imports() -> dict[str, set[str]]:
     return graph
 
 
-def test_no_module_of_the_package_imports_one_that_imports_it_back():
+def test_no_module_imports_one_that_imports_it_back_and_the_package_never_imports_the_entry_points():
     graph = package_imports()
-    assert "nano_respo.run.session" in graph["nano_respo.run.loop"]  # the walk sees real imports
+    assert {"nano_respo.kernel", "nano_respo.rollout", "nano_respo.runs"} <= graph["train"]  # it sees real imports
+    assert "train" in graph["eval"]  # eval.py falls back to train.py's defaults
 
     def cycle_from(start, path):
         for nxt in sorted(graph[path[-1]]):
@@ -144,43 +103,13 @@ def test_no_module_of_the_package_imports_one_that_imports_it_back():
     cycles = [c for c in (cycle_from(m, [m]) for m in graph) if c]
     assert not cycles, "import cycle: " + " -> ".join(cycles[0])
     assert not graph["nano_respo.kernel"]  # the kernel imports torch only
-    assert not any(m.startswith("nano_respo.trainer") for m in graph["nano_respo.run.session"])
+    importers = {name for name, imported in graph.items() if imported & {"train", "eval"}}
+    assert importers == {"eval"}, f"the package imports an entry point: {importers - {'eval'}}"
 
 
-def test_the_step_and_its_config_stand_below_the_run_machinery():
-    """The step (trainer.py) imports nothing of run/ (the loop, run/loop.py, imports the step), and the configs
-    import nothing of the warm start (sft.py reads its --sft-anneal choices from config.py)."""
-    graph = package_imports()
-    assert "nano_respo.trainer" in graph["nano_respo.run.loop"]
-    assert not any(m.startswith("nano_respo.run") for m in graph["nano_respo.trainer"])
-    assert "nano_respo.config" in graph["nano_respo.sft"]
-    assert "nano_respo.sft" not in graph["nano_respo.config"]
-
-
-def test_importing_the_trainer_leaves_fsdp_unimported():
-    code = "import sys, nano_respo.trainer; print('torch.distributed.fsdp' in sys.modules)"
+def test_importing_train_leaves_fsdp_and_transformers_unimported():
+    """(Loading a model imports torch's FSDP through transformers; train.py itself does not.)"""
+    code = ("import sys, train; "
+            "print(sorted(m for m in ('torch.distributed.fsdp', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    assert out.stdout.strip() == "False"
-
-
-def test_a_default_single_device_run_imports_its_two_routes_and_no_scale_out_off_policy_or_lab_code(tmp_path):
-    """train.py's whole single-device path (config, session, trainer) and one default iteration import the two
-    routes on by default (scale.shared_prompts, scale.lean_sampler) and nothing else of scale/, offpolicy.py or
-    lab/; with both routes off (the plain forms) none of them; a flag that needs one imports it."""
-    # The answer goes to a file, not a pipe: a helper process that an import may start (multiprocessing's
-    # resource tracker) inherits the child's pipes and would keep them open after the child exits.
-    answer = tmp_path / "imported.txt"
-    code = ("import sys, torch, nano_respo.config, nano_respo.run.session as s, nano_respo.trainer; "
-            "from nano_respo.config import TrainConfig; "
-            "s.routes(TrainConfig()); s.off_policy_of(TrainConfig(), torch.nn.Linear(1, 1), None); "
-            f"open({str(answer)!r}, 'w').write(repr(sorted(m for m in sys.modules "
-            "if m.startswith(('nano_respo.scale', 'nano_respo.lab', 'nano_respo.offpolicy')))))")
-    subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, check=True, cwd=ROOT, timeout=300)
-    assert answer.read_text() == ("['nano_respo.scale', 'nano_respo.scale.lean_sampler', 'nano_respo.scale.packed', "
-                                  "'nano_respo.scale.shared_prompts']")  # packed: helpers the shared route reuses
-    code = code.replace("s.routes(TrainConfig())", "s.routes(TrainConfig(shared_prompts=False, lean_sampler=False))")
-    subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, check=True, cwd=ROOT, timeout=300)
-    assert answer.read_text() == "[]"
-    lagged = code.replace("off_policy_of(TrainConfig()", "off_policy_of(TrainConfig(lag=1)")
-    subprocess.run([sys.executable, "-c", lagged], stdout=subprocess.DEVNULL, check=True, cwd=ROOT, timeout=300)
-    assert answer.read_text() == "['nano_respo.offpolicy']"
+    assert out.stdout.strip() == "[]"
