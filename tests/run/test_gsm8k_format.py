@@ -4,11 +4,10 @@ import json
 
 import pytest
 
-from nano_respo.config import TrainConfig
-from nano_respo.run.cli import from_flat
-from nano_respo.run.loop import train
-from nano_respo.run.metrics import read_metrics
+from nano_respo.cli import from_flat
+from nano_respo.runs import read_metrics
 from nano_respo.tasks import GSM8K_INSTRUCTION, extract_answer, make_task, math_reward
+from train import TrainConfig, train
 
 pytestmark = pytest.mark.usefixtures("model_cache")
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nano_respo.run.metrics import read_metrics
-from nano_respo.run.summary import paper_summary, run_summary
+from nano_respo.runs import read_metrics
+from nano_respo.summary import paper_summary, run_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_RUN = ROOT / "research/results/default-run/default"  # the committed default run: 40 iterations x reuse 4
