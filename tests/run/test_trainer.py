@@ -8,6 +8,7 @@ import math
 import os
 import shutil
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,25 +17,23 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(1)
 
+import train as train_module  # noqa: E402
+from conftest import parse_train, without_timings  # noqa: E402
+from eval import EvalConfig, run_eval  # noqa: E402
 from nano_respo import checkpoint as checkpoint_module  # noqa: E402
-from nano_respo.run import evaluate_cli  # noqa: E402
-from nano_respo import trainer as trainer_module  # noqa: E402
-from nano_respo.run import session as session_module  # noqa: E402
 from nano_respo.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint  # noqa: E402
-from nano_respo.run.cli import build_parser, from_flat, parse_config  # noqa: E402
-from nano_respo.run.evaluate_cli import EvalConfig, run_eval  # noqa: E402
+from nano_respo.cli import flat_fields, from_flat  # noqa: E402
 from nano_respo.kernel import LossConfig  # noqa: E402
-from nano_respo.run.metrics import TIMING_KEYS, read_metrics  # noqa: E402
 from nano_respo.models import load_model  # noqa: E402
-from nano_respo.rollout import RolloutBatch, decode, policy_logprobs, sample, score  # noqa: E402
-from nano_respo.scale.lean_sampler import decode_lean  # noqa: E402
+from nano_respo.rollout import RolloutBatch, policy_logprobs, sample, score  # noqa: E402
+from nano_respo.runs import Stopped, read_metrics  # noqa: E402
 from nano_respo.scale.logprobs import chunked_policy_logprobs  # noqa: E402
 from nano_respo.scale.packed import packed_policy_logprobs  # noqa: E402
+from nano_respo.scale.shared_prompts import shared_prompt_policy_logprobs  # noqa: E402
 from nano_respo.tasks import make_task  # noqa: E402
-from nano_respo.config import TrainConfig  # noqa: E402
-from nano_respo.run.loop import train  # noqa: E402
-from nano_respo.run.session import Stopped  # noqa: E402
-from nano_respo.trainer import rl_step  # noqa: E402
+from train import TrainConfig, rl_step, train  # noqa: E402
+
+eval_module = sys.modules["eval"]  # eval.py (the name would shadow the builtin)
 
 
 # Tiny models and warm starts go to a private cache per module (tests/conftest.py), never the user's.
@@ -53,8 +52,8 @@ def varied_reward(monkeypatch):
         task = make_task(*args, **kwargs)
         task.reward = parity_reward
         return task
-    monkeypatch.setattr(session_module, "make_task", make_parity_task)
-    monkeypatch.setattr(evaluate_cli, "make_task", make_parity_task)
+    monkeypatch.setattr(train_module, "make_task", make_parity_task)
+    monkeypatch.setattr(eval_module, "make_task", make_parity_task)
 
 
 def tiny_config(tmp_path, **overrides) -> TrainConfig:
@@ -75,7 +74,7 @@ def step(model, optimizer, batch, cfg: TrainConfig) -> dict:
 
 
 def train_records(run_dir):
-    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in read_metrics(run_dir) if r["kind"] != "time"]
+    return without_timings([r for r in read_metrics(run_dir) if r["kind"] != "time"])
 
 
 @pytest.mark.parametrize("model", ["tiny-qwen3", "tiny-qwen3-moe"])
@@ -99,27 +98,31 @@ def test_two_iteration_smoke_run_logs_checkpoints_and_reproduces_with_eval(tmp_p
     evals = [r for r in records if r["kind"] == "eval"]
     first_eval, final_eval = evals[0], evals[-1]
     assert final_eval["iteration"] == cfg.iterations
-    # The start and end lines print the same figures, the headline pass@1 first.
-    for when, result in (("start", first_eval), ("end", final_eval)):
-        assert f"{when} held-out pass@1 {result['heldout_pass@1']:.3f} (greedy accuracy {result['heldout_acc']:.3f})" in out
+    # The start and end lines print the logged figures, the headline pass@1 first.
+    assert f"start held-out pass@1 {first_eval['heldout_pass@1']:.3f}\n" in out
+    assert (f"end held-out pass@1 {final_eval['heldout_pass@1']:.3f} (greedy accuracy {final_eval['heldout_acc']:.3f}), "
+            f"after 2 iterations, 4 optimizer steps\n") in out
     # eval.py on the run directory reproduces the logged figures exactly.
     result = run_eval(EvalConfig(model=str(run_dir)))
     for key in ("heldout_acc", "heldout_pass@1", "heldout_pass@2"):
         assert result[key] == final_eval[key]
 
 
-@pytest.mark.parametrize("lean", [False, True], ids=["sample", "lean-sample-packed-forward"])
+ROUTES = {"plain": (policy_logprobs, chunked_policy_logprobs),
+          "packed": (packed_policy_logprobs, functools.partial(chunked_policy_logprobs, packed=True)),
+          "shared-prompts": (shared_prompt_policy_logprobs,)}
+
+
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("model", ["tiny-qwen3", "tiny-qwen3-moe"])
-def test_first_step_on_a_fresh_batch_sees_w_equal_one(model, lean):
+def test_first_step_on_a_fresh_batch_sees_w_equal_one(model, route):
     torch.manual_seed(0)
     net, tokenizer = load_model(model)
-    prompts = [f"{a}+{a * 7}=" for a in range(6) for _ in range(2)]  # groups of 2: the lean sampler shares prefills
+    prompts = [f"{a}+{a * 7}=" for a in range(6) for _ in range(2)]  # groups of 2: the sampler shares prefills
     # Three decode calls (5 + 5 + 2 prompts) whose completions are padded to one width.
-    batch = batch_of(sample(net, tokenizer, prompts, 10, temperature=0.7, batch_size=5,
-                            decoder=decode_lean if lean else decode), torch.zeros(12), torch.zeros(12))
-    routes = ((packed_policy_logprobs, functools.partial(chunked_policy_logprobs, packed=True)) if lean
-              else (policy_logprobs, chunked_policy_logprobs))
-    for logprobs in routes:
+    batch = batch_of(sample(net, tokenizer, prompts, 10, temperature=0.7, batch_size=5), torch.zeros(12),
+                     torch.zeros(12))
+    for logprobs in ROUTES[route]:
         for part in (batch, batch.select(torch.tensor([0, 5, 11]))):
             logp, _, _ = logprobs(net, part, temperature=0.7)
             log_w = torch.where(part.completion_mask, logp - part.old_logp, 0.0).sum(-1)  # [B]
@@ -152,8 +155,9 @@ def test_chunked_policy_logprobs_match_the_models_own_logits_with_gradients(mode
             torch.testing.assert_close(a, b, rtol=1e-4, atol=2e-5, msg=name)
 
 
-@pytest.mark.parametrize("less_work", [{}, {"lean_sampler": True, "packed_forward": True}, {"shared_prompts": True}],
-                         ids=["default", "lean-sampler-packed-forward", "shared-prompts"])
+@pytest.mark.parametrize("less_work", [{}, {"packed_forward": True}, {"shared_prompts": True},
+                                       {"packed_forward": True, "logprob_chunk_mb": 1e-3}],
+                         ids=["default", "packed-forward", "shared-prompts", "packed-chunked"])
 def test_first_step_of_every_iteration_logs_w_one(tmp_path, varied_reward, less_work):
     run_dir = train(tiny_config(tmp_path, reuse=4, epochs=2, iterations=2, **less_work))
     for record in read_metrics(run_dir):
@@ -174,28 +178,10 @@ def test_resume_refuses_changed_flags_and_missing_checkpoints(tmp_path, varied_r
     train(tiny_config(tmp_path, iterations=1))
     with pytest.raises(ValueError, match="resume: flags differ.*lr"):
         train(tiny_config(tmp_path, iterations=2, lr=1e-2, resume=True))
-    with pytest.raises(ValueError, match="resume: no checkpoint"):
+    with pytest.raises(ValueError, match="resume: no run in .*other; drop --resume to start it"):
         train(tiny_config(tmp_path, name="other", resume=True))
     with pytest.raises(ValueError, match="already holds a run"):
         train(tiny_config(tmp_path, iterations=1))
-
-
-def test_resume_reads_a_flag_newer_than_the_checkpoint_as_the_run_ran_without_it(tmp_path, varied_reward):
-    """A checkpoint from before --lean-sampler existed ran rollout.decode (session.BEFORE_THE_FLAG), though the
-    lean sampler is the default now: resuming it on today's default refuses and names the flag that matches."""
-    run_dir = train(tiny_config(tmp_path, iterations=1, lean_sampler=False))
-    (state_file,) = run_dir.glob("checkpoints/*/trainer_state.pt")
-    state = torch.load(state_file, weights_only=False)
-    del state["config"]["lean_sampler"]  # as a checkpoint written before the flag existed
-    torch.save(state, state_file)
-    manifest = state_file.parent / "checkpoint.json"  # the sizes it checks: the rewritten file's
-    written = json.loads(manifest.read_text())
-    written["files"][state_file.name] = state_file.stat().st_size
-    manifest.write_text(json.dumps(written))
-    with pytest.raises(ValueError, match=r"resume: flags differ.*lean_sampler \(it ran with --no-lean-sampler\)"):
-        train(tiny_config(tmp_path, iterations=2, resume=True))
-    train(tiny_config(tmp_path, iterations=2, lean_sampler=False, resume=True))  # what that run ran
-    assert {r["iteration"] for r in read_metrics(run_dir) if r["kind"] == "train"} == {0, 1}
 
 
 def test_a_failed_save_leaves_the_previous_checkpoint_loadable(tmp_path, monkeypatch):
@@ -255,13 +241,13 @@ def test_reward_errors_are_reported_in_the_metrics(tmp_path, monkeypatch, capsys
         task = make_task(*args, **kwargs)
         task.reward = lambda text, answer: 1 / 0
         return task
-    monkeypatch.setattr(session_module, "make_task", make_broken_task)
+    monkeypatch.setattr(train_module, "make_task", make_broken_task)
     run_dir = train(tiny_config(tmp_path, iterations=1))
     steps = [r for r in read_metrics(run_dir) if r["kind"] == "train"]
     assert steps[0]["reward_errors"] == 16 and steps[0]["reward"] == 0.0
     assert steps[0]["zero_var_frac"] == 1.0  # all-equal rewards: no signal, but no crash
     printed = capsys.readouterr().out
-    assert "reward function failed on 16 of 16 completions (scored 0); first: ZeroDivisionError" in printed
+    assert "iteration 0: the reward function failed on 16 completions (scored 0): ZeroDivisionError" in printed
     assert "every group has all-equal rewards" in printed
 
 
@@ -274,7 +260,7 @@ def test_reward_errors_are_reported_in_the_metrics(tmp_path, monkeypatch, capsys
     (dict(lr=-0.1), r"^lr: must be > 0, got -0.1$"),
     (dict(sft_lr=0.0), r"^sft_lr: must be > 0, got 0.0$"),
     (dict(max_grad_norm=-1.0), r"^max_grad_norm: must be > 0, got -1.0$"),
-    (dict(adv_scale="minmax"), "adv_scale: unknown scale"),
+    (dict(adv_scale="minmax"), "adv_scale: choose one of none, std, got 'minmax'"),
     (dict(beta_pos=2.0), "beta_pos: must lie in"),
 ])
 def test_impossible_configs_fail_with_one_line_messages(overrides, message):
@@ -292,21 +278,13 @@ def test_unknown_task_or_model_fails_with_one_line_messages(tmp_path, overrides,
         train(tiny_config(tmp_path, **overrides))
 
 
-def test_cli_has_a_flag_for_every_kernel_and_trainer_field(capsys):
-    flags = {action.dest for action in build_parser(TrainConfig)._actions}
+def test_cli_has_a_flag_for_every_kernel_and_trainer_field():
     fields = {f.name for f in dataclasses.fields(LossConfig)} | {f.name for f in dataclasses.fields(TrainConfig)}
-    assert fields - {"loss"} <= flags and "loss" not in flags
-    cfg = parse_config(TrainConfig, ["--method", "grpo", "--reuse", "8", "--group-size", "4", "--alpha-pos", "0.5",
-                                     "--eps-high", "0.28"])
+    assert set(flat_fields(TrainConfig)) == fields - {"loss"}
+    cfg = parse_train(["--method", "grpo", "--reuse", "8", "--group-size", "4", "--alpha-pos", "0.5", "--eps-high",
+                       "0.28"])
     assert (cfg.loss.method, cfg.reuse, cfg.group_size, cfg.loss.alpha_pos, cfg.loss.eps_high) == ("grpo", 8, 4, 0.5, 0.28)
     assert not isinstance(cfg, LossConfig)  # a TrainConfig cannot be passed as the loss's config by mistake
-    with pytest.raises(SystemExit):
-        parse_config(TrainConfig, ["--method", "nope"])
-    assert "argument --method: invalid choice: 'nope'" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        parse_config(TrainConfig, ["--help-all"])
-    help_text = capsys.readouterr().out
-    assert "--router-aux-coef" in help_text and "--sft-steps" in help_text and "--lambda-neg" in help_text
 
 
 def test_metrics_lines_are_plain_json(tmp_path, varied_reward):
@@ -340,18 +318,19 @@ def test_micro_batches_accumulate_to_the_same_update_and_statistics():
 
 
 def test_ctrl_c_finishes_the_iteration_saves_and_stops(tmp_path, varied_reward, monkeypatch):
-    real_collect = trainer_module.collect_rollouts
+    real_collect = train_module.collect_rollouts
 
-    def interrupted(model, tokenizer, task, cfg, iteration, *routes):
+    def interrupted(model, tokenizer, task, cfg, iteration, *ranks):
         if iteration == 1:
             os.kill(os.getpid(), signal.SIGINT)  # as if the user pressed Ctrl-C mid-iteration
-        return real_collect(model, tokenizer, task, cfg, iteration, *routes)
-    monkeypatch.setattr(trainer_module, "collect_rollouts", interrupted)
+        return real_collect(model, tokenizer, task, cfg, iteration, *ranks)
+    monkeypatch.setattr(train_module, "collect_rollouts", interrupted)
     handler_before = signal.getsignal(signal.SIGINT)
     cfg = tiny_config(tmp_path, iterations=5, save_every=10, eval_every=10)
     with pytest.raises(Stopped) as stopped:  # saved, then stopped: a status of its own, not a finished run's
         train(cfg)
-    assert stopped.value.exit_code == 130 and "stopped after iteration 2 of 5" in str(stopped.value)
+    assert stopped.value.exit_code == 130
+    assert str(stopped.value) == "Ctrl-C: stopped after iteration 2 of 5; `--resume` continues"
     run_dir = Path(cfg.out_dir) / cfg.run_name
     assert latest_checkpoint(run_dir).name == "iter-000002"
     assert load_trainer_state(latest_checkpoint(run_dir))["step"] == 2 * 2
