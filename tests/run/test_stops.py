@@ -1,8 +1,9 @@
-"""Runs stopped from outside (Ctrl-C, SIGTERM, kill -9) or moved, then resumed: nothing is lost.
+"""Runs stopped from outside (Ctrl-C, SIGTERM, SIGHUP, kill -9) or moved, then resumed: nothing is lost.
 
 Each run is `python train.py` in a child process (HELD_TRAIN below), held at a chosen moment
 so that the signal arrives exactly there, not after a guessed sleep. Whatever the moment,
-`--resume` must end with the same metrics records as a run that was never stopped.
+`--resume` must end with the same metrics records as a run that was never stopped (less the
+wall-clock figures, conftest.TIMING_KEYS): nothing lost, nothing repeated.
 """
 
 import json
@@ -15,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from nano_respo.run.metrics import TIMING_KEYS, read_metrics
+from conftest import without_timings
+from nano_respo.runs import read_metrics
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,25 +28,26 @@ pytestmark = pytest.mark.usefixtures("model_cache")
 # cannot wait raises out of the wait; one that asks the loop to finish prints REQUESTED and
 # lets the run go on (record-twice: holds on for a second signal).
 HELD_TRAIN = r'''
-import json, runpy, signal, sys, time
+import json, signal, sys, time
 import torch
-from nano_respo import tasks
-from nano_respo import checkpoint
-from nano_respo.run import metrics, session
+import train
+from nano_respo import checkpoint, runs
+
+make_task = train.make_task
 
 def parity_task(*args, **kwargs):
-    task = tasks.make_task(*args, **kwargs)
+    task = make_task(*args, **kwargs)
     task.reward = lambda text, answer: float(sum(map(ord, text)) % 2)
     return task
-session.make_task = parity_task
+train.make_task = parity_task
 
 kind, at = sys.argv.pop(1).split(":")
 at = int(at)
 
 def hold():
     print("HOLDING", flush=True)
-    stop = getattr(signal.getsignal(signal.SIGINT), "__self__", None)  # the trainer's StopRequest
-    while not getattr(stop, "requested", False):
+    stop = getattr(signal.getsignal(signal.SIGINT), "__self__", None)  # train's runs.Stop
+    while not getattr(stop, "signum", None):
         time.sleep(0.01)
     print("REQUESTED", flush=True)
     while kind == "record-twice":
@@ -59,7 +62,7 @@ def first_call(function):
         return function(*args, **kwargs)
     return held
 
-real_write, real_save, real_write_text = metrics.MetricsLog.write, torch.save, checkpoint.write_text_atomic
+real_write, real_save, real_write_text = runs.MetricsLog.write, torch.save, checkpoint.write_text_atomic
 
 def write(self, record):  # the first train record of iteration `at`: whole, or half then hold
     if record["kind"] == "train" and record["iteration"] == at and record["minibatch"] == 0:
@@ -80,16 +83,16 @@ def write_text(path, text):  # checkpoint renamed into place, `latest` not switc
     real_write_text(path, text)
 
 if kind == "first-eval":
-    session.evaluate_heldout = first_call(session.evaluate_heldout)
+    train.evaluate_heldout = first_call(train.evaluate_heldout)
 elif kind == "initial-model":
-    session.initial_model = first_call(session.initial_model)
+    train.initial_model = first_call(train.initial_model)
 elif kind in ("record", "record-twice", "half-record"):
-    metrics.MetricsLog.write = write
+    runs.MetricsLog.write = write
 elif kind == "save-state":
     torch.save = save
 elif kind == "latest":
     checkpoint.write_text_atomic = write_text
-runpy.run_path("train.py", run_name="__main__")
+train.run_command(train.main)  # as `python train.py` runs it
 '''
 
 ITERATIONS = 4
@@ -102,7 +105,7 @@ def start(out_dir: Path, moment: str = "none:0", *extra: str) -> subprocess.Pope
     return subprocess.Popen([sys.executable, "-c", HELD_TRAIN, moment, *FLAGS, "--out-dir", str(out_dir),
                              "--name", "run", "--iterations", str(ITERATIONS), *extra],
                             cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+                            env={**os.environ, "PYTHONPATH": str(REPO), "TQDM_DISABLE": "1"})
 
 
 def wait_for(child: subprocess.Popen, marker: str) -> str:
@@ -127,7 +130,7 @@ def run(out_dir: Path, *extra: str) -> None:
 
 def records(run_dir: Path) -> list[dict]:
     """Every record, less the wall-clock figures (the only ones a resume may change)."""
-    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in read_metrics(run_dir)]
+    return without_timings(read_metrics(run_dir))
 
 
 @pytest.fixture(scope="module")
@@ -140,18 +143,28 @@ def straight(tmp_path_factory, model_cache):
     return found
 
 
-def test_ctrl_c_during_the_first_evaluation_stops_in_one_line_and_resume_completes(tmp_path, straight):
+def last_line(err: str) -> str:
+    """What a stopped run says last (stderr), after checking it printed no traceback."""
+    assert "Traceback" not in err, err[-3000:]
+    return err.strip().splitlines()[-1]
+
+
+def test_ctrl_c_during_the_first_evaluation_stops_at_once_and_resume_completes(tmp_path, straight):
+    """Before the first save: nothing to finish, so the first Ctrl-C stops at once; --resume starts it over."""
     child = start(tmp_path, "first-eval:0")
     wait_for(child, "HOLDING")
     child.send_signal(signal.SIGINT)
     code, _, err = finish(child)
     assert code == 130
-    assert err.strip() == "Ctrl-C: stopped at once; no checkpoint yet, so `--resume` starts the run over"
-    run(tmp_path, "--resume")
+    assert last_line(err) == "Ctrl-C: stopped at once; nothing was saved yet: run it again, or --resume to start over"
+    assert not (tmp_path / "run" / "latest").exists()
+    code, out, err = finish(start(tmp_path, "none:0", "--resume"))
+    assert code == 0, err[-3000:]
+    assert f"resume: {tmp_path / 'run'} has no intact checkpoint yet; starting the run over from iteration 0" in out
     assert records(tmp_path / "run") == straight
 
 
-def test_a_second_ctrl_c_in_the_loop_stops_in_one_line_and_resume_completes(tmp_path, straight):
+def test_a_second_ctrl_c_in_the_loop_stops_at_once_and_resume_completes(tmp_path, straight):
     child = start(tmp_path, "record-twice:1")
     wait_for(child, "HOLDING")
     child.send_signal(signal.SIGINT)  # the first asks to finish the iteration
@@ -159,8 +172,8 @@ def test_a_second_ctrl_c_in_the_loop_stops_in_one_line_and_resume_completes(tmp_
     child.send_signal(signal.SIGINT)
     code, _, err = finish(child)
     assert code == 130
-    assert err.strip().splitlines()[-1] == "Ctrl-C again: stopped at once; `--resume` continues from iter-000001"
-    assert "Traceback" not in err
+    assert "Ctrl-C: finishing this iteration, then saving (again to stop at once)" in err
+    assert last_line(err) == "Ctrl-C: stopped at once; `--resume` continues from iter-000001"
     run(tmp_path, "--resume")
     assert records(tmp_path / "run") == straight
 
@@ -171,26 +184,32 @@ def test_sigterm_stops_at_once_before_the_loop_and_saves_in_it_never_saying_ctrl
     child.send_signal(signal.SIGTERM)
     code, _, err = finish(child)
     assert code == 128 + signal.SIGTERM
-    assert err.strip() == "SIGTERM: stopped at once; nothing was written yet, so the same command starts the run"
-    assert not (tmp_path / "run").exists()
-    child = start(tmp_path, "record:1")
+    assert last_line(err) == "SIGTERM: stopped at once; nothing was saved yet: run it again, or --resume to start over"
+    assert not (tmp_path / "run" / "metrics.jsonl").exists() and not (tmp_path / "run" / "checkpoints").exists()
+    child = start(tmp_path, "record:1")  # run again, the same command
     wait_for(child, "HOLDING")
+    # A second run into the live run's directory is refused in one line, and leaves the live one alone.
+    second = subprocess.run([sys.executable, "train.py", *FLAGS, "--out-dir", str(tmp_path), "--name", "run"],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert second.returncode == 2 and second.stdout == ""
+    assert second.stderr == (f"error: run lock: {tmp_path / 'run'} is in use by another run; wait for it or pass "
+                             f"another --name\n")
     child.send_signal(signal.SIGTERM)  # in the loop: finish iteration 1, save, stop
-    said = wait_for(child, "REQUESTED")
+    wait_for(child, "REQUESTED")
     code, out, err = finish(child)
     assert code == 128 + signal.SIGTERM, err[-3000:]  # saved, yet not finished: a scheduler can tell
-    assert "SIGTERM: finishing this iteration, then saving a checkpoint (SIGTERM again" in said
-    assert "Ctrl-C" not in said + out + err
+    assert "SIGTERM: finishing this iteration, then saving (again to stop at once)" in err
+    assert "Ctrl-C" not in out + err
     assert (tmp_path / "run" / "latest").read_text() == "checkpoints/iter-000002"
     # The end's figures are the last evaluation's (the start: --eval-every 10), and say so.
     start_eval = read_metrics(tmp_path / "run")[0]
     assert (f"end held-out pass@1 {start_eval['heldout_pass@1']:.3f} (greedy accuracy "
             f"{start_eval['heldout_acc']:.3f}) (evaluated at iteration 0), after 2 iterations, 4 optimizer steps"
             in out.splitlines())
-    assert err.strip().splitlines()[-1] == "SIGTERM: stopped after iteration 2 of 4; `--resume` continues from iter-000002"
+    assert last_line(err) == "SIGTERM: stopped after iteration 2 of 4; `--resume` continues"
     code, out, err = finish(start(tmp_path, "none:0", "--resume"))
     assert code == 0, err[-3000:]
-    assert "resume: continuing from iteration 2 of 4 (iter-000002, optimizer step 4)" in out.splitlines()
+    assert "resume: continuing from iteration 2 of 4 (iter-000002, step 4)" in out.splitlines()
     assert records(tmp_path / "run") == straight
 
 
@@ -217,7 +236,7 @@ def test_a_stop_through_a_pipe_whose_reader_exited_still_saves_and_resumes_witho
     reader.stdin.close()  # the reader alone holds the pipe's read end: its exit breaks the pipe
     assert reader.stdout.readline().strip() == "HOLDING"
     assert reader.wait(timeout=60) == 0
-    child.send_signal(signum)  # every message from here on meets the dead pipe (and raises SIGPIPE)
+    child.send_signal(signum)  # every message from here on meets the dead pipe (EPIPE: Python ignores SIGPIPE)
     assert child.wait(timeout=300) == 128 + signum
     assert (tmp_path / "run" / "latest").read_text() == "checkpoints/iter-000002"
     run(tmp_path, "--resume")
