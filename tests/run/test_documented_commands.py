@@ -2,7 +2,7 @@
 research/tests/test_documented_commands.py, which reads these docs too), so that none can rot unseen.
 
 Each documented command is found by reading the markdown (code blocks and `inline code`);
-its arguments must parse with the script's own parser (a renamed flag fails), and then:
+its arguments must parse as the script itself parses them (a renamed flag fails), and then:
 the cheap ones run here with shortened flags; sweeps and runs that need a GPU, the hub or
 another environment are run, shortened, by the test named for their script in RUN_BY.
 A documented command whose script has no entry fails, naming it.
@@ -19,17 +19,24 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from nano_respo.run.cli import parse_config  # noqa: E402
-from nano_respo.config import TrainConfig  # noqa: E402
-from nano_respo.run.evaluate_cli import EvalConfig  # noqa: E402
+from eval import EvalConfig  # noqa: E402
+from nano_respo.cli import parse_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ["README.md", "docs/math.md", "docs/training.md", "docs/scaling.md", "nano_respo/integrations/README.md"]
 PROGRAMS = ("python", "python3", ".venv-bench/bin/python", "torchrun", "bash", "jupyter")
-# Each script's config class: its documented arguments must parse with it.
+
+
+def parse_train_py(args: list[str]):
+    """As train.main parses them (tests/conftest.py; imported here, where the tiers' conftest is on the path)."""
+    from conftest import parse_train
+    return parse_train(args)
+
+
+# Each script's parser: its documented arguments must parse with it.
 CONFIGS = {
-    "train.py": lambda: TrainConfig,
-    "eval.py": lambda: EvalConfig,
+    "train.py": parse_train_py,
+    "eval.py": lambda args: parse_config(EvalConfig, args),
 }
 # Scripts this file runs, each with the flags that make it cheap (appended: argparse keeps the last value).
 SHORTENED = {
@@ -73,15 +80,18 @@ def documented_commands(docs=DOCS) -> list[tuple[str, str]]:
 
 
 def script_and_args(command: str, stand_ins: dict | None = None) -> tuple[str, list[str]]:
-    """('train.py', its arguments) of one command line; shell setup before && is dropped; `stand_ins` replaces an
-    argument that names what an earlier documented command writes with a committed file of that kind."""
+    """('train.py', its arguments) of one command line; shell setup before && and what follows a pipe or a
+    redirection (`2>&1 | tee log`) are dropped; `stand_ins` replaces an argument that names what an earlier
+    documented command writes with a committed file of that kind."""
     stand_ins = stand_ins or {}
     command = re.sub(r"\$\(seq (\d+) (\d+)\)", lambda m: " ".join(map(str, range(int(m[1]), int(m[2]) + 1))),
-                     command.split("&&")[0])
+                     command.split("&&")[0].split(" | ")[0])
     words = []
     for word in shlex.split(command.replace("<the same arguments>", ""), comments=True):
         if word == "..." and words[-1].startswith("--"):  # `--claims ...`: a flag whose values the prose elides
             words.pop()
+        elif re.fullmatch(r"\d*>&?\S*", word):  # 2>&1, > log
+            continue
         elif word != "...":
             words.append(stand_ins.get(word, word))
     if words[0] == "jupyter":
@@ -111,9 +121,8 @@ def check_command(doc, command, tmp_path, configs, shortened, run_by, stand_ins=
     assert script in configs or script in shortened or script in run_by, \
         f"{doc} names `{command}`: add its script {script!r} to the tables of the test that checks {doc}"
     if script in configs:
-        cls = configs[script]()
         try:
-            parse_config(cls, args)
+            configs[script](args)
         except SystemExit as stop:  # --help and --help-all exit 0 once they have printed
             if stop.code != 0 or not {"--help", "--help-all"} & set(args):
                 pytest.fail(f"{doc}: `{command}` does not parse ({stop})")
