@@ -463,6 +463,7 @@ def train(cfg: TrainConfig, watch=None) -> Path:
     run_dir = Path(cfg.out_dir) / cfg.run_name
     if cfg.resume and not run_dir.is_dir():
         raise ValueError(f"resume: no run in {run_dir}; drop --resume to start it")
+    run_dir.mkdir(parents=True, exist_ok=True)  # run_lock makes it too, but --fsdp's ranks take no lock
     with Stop(run_dir) as stop, contextlib.nullcontext() if cfg.fsdp else run_lock(run_dir):
         task, model, tokenizer, optimizer, ranks, off_policy, start, step = set_up(cfg, run_dir)
         amp = torch.autocast("cuda", dtype=torch.bfloat16) if cfg.autocast else contextlib.nullcontext()

@@ -29,9 +29,7 @@ from nano_respo.checkpoint import latest_checkpoint
 from nano_respo.kernel import LossConfig
 from nano_respo.models import build_char_tokenizer
 from nano_respo.rollout import RolloutBatch, decode
-from nano_respo.run.session import save_checkpoint_of
-from nano_respo.config import StepConfig
-from nano_respo.trainer import ONE_PROCESS, rl_step
+from train import OneDevice, TrainConfig, rl_step, save
 
 WORLD = 2
 GROUP = 2
@@ -45,8 +43,8 @@ SHAPE = dict(vocab_size=48, hidden_size=32, num_hidden_layers=2, num_attention_h
 STEP = dict(temperature=1.0, max_grad_norm=0.05, prompts_per_iteration=1, group_size=2, reuse=1)
 
 
-def step_config(loss_cfg, micro_batch) -> StepConfig:
-    return StepConfig(loss=loss_cfg, micro_batch=micro_batch, **STEP)
+def step_config(loss_cfg, micro_batch) -> TrainConfig:
+    return TrainConfig(loss=loss_cfg, micro_batch=micro_batch, **STEP)
 FAMILIES = {
     # dense, default aggregation: each shard divides by its own number of sequences
     "dense": (transformers.Qwen3Config, {}, LossConfig(method="respo", norm_len=7), None),
@@ -96,7 +94,7 @@ def make_batch(family, rows=8, prompt=5, completion=7):
                         logp + 0.3 * torch.randn(logp.shape, generator=g), advantages, advantages)
 
 
-def train(model, optimizer, batch, family, steps: range, ranks=ONE_PROCESS):
+def train(model, optimizer, batch, family, steps: range, ranks=OneDevice()):
     """The trainer's reuse loop in miniature around its own rl_step; returns the global loss of each step."""
     _, _, loss_cfg, micro_batch = FAMILIES[family]
     per_mini = len(batch.advantages) // MINI_BATCHES
@@ -133,8 +131,8 @@ def worker(rank, world, port, tmp):
             nd.shard_model(model)
             optimizer = make_optimizer(model)
             losses = train(model, optimizer, batch, family, range(0, STEPS // 2), ranks)
-            save_checkpoint_of(Path(tmp) / f"{family}-run", model, build_char_tokenizer(), optimizer, STEPS // 2,
-                               STEPS // 2, {}, ranks)
+            save(Path(tmp) / f"{family}-run", model, build_char_tokenizer(), optimizer, STEPS // 2, STEPS // 2,
+                 TrainConfig(fsdp=True), ranks, None)  # train.py's own save under --fsdp
             losses += train(model, optimizer, batch, family, range(STEPS // 2, STEPS), ranks)
             full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
             # Gathered once, the sampler runs with no collectives: rank 1 decodes 4 more steps than rank 0.
