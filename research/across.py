@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from nano_respo.run.cli import parse_config
+from research.cli import parse_config
 from research.lab.report import across_report, claim_result, fmt, parse_claim
 
 

@@ -23,13 +23,14 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nano_respo.config import TrainConfig
 from nano_respo.diagnostics import DIAGNOSTIC_KEYS
 from nano_respo.kernel import reuse_split
-from research.lab.report import parse_claim, parse_setting
 from nano_respo.models import cache_dir
-from nano_respo.run.metrics import read_metrics
-from nano_respo.run.session import initial_model
+from nano_respo.runs import read_metrics
+from nano_respo.sft import initial_model
+from nano_respo.tasks import make_task
+from research.lab.report import parse_claim, parse_setting
+from train import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_SETTING_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")
@@ -56,6 +57,13 @@ def require_empty_cache() -> Path:
     if path.exists() and any(path.iterdir()):
         raise ValueError(f"NANO_RESPO_CACHE: {path} is not empty; point it at a new directory")
     return path
+
+
+def task_of(train_cfg: TrainConfig):
+    """The task of a train.py run, its generation budget checked, as train.set_up builds it."""
+    task = make_task(train_cfg.task, train_cfg.task_size, train_cfg.eval_problems, train_cfg.heldout_file, seed=0)
+    task.check_budget(train_cfg.max_new_tokens)
+    return task
 
 
 def warm_start_here(train_cfg: TrainConfig, task) -> tuple:
@@ -159,13 +167,16 @@ def finished(records: list[dict], iterations: int) -> bool:
     return any(r["kind"] == "eval" and r["iteration"] == iterations for r in records)
 
 
-# The flags every committed record ran with where today's defaults differ: each warm start trained from its settings
-# (none shipped then), the padded training forward and rollout.decode (the default routes then), and the loss
-# aggregation of the time (token-mean became the default with the published kernel). Every study passes them, so
-# that a recorded cell reruns as it ran; AS_RECORDED_AGG is for the studies that build a LossConfig themselves.
-AS_RECORDED = {"sft_from_scratch": True, "shared_prompts": False, "lean_sampler": False}
+# The flags every committed record ran with where the defaults differ: each warm start trained from its settings
+# (none shipped then), the padded training forward (--no-shared-prompts, today's default too) and the loss
+# aggregation of the time (token-mean became the default with the published kernel). Every study but the reuse
+# study passes them; AS_RECORDED_AGG is for the studies that build a LossConfig themselves. Those records also
+# sampled with the old rollout.decode (--no-lean-sampler up to commit 9561567); no flag picks that loop since
+# rollout.decode became the former lean sampler, so a run at HEAD draws other samples than its record
+# (research/README.md, "Which commit each study's records ran on": a record is rerun at its commit).
+AS_RECORDED = {"sft_from_scratch": True, "shared_prompts": False}
 AS_RECORDED_AGG = "seq-mean-token-sum-norm"
-AS_RECORDED_FLAGS = ["--sft-from-scratch", "--no-shared-prompts", "--no-lean-sampler", "--agg", AS_RECORDED_AGG]
+AS_RECORDED_FLAGS = ["--sft-from-scratch", "--no-shared-prompts", "--agg", AS_RECORDED_AGG]
 
 
 # How the studies launch train.py: as research.train, so that the study-only tasks and rows are registered.

@@ -27,9 +27,9 @@ from research.common import AS_RECORDED, AS_RECORDED_AGG, ROOT, provenance
 from research.conflict_report import LAG, READ_METHODS
 from research.digit_runs import (EARLY_BATCHES, GROUP, LR_GRID, MAX_NEW_TOKENS, MODEL, PROMPTS, SELECTION_SEEDS,
                                     SFT_STEPS, SFT_TASK_SIZE, gate1, run_all, run_record)
-from nano_respo.config import TrainConfig
+from train import TrainConfig
 from nano_respo.kernel import LossConfig
-from nano_respo.run.cli import parse_config
+from research.cli import parse_config
 
 STAGES = ("gate1", "lr", "gate-a")
 SCRIPT = "research.conflict"

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from research.common import ROOT, provenance
 from research.lab.records import write_record
-from nano_respo.run.cli import parse_config
+from research.cli import parse_config
 from nano_respo.shipped import SHIPPED_DIR
 
 

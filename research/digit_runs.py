@@ -2,10 +2,11 @@
 those sums, and the learning-curve figure. Imported by research/conflict.py, conflict_report.py (Study 3,
 research/MECHANISM.md) and drift.py (research/DRIFT.md); it imports none of them.
 
-A run is train.py's loop in-process (research/responses.py). Its record keeps the rollout counts per family
-and target, the held-out `ones` pass@1 at the end, and, over the positives of every optimizer step of batches 1
-on (a batch's first step left out when it is on-policy), per family and response length ("sum 5", "ones 14")
-the sums from which the shares, the tails, the lengths and every coefficient's retained signal are read.
+A run is train.py's own loop in-process (train.train, read by research/responses.py). Its record keeps the
+rollout counts per family and target, the held-out `ones` pass@1 at the end, and, over the positives of every
+optimizer step of batches 1 on (a batch's first step left out when it is on-policy), per family and response
+length ("sum 5", "ones 14") the sums from which the shares, the tails, the lengths and every coefficient's
+retained signal are read.
 """
 
 from __future__ import annotations
@@ -18,16 +19,16 @@ from pathlib import Path
 
 import torch
 
-from research.common import provenance, warm_start_here
+from research.common import provenance, task_of, warm_start_here
 from research.responses import read_run
 from research.select_lr import choose_final
-from nano_respo.config import TrainConfig, hash_seed
 from nano_respo.evaluation import pass_at_k
 from nano_respo.kernel import METHOD_TABLE, LossConfig
 from research.lab.records import write_record
 from nano_respo.models import cache_dir
 from nano_respo.rollout import sample, score
-from nano_respo.run.session import build_task
+from nano_respo.tasks import hash_seed
+from train import TrainConfig
 from research.study_tasks import CONFLICT_ONES_HELDOUT, CONFLICT_SIZES, CONFLICT_SUM_TARGETS, conflict_ones_targets, conflict_prompt
 
 # The task, the warm start's recipe and the runs' shape, fixed by Study 3 (research/MECHANISM.md) and kept.
@@ -97,7 +98,7 @@ def warm_start_report() -> list[dict]:
 def run_record(train_cfg: TrainConfig, script: str, argv, readings: tuple[str, ...], own: bool = False) -> dict:
     """One run, read: its identity, rollout counts, the held-out `ones` pass@1 at the end and the step sums."""
     start = time.perf_counter()
-    run = read_run(train_cfg, heldout=True, own_phi=own)
+    run = read_run(train_cfg, own_phi=own)
     on_policy = train_cfg.lag == 0 and train_cfg.sampler_dtype == "float32"
     return {**provenance(script, argv, empty_cache=False),
             "method": train_cfg.loss.method, "model": train_cfg.model, "reuse": train_cfg.reuse,
@@ -128,7 +129,7 @@ def gate1(train_cfg: TrainConfig, seeds, samples: int, out: Path, script: str, a
     """The warm start (trained into the cache when missing), then `samples` completions at temperature 1 of every
     target of both families on each seed; PASS when the trained `ones` targets t >= ONES_LONG_FROM have a mean
     per-sample success in [1%, 15%] and a mean pass@8 of at least 25%. One record, at `out`."""
-    task = build_task(train_cfg)
+    task = task_of(train_cfg)
     start = time.perf_counter()
     torch.set_num_threads(1)
     model, tokenizer, warm = warm_start_here(train_cfg, task)

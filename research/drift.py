@@ -28,10 +28,10 @@ from research.digit_runs import (GROUP, LR_GRID, MAX_NEW_TOKENS, PROMPTS, SELECT
 from research.drift_rules import (DENSE_METHODS, DENSE_SEEDS, EXTRA_METHODS, LAG, LONG_BATCHES, LONG_METHODS,
                                      LONG_SEEDS, MOE_METHODS, MOE_SEEDS, READINGS, cell_runs, complete, manipulation,
                                      summarise)
-from nano_respo.config import TrainConfig
+from train import TrainConfig
 from nano_respo.kernel import LossConfig
 from nano_respo.models import cache_dir
-from nano_respo.run.cli import parse_config
+from research.cli import parse_config
 
 SCRIPT = "research.drift"
 STAGES = ("all", "gate1", "lr", "evaluate", "moe-gate1", "moe", "long", "wtilt", "evaluate-2x2")

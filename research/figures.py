@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from research.common import ROOT
 from research.lab.report import OUTCOMES, group_runs, is_stuck, mean_ci
-from nano_respo.run.cli import parse_config
+from research.cli import parse_config
 from nano_respo.sft import ANNEALS, CONVERGED_SHARE
 from research.toy.across import record_set
 
@@ -466,6 +466,8 @@ def bench_medians(record: dict, names, unit: str = "s", scale: float = 1.0, digi
     return " / ".join(f"{statistics.median(record['seconds'][n]) * scale:.{digits}f} {unit}" for n in names)
 
 
+# The variants of step-less-work.json by the flags they had at commit 9561567, where it was recorded (--lean-sampler
+# is gone since: its sampler is rollout.decode; --shared-prompts is opt-in).
 LESS_WORK = {"ours": "as is (`--shared-prompts --lean-sampler`)", "plain": "`--no-shared-prompts --no-lean-sampler`",
              "packed": "`--packed-forward --no-lean-sampler`", "lean": "`--no-shared-prompts` (the lean sampler alone)",
              "packed+lean": "`--packed-forward` (with the lean sampler)"}

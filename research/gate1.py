@@ -24,13 +24,13 @@ from pathlib import Path
 
 import torch
 
-from research.common import AS_RECORDED, provenance, require_empty_cache, warm_start_here
+from research.common import AS_RECORDED, provenance, require_empty_cache, task_of, warm_start_here
 from research.lab.records import write_record
 from nano_respo.evaluation import pass_at_k
 from nano_respo.rollout import sample, score
-from nano_respo.run.cli import parse_config
-from nano_respo.config import TrainConfig, hash_seed
-from nano_respo.run.session import build_task
+from research.cli import parse_config
+from nano_respo.tasks import hash_seed
+from train import TrainConfig
 from research.study_tasks import DIGIT_SUM_HELDOUT, digit_sum_prompt
 
 CPU_SETTING_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")
@@ -132,7 +132,7 @@ def main(argv=None) -> dict:
                             sft_task_size=cfg.sft_task_size, sft_full_share=cfg.sft_full_share,
                             sft_steps=cfg.sft_steps, sft_seed=cfg.sft_seed,
                             max_new_tokens=cfg.max_new_tokens, device="cpu", **AS_RECORDED)
-    task = build_task(train_cfg)
+    task = task_of(train_cfg)
     start = time.perf_counter()
     model, tokenizer, warm = warm_start_here(train_cfg, task)
     model.eval()

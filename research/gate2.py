@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 
-from nano_respo.run.cli import parse_config
-from nano_respo.run.metrics import read_metrics
+from research.cli import parse_config
+from nano_respo.runs import read_metrics
 from research.common import ExperimentConfig, provenance, run_dir, run_grid
 from research.lab.records import write_record
 

@@ -11,9 +11,9 @@ R = 1 (pi_old drifts from mu over iterations), `all` does the three at once. An 
 with its correction (the losses users compare: TRL's and verl's rollout corrections, DeepSeek's
 off-policy mask, VESPO's recipe).
 
-Each run is one in-process training loop, the same `trainer.rl_iteration` that train.py runs
-(no held-out evaluation: the reward read is the rollout batches'). Every optimizer step's
-mini-batch, with the log-probs the loss saw, is also read by every arm's coefficient (as
+Each run is train.py's own loop, `train.train`, in-process in a temporary run directory (its held-out
+evaluations are not read: the reward read is the rollout batches'). Every optimizer step's mini-batch, with the
+log-probs the loss saw (train.rl_step's `watch`), is also read by every arm's coefficient (as
 research/notebooks/tiny_qwen3_records reads one batch): what each method and correction gives the same drifted
 responses, at no extra forward. One JSON record per run goes to
 <out>/<setting>/<model>/<source>/<arm>-seed<S>.json; an existing record is kept (the run is
@@ -28,8 +28,6 @@ Two epochs where a source reuses (min(2, R)) are set in train_config.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 import os
@@ -42,9 +40,9 @@ import torch
 from nano_respo.diagnostics import effective_sample_share
 from nano_respo.kernel import (LossConfig, coefficients, correction_log_ratio, decoupled_coefficients,
                                loss_denominator, off_policy_sequence_mask, outside_bounds, sequence_log_weight)
-from nano_respo.rollout import policy_logprobs
-from nano_respo.run.cli import parse_config
+from research.cli import parse_config
 from research.common import AS_RECORDED, AS_RECORDED_AGG, ROOT
+from research.responses import watched_run
 
 # mu, pi_old, pi made to differ one way at a time (docs/math.md §7), sizes fixed by research/OFFPOLICY.md.
 SOURCES = {
@@ -130,7 +128,7 @@ def record_path(cfg: OffPolicyConfig, model: str, source: str, arm: str, seed: i
 
 
 def train_config(cfg: OffPolicyConfig, model: str, source: str, arm: str, seed: int):
-    from nano_respo.config import TrainConfig
+    from train import TrainConfig
 
     knobs = SOURCES[source]
     return TrainConfig(model=model, loss=ARMS[arm], seed=seed, iterations=cfg.iterations, lr=cfg.lr,
@@ -167,7 +165,8 @@ def applied_coefficients(logp, mu, adv, mask, loss: LossConfig, pi_old) -> torch
 
 
 class StepReader:
-    """Pools what the loss saw at each off-policy optimizer step: log w, lengths, every arm's coefficient."""
+    """Pools what the loss saw at each off-policy optimizer step: log w, lengths, every arm's coefficient. Called
+    as train.rl_step's watch, it reads every step; `drop` leaves out the steps that were on-policy."""
 
     def __init__(self, max_new_tokens: int):
         self.max_new_tokens = max_new_tokens
@@ -175,6 +174,16 @@ class StepReader:
         self.phi = {arm: [] for arm in ARMS}  # [responses] mean coefficient per response, scaled to the records' aggregation
         self.outside = {arm: [] for arm in ARMS}  # per step: share the arm's correction truncates or masks
         self.ess = []
+
+    def __call__(self, batch, logp: torch.Tensor, phi: torch.Tensor) -> None:
+        self.read(batch, logp)
+
+    def drop(self, steps: set[int]) -> None:
+        """Leave out the readings of these steps (0 = the first read)."""
+        for pooled in (self.rows, self.phi, self.outside):
+            for key, per_step in pooled.items():
+                pooled[key] = [v for i, v in enumerate(per_step) if i not in steps]
+        self.ess = [v for i, v in enumerate(self.ess) if i not in steps]
 
     def read(self, micro, logp: torch.Tensor):
         mask, adv, mu = micro.completion_mask, micro.advantages, micro.old_logp
@@ -240,41 +249,18 @@ class StepReader:
 
 def run_one(cfg: OffPolicyConfig, model_name: str, source: str, arm: str, seed: int) -> dict:
     """One short training run: its rewards per batch, its own diagnostics, and the pooled reading of its steps."""
-    from nano_respo.run.session import build_task, initial_model, off_policy_of
-    from nano_respo.trainer import rl_iteration
-
     tcfg = train_config(cfg, model_name, source, arm, seed)
-    task = build_task(tcfg)
-    torch.manual_seed(tcfg.seed)  # as run.session.start does before the model is built
-    with contextlib.redirect_stdout(io.StringIO()):  # the warm start prints its cache path
-        model, tokenizer = initial_model(tcfg, task, "cpu", policy_logprobs)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)
-    off_policy = off_policy_of(tcfg, model, None)  # as train.py's session builds it
     reader = StepReader(tcfg.max_new_tokens)
-    state = {"first_step": True, "on_policy": False}
-
-    def reading_logprobs(model_, micro, temperature, with_entropy=False):
-        out = policy_logprobs(model_, micro, temperature, with_entropy=with_entropy)
-        if with_entropy:  # rl_step's forward (learner_logprobs asks without entropy): what the loss sees
-            if not (state["first_step"] and state["on_policy"]):  # mu = pi_old = pi: every w is 1 by construction
-                reader.read(micro, out[0].detach())
-            state["first_step"] = False
-        return out
-
-    rewards, router, sampler_kl, own = [], [], [], []
-    for iteration in range(tcfg.iterations):
-        model.train()
-        lag_now = min(iteration, tcfg.lag)  # the lag grows 0, 1, ..., lag (offpolicy.LaggedPolicy)
-        state.update(first_step=True, on_policy=tcfg.sampler_dtype == "float32" and lag_now == 0)
-        _, records, _ = rl_iteration(model, tokenizer, task, optimizer, tcfg, iteration, 0, reading_logprobs,
-                                     off_policy=off_policy)
-        rewards.append(records[0]["reward"])
-        if "router_mismatch_frac" in records[0]:
-            router.append(records[0]["router_mismatch_frac"])
-        if "sampler_kl" in records[0]:
-            sampler_kl.append(records[0]["sampler_kl"])
-        own += [{k: r.get(k) for k in ("ess", "ess_pos", "ess_neg", "vespo_outliers", "correction_outside_frac",
-                                       "opsm_masked_frac", "skipped")} for r in records]
+    records, watched, _ = watched_run(tcfg, reader)
+    # A batch's first step with mu = pi_old = pi (an fp32 sampler at lag 0 then; the lag grows 0, 1, ..., lag as
+    # offpolicy.LaggedPolicy's does) has every w = 1 by construction: left out of the reading.
+    reader.drop({i for i, r in enumerate(watched) if (r["epoch"], r["minibatch"]) == (0, 0)
+                 and tcfg.sampler_dtype == "float32" and min(r["iteration"], tcfg.lag) == 0})
+    train = [r for r in records if r["kind"] == "train"]
+    first = [r for r in train if (r["epoch"], r["minibatch"]) == (0, 0)]  # one per rollout batch
+    rewards = [r["reward"] for r in first]
+    router = [r["router_mismatch_frac"] for r in first if r.get("router_mismatch_frac") is not None]
+    sampler_kl = [r["sampler_kl"] for r in first if r.get("sampler_kl") is not None]
     tail = rewards[-2:]
     return {"model": model_name, "source": source, "arm": arm, "seed": seed, "setting": cfg.setting,
             **SOURCES[source], "lr": tcfg.lr, "iterations": tcfg.iterations,
@@ -282,7 +268,7 @@ def run_one(cfg: OffPolicyConfig, model_name: str, source: str, arm: str, seed: 
             "torch": torch.__version__, "reward_curve": rewards, "mean_reward": sum(rewards) / len(rewards),
             "final_reward": sum(tail) / len(tail),
             "router_mismatch_frac": router, "sampler_kl": sampler_kl,
-            "skipped_steps": sum(r["skipped"] or 0 for r in own), "reading": reader.summary()}
+            "skipped_steps": sum(r["skipped"] or 0 for r in train), "reading": reader.summary()}
 
 
 def run_grid(cfg: OffPolicyConfig) -> None:

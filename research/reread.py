@@ -31,9 +31,9 @@ from pathlib import Path
 from research import gate2
 from research.common import ROOT, TRAIN_ENTRY, provenance, train_command
 from research.responses import read_run
-from nano_respo.config import TrainConfig
 from nano_respo.models import cache_dir
-from nano_respo.run.cli import parse_config
+from research.cli import parse_config
+from train import TrainConfig
 
 DIGITS = {"log_w": 5, "advantage": 4, "reward": 1}  # what the dump keeps of each float column
 

@@ -11,7 +11,7 @@ updates per run, the paper's four methods and two arms that split ReSPO's branch
 Each command runs on its process's CPU setting, in REUSE.md's order (the lr stage; every seed's grpo runs, which the
 manipulation check reads; then the other methods seed-major), one record per run under <out>/<setting>/<stage>/; a
 record that exists is kept, so a stopped command resumes where it stopped, and a stop leaves whole seeds. A run is
-train.py's loop in-process (research/responses.py): each record names the train.py command that makes the same steps.
+train.py's own loop in-process (train.train, read by research/responses.py): each record names its train.py command.
 The rules and tables are research/reuse_rules.py's.
 """
 
@@ -31,9 +31,9 @@ from research.digit_runs import (LR_GRID, MAX_NEW_TOKENS, SELECTION_SEEDS, SFT_S
 from research.lab.records import write_record
 from research.responses import read_run
 from research.reuse_rules import METHODS, NS, SEEDS, SMALLEST_CUT, UPDATES, choose_lr, summarise
-from nano_respo.config import TrainConfig
-from nano_respo.run.cli import parse_config
-from nano_respo.run.summary import paper_summary
+from nano_respo.summary import paper_summary
+from research.cli import parse_config
+from train import TrainConfig
 
 SCRIPT = "research.reuse"
 STAGES = ("all", "lr", "evaluate")
@@ -122,7 +122,7 @@ def run_record(flags: list[str], argv) -> dict:
     paper's summaries, the rollout counts per batch (the pairing check) and held-out pass@1 at the end."""
     cfg = parse_config(TrainConfig, flags)
     start = time.perf_counter()
-    run = read_run(cfg, heldout=True)
+    run = read_run(cfg)
     train = [r for r in run.records if r["kind"] == "train"]
     return {**provenance(SCRIPT, argv, empty_cache=False), "host": host(),
             "train_command": "python train.py " + shlex.join(flags), "method": cfg.loss.method, "n": cfg.reuse,

@@ -18,7 +18,7 @@ from research.select_lr import collapsed as collapsed_in_last_batches
 # --- the design (REUSE.md) -------------------------------------------------------------------------------------
 NS = (8, 16, 32)
 UPDATES = 256
-DIAGNOSTIC_UPDATES = UPDATES // 2  # the paper's first half; early (updates 1-64) and late (225-256): run/summary.py
+DIAGNOSTIC_UPDATES = UPDATES // 2  # the paper's first half; early (updates 1-64) and late (225-256): nano_respo/summary.py
 BASELINES = ("grpo", "gspo", "vespo")
 ARMS = ("respo_pos_clip_neg", "respo_pos_vespo_neg")
 METHODS = BASELINES + ("respo",) + ARMS

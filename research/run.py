@@ -30,8 +30,8 @@ from pathlib import Path
 
 
 from research.common import ExperimentConfig, finished, grid, record_of, run_dir, run_grid
-from nano_respo.run.cli import parse_config
-from nano_respo.run.metrics import read_metrics
+from research.cli import parse_config
+from nano_respo.runs import read_metrics
 from research.lab.report import check_report, claims_table, diagnostics_table, outcome_table, paired_table, plot_rewards
 
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from nano_respo.run.cli import parse_config
-from nano_respo.run.metrics import read_metrics
+from research.cli import parse_config
+from nano_respo.runs import read_metrics
 from research.lab.report import mean_scores
 from research.common import ExperimentConfig, finished, grid, record_of, run_dir, run_grid
 

@@ -27,11 +27,10 @@ from pathlib import Path
 
 import torch
 
-from research.common import AS_RECORDED, provenance, require_empty_cache, warm_start_here
+from research.common import AS_RECORDED, provenance, require_empty_cache, task_of, warm_start_here
 from research.lab.records import write_record
-from nano_respo.run.cli import parse_config
-from nano_respo.config import TrainConfig
-from nano_respo.run.session import build_task, evaluate_heldout
+from research.cli import parse_config
+from train import TrainConfig, evaluate_heldout
 from nano_respo.sft import CONVERGED_SHARE
 
 
@@ -116,8 +115,8 @@ def main(argv=None) -> dict:
     torch.set_num_threads(1)
     train_cfg = TrainConfig(model=cfg.model, sft_seed=cfg.sft_seed, sft_anneal=cfg.sft_anneal, device="cpu",
                             **AS_RECORDED)
-    task = build_task(train_cfg)
-    torch.manual_seed(train_cfg.seed)  # as run.session.start does before the model is built
+    task = task_of(train_cfg)
+    torch.manual_seed(train_cfg.seed)  # as train.set_up does before the model is built
     model, tokenizer, warm = warm_start_here(train_cfg, task)
     heldout = evaluate_heldout(model, tokenizer, task, train_cfg, contextlib.nullcontext())  # a run's first eval line
     record = {**provenance("research.warm_start_stop", argv), "config": asdict(cfg), "warm_start": warm,

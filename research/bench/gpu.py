@@ -7,9 +7,10 @@
 
 Nothing is downloaded: each model is Qwen3Config / Qwen3MoeConfig with the published
 shape, randomly initialised in bfloat16 on the GPU. Per model it prints, each route with its
-tokens/s, peak memory and MFU, and the lean route's time against the plain one's:
-- generation, decode against decode_lean (--lean-sampler): --batch rows, --batch / --group-size
-  distinct prompts of --prompt-len tokens, up to --new-tokens each. A random model almost never
+tokens/s, peak memory and MFU, and the packed training route's time against the padded one's:
+- generation, rollout.decode (each distinct prompt prefilled once, finished rows dropped: up to commit
+  9561567 --lean-sampler's decode_lean, timed there against the plain loop that is gone): --batch rows,
+  --batch / --group-size distinct prompts of --prompt-len tokens, up to --new-tokens each. A random model almost never
   picks one EOS id, so a share --eos-share of the vocabulary ends a row: each sampled token ends
   it with a chance of about --eos-share, and rows end at different steps, as RL answers do;
   tokens/s counts response tokens;
@@ -33,7 +34,6 @@ import torch
 
 from nano_respo.kernel import LossConfig, policy_loss
 from nano_respo.rollout import RolloutBatch, decode
-from nano_respo.scale.lean_sampler import decode_lean
 from nano_respo.scale.logprobs import chunked_policy_logprobs
 
 VOCAB = 151936  # Qwen3's; --vocab changes it (a smaller one only for the CPU smoke test)
@@ -108,9 +108,9 @@ def stop_clock(device, start: float) -> tuple[float, float]:
     return time.perf_counter() - start, torch.cuda.max_memory_allocated(device)
 
 
-def measure_generation(model, args, device, decoder) -> tuple[float, float, int]:
+def measure_generation(model, args, device, decoder=decode) -> tuple[float, float, int]:
     """(seconds, peak bytes, response tokens) of sampling one rollout batch with `decoder`."""
-    generator = torch.Generator(device).manual_seed(0)  # the same prompts for both decoders
+    generator = torch.Generator(device).manual_seed(0)  # the same prompts on every call
     prompts = torch.randint(args.vocab, (args.batch // args.group_size, args.prompt_len), device=device, generator=generator)
     prompts = prompts.repeat_interleave(args.group_size, 0)  # [B, P] G rows per prompt, as a rollout batch
     eos_ids = list(range(max(1, round(args.eos_share * args.vocab))))
@@ -172,7 +172,7 @@ def main():
     parser.add_argument("--models", nargs="+", default=["qwen3-0.6b", "qwen3-1.7b", "qwen3-moe-small"],
                         choices=list(SHAPES))
     parser.add_argument("--batch", type=int, default=32, help="rows sampled, and sequences per training step")
-    parser.add_argument("--group-size", type=int, default=8, help="samples per prompt (G): decode_lean prefills once")
+    parser.add_argument("--group-size", type=int, default=8, help="samples per prompt (G): rollout.decode prefills each prompt once")
     parser.add_argument("--eos-share", type=float, default=1 / 128,
                         help="share of the vocabulary that ends a row: about this chance per sampled token")
     parser.add_argument("--prompt-len", type=int, default=256)
@@ -209,12 +209,8 @@ def main():
         if args.dry_run:
             continue
         times = {}
-        for label, decoder in (("generation decode", decode), ("generation decode_lean", decode_lean)):
-            seconds, peak, tokens = measure_generation(model, args, device, decoder)
-            times[label] = seconds
-            print(report(label, tokens, seconds, gen_flops, peak, args))
-        print(f"  decode_lean / decode time {times['generation decode_lean'] / times['generation decode']:.2f} "
-              f"(different draws of one distribution: compare tokens/s)")
+        seconds, peak, tokens = measure_generation(model, args, device)
+        print(report("generation decode", tokens, seconds, gen_flops, peak, args))
         batch = ragged_batch(args, device)
         tokens = int(batch.attention_mask.sum())
         for label, packed in (("training padded", False), ("training packed", True)):

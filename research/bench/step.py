@@ -19,11 +19,12 @@ on.
     --warm-start     both start from the cached warm start of `reverse` (train.py's, built on
                      first use), so answers have realistic lengths (a random model runs nearly
                      every completion to the budget)
-    --less-work      after each TRL step, ours five times on the same prompts: as is (train.py's
-                     defaults: --shared-prompts and --lean-sampler), plain (--no-shared-prompts
-                     --no-lean-sampler), --packed-forward alone, --lean-sampler alone, and
-                     --packed-forward with --lean-sampler; prints each against TRL and against
-                     ours as is
+    --less-work      after each TRL step, ours three times on the same prompts: as is (train.py's
+                     defaults: the padded training forward), --shared-prompts and --packed-forward;
+                     prints each against TRL and against ours as is. (The committed record,
+                     step-less-work.json, was made at commit 9561567 with five variants: there
+                     --shared-prompts was on by default and --lean-sampler picked the sampler that
+                     is now rollout.decode, the only one.)
 """
 
 import argparse
@@ -43,10 +44,10 @@ from nano_respo.kernel import LossConfig, minibatch_order, reuse_split
 from research.lab.records import measurement, write_record
 from nano_respo.models import load_model, resolve_model_path
 from nano_respo.rollout import encode_prompts
-from nano_respo.config import TrainConfig, hash_seed
-from nano_respo.run.session import build_task, initial_model, routes
-from nano_respo.tasks import make_task
-from nano_respo.trainer import rl_iteration
+from nano_respo.sft import initial_model
+from nano_respo.tasks import hash_seed, make_task
+from research.common import task_of
+from train import TrainConfig, rl_iteration, routes_of
 
 
 def parse_args():
@@ -62,8 +63,7 @@ def parse_args():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--warm-start", action="store_true", help="start both from the cached warm start")
     parser.add_argument("--less-work", action="store_true",
-                        help="also time ours plain, with --packed-forward, with --lean-sampler alone, "
-                             "and with --packed-forward --lean-sampler")
+                        help="also time ours with --shared-prompts and with --packed-forward")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke test: 2 prompts x 2 samples, 8 new tokens, 1 repeat (its figures mean nothing)")
     parser.add_argument("--record", help="also write what is printed to this JSON file (research/bench/README.md reads it)")
@@ -73,11 +73,9 @@ def parse_args():
     return args
 
 
-# Our step's variants under --less-work: name -> the flags it sets. "ours" is train.py's defaults (each prompt
-# computed once in the training forward, the lean sampler); "plain" the readable forms they are tested against.
-VARIANTS = {"ours": {}, "plain": {"shared_prompts": False, "lean_sampler": False},
-            "packed": {"packed_forward": True, "lean_sampler": False}, "lean": {"shared_prompts": False},
-            "packed+lean": {"packed_forward": True}}
+# Our step's variants under --less-work: name -> the flags it sets. "ours" is train.py's defaults (the padded
+# training forward); the others the opt-in routes to the same numbers (each prompt computed once, or packed rows).
+VARIANTS = {"ours": {}, "shared": {"shared_prompts": True}, "packed": {"packed_forward": True}}
 
 
 def our_config(args) -> TrainConfig:
@@ -89,11 +87,11 @@ def our_config(args) -> TrainConfig:
 
 
 def our_step(model, optimizer, tokenizer, task, cfg, iteration):
-    """One RL step exactly as run.loop.train runs it; returns (seconds, the rollout batch, its mini-batches)."""
+    """One RL step exactly as train.train runs it; returns (seconds, the rollout batch, its mini-batches)."""
     start = time.perf_counter()
     model.train()
-    _, logprobs, decoder = routes(cfg)  # the log-prob route and decode loop its flags choose, as train() runs
-    batch, _, _ = rl_iteration(model, tokenizer, task, optimizer, cfg, iteration, 0, logprobs, decoder=decoder)
+    logprobs = routes_of(cfg)[1]  # the training forward its flags choose, as train() runs
+    batch, _, _ = rl_iteration(model, tokenizer, task, optimizer, cfg, iteration, 0, logprobs)
     seconds = time.perf_counter() - start
     epochs, per_epoch = reuse_split(cfg.reuse, cfg.epochs)
     orders = [torch.Generator().manual_seed(hash_seed("order", cfg.seed, iteration, epoch)) for epoch in range(epochs)]
@@ -158,7 +156,7 @@ def main():
 
     cfg = our_config(args)
     # The warm start's cache entry is named by its task's data: build that task exactly as train.py does.
-    task = build_task(cfg) if args.warm_start else make_task(cfg.task, n_heldout=8)
+    task = task_of(cfg) if args.warm_start else make_task(cfg.task, n_heldout=8)
     torch.manual_seed(0)
     if args.warm_start:  # train.py's own warm start (cached), and TRL loads the same directory
         model, tokenizer = initial_model(replace(cfg, sft_steps=None), task, "cpu")

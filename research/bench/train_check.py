@@ -79,10 +79,9 @@ def write_random_model(directory: Path, shape: str) -> str:
 
 def protocol_step(model_dir: str, out_dir: str, flags: list[str], device: str) -> dict:
     """One rollout batch of the paper's protocol in this process (so its peak memory is readable)."""
-    from nano_respo.config import TrainConfig
-    from nano_respo.run.cli import parse_config
-    from nano_respo.run.loop import train
-    from nano_respo.run.metrics import read_metrics
+    from nano_respo.runs import read_metrics
+    from research.cli import parse_config
+    from train import TrainConfig, train
 
     cfg = parse_config(TrainConfig, [*PROTOCOL, *flags, "--model", model_dir, "--device", device,
                                      "--out-dir", out_dir, "--name", "protocol", "--no-plots"])

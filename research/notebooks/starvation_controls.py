@@ -1189,7 +1189,7 @@ confirm("at T = 0.7 the longer half strays further from w = 1, and w > 1 is comm
 # (the last line's two shares). The fix is to scale the logits the same way on
 # both sides: `nano_respo/rollout.py` records $\log\mu$ of $\mathrm{softmax}(z/T)$ as sampled,
 # and its training forward `policy_logprobs` divides by the same `temperature` (one field of
-# `StepConfig`). It samples without top-k or top-p truncation. A truncated sampler draws from a
+# train.py's `TrainConfig`). It samples without top-k or top-p truncation. A truncated sampler draws from a
 # renormalised distribution on a support that changes token by token; a training forward
 # matches it only if it is handed that support, which is what DeepSeek-V3.2's **Keep Sampling
 # Mask** does (arXiv:2512.02556, §3.1: the truncation mask kept from sampling and applied to

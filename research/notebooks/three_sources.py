@@ -75,10 +75,9 @@ from IPython.display import Markdown, display
 
 from course import confirm, load_quietly
 from nano_respo.kernel import LossConfig, sequence_log_weight
-from nano_respo.config import TrainConfig
 from nano_respo.offpolicy import LaggedPolicy, OffPolicy, learner_logprobs, router_choices, router_mismatch
 from nano_respo.rollout import policy_logprobs
-from nano_respo.trainer import collect_rollouts, rl_iteration
+from train import TrainConfig, collect_rollouts, rl_iteration
 
 torch.set_num_threads(1)
 plt.rcParams.update({"figure.dpi": 100, "font.size": 10, "axes.grid": True, "grid.alpha": 0.3})

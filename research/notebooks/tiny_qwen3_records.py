@@ -81,8 +81,7 @@ from research import run as experiment       # the study's protocol
 
 # %%
 from nano_respo.rollout import policy_logprobs  # noqa: E402
-from nano_respo.config import TrainConfig  # noqa: E402
-from nano_respo.trainer import rl_iteration  # noqa: E402
+from train import TrainConfig, rl_iteration  # noqa: E402
 
 selected_runs = [r for r in figures.llm("selected")["default"]
                  if (r["model"], r["method"], r["reuse"], r["lag"]) == ("tiny-qwen3", "seq_clip", 8, 0)]
@@ -101,7 +100,7 @@ print(f"protocol of research/run.py: {protocol.prompts_per_iteration} prompts x 
 # %% [markdown]
 # The one cell that calls the trainer. For each rate: the warm-started model (supervised
 # training to convergence, cached under `NANO_RESPO_CACHE` after its first build), then
-# `BATCHES` iterations of `trainer.rl_iteration`, the loop `train.py --method seq_clip --reuse 8
+# `BATCHES` iterations of `train.rl_iteration`, the loop `train.py --method seq_clip --reuse 8
 # --epochs 2` runs: sample a rollout batch of the study's size (storing $\log\mu$ per token),
 # reward it, centre the advantages in each group of 8, take 8 sequence-clip optimizer steps on
 # it (2 epochs × 4 mini-batches of whole groups). After each batch's 8 steps we recompute

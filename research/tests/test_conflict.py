@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from research import conflict, conflict_report as report, decision, digit_runs
-from nano_respo.run.cli import parse_config
+from research.cli import parse_config
 
 
 def config(*argv):

@@ -8,8 +8,9 @@ import random
 
 import pytest
 
-from nano_respo.config import TrainConfig, hash_seed
-from nano_respo.run.session import build_task
+from nano_respo.tasks import hash_seed
+from research.common import task_of
+from train import TrainConfig
 from nano_respo.sft import curriculum_size
 from nano_respo.tasks import make_task, mixed_task
 from research.study_tasks import CONFLICT_ONES_HELDOUT, CONFLICT_ONES_SHARE, CONFLICT_SUM_TARGETS, conflict_family, conflict_ones_targets, random_decomposition, sum_limit, sum_reference
@@ -94,6 +95,6 @@ def test_the_budget_must_hold_the_longest_ones_answer_and_a_size_below_11_is_ref
     assert make_task("digit_conflict").min_new_tokens == 31  # t = 30 in 1s, then EOS
     assert make_task("digit_conflict", 20).min_new_tokens == 30  # the held-out 29 still needs its 29 ones
     with pytest.raises(ValueError, match="max_new_tokens: digit_conflict needs a budget of at least 31 tokens"):
-        build_task(TrainConfig(task="digit_conflict", max_new_tokens=30))
+        task_of(TrainConfig(task="digit_conflict", max_new_tokens=30))
     with pytest.raises(ValueError, match=r"task_size: digit_conflict needs a size \(largest ones target\) >= 11"):
         make_task("digit_conflict", 10)

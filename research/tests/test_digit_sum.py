@@ -9,8 +9,9 @@ import torch
 
 from nano_respo.models import build_char_tokenizer, refuse_unknown_characters
 from nano_respo.rollout import sample, score
-from nano_respo.config import TrainConfig, hash_seed
-from nano_respo.run.session import build_task
+from nano_respo.tasks import hash_seed
+from research.common import task_of
+from train import TrainConfig
 from nano_respo.sft import curriculum_size
 from nano_respo.tasks import make_task, mixed_task
 from research.study_tasks import DIGIT_SUM_EXTRAPOLATION, DIGIT_SUM_HELDOUT, DIGIT_SUM_INTERPOLATION, digit_sum_targets, random_decomposition
@@ -61,10 +62,21 @@ class ScriptedCharModel:
         return self
 
     def __call__(self, input_ids, attention_mask, position_ids, use_cache, cache=None, logits_to_keep=None):
-        step = 0 if cache is None else cache + 1
+        if cache is None:  # the prefill
+            cache = StepCache()
+        else:
+            cache.step += 1
         logits = torch.zeros(len(input_ids), 1, self.vocab)
-        logits[:, 0, self.script[min(step, len(self.script) - 1)]] = 30.0
-        return types.SimpleNamespace(logits=logits, cache=step)
+        logits[:, 0, self.script[min(cache.step, len(self.script) - 1)]] = 30.0
+        return types.SimpleNamespace(logits=logits, cache=cache)
+
+
+class StepCache:
+    """A stand-in KV cache: how many forwards followed the prefill (every row follows the same script)."""
+    step = 0
+
+    def batch_select_indices(self, indices) -> None:  # what rollout.decode calls to copy and drop rows
+        pass
 
 
 def test_through_the_sampler_a_truncated_completion_scores_0_and_the_longest_answer_fits():
@@ -80,10 +92,10 @@ def test_through_the_sampler_a_truncated_completion_scores_0_and_the_longest_ans
     samples = sample(ScriptedCharModel(tokenizer, "1" * 60, eos=False), tokenizer, ["sum 40"], 40)
     assert samples.truncated.item() and task.reward(samples.texts[0], witness) == 1.0
     with pytest.raises(ValueError, match="max_new_tokens: digit_sum needs a budget of at least 41 tokens"):
-        build_task(TrainConfig(task="digit_sum", max_new_tokens=40))
-    assert build_task(TrainConfig(task="digit_sum", max_new_tokens=41)).min_new_tokens == 41
+        task_of(TrainConfig(task="digit_sum", max_new_tokens=40))
+    assert task_of(TrainConfig(task="digit_sum", max_new_tokens=41)).min_new_tokens == 41
     with pytest.raises(ValueError, match="needs a budget of at least 51"):
-        build_task(TrainConfig(task="digit_sum", task_size=50))
+        task_of(TrainConfig(task="digit_sum", task_size=50))
 
 
 @pytest.mark.parametrize("size", [None, 20, 40])
@@ -137,7 +149,6 @@ def test_a_full_share_mixes_long_demonstrations_in_at_that_rate_and_names_anothe
         assert all(sum(map(int, p.answer)) == target_of(p) for p in draws[:500])
     assert mixed.fingerprint() not in (small.fingerprint(), full.fingerprint())  # its own cache entry
     assert mixed.heldout_problems == small.heldout_problems
-    with pytest.raises(ValueError, match="sft_full_share: .*give --sft-task-size"):
-        TrainConfig(task="digit_sum", sft_full_share=0.1)
-    with pytest.raises(ValueError, match="sft_full_share: must lie in"):
-        TrainConfig(task="digit_sum", sft_task_size=20, sft_full_share=1.5)
+    for refused in ({"sft_full_share": 0.1}, {"sft_task_size": 20, "sft_full_share": 1.5}):  # no size, or no share
+        with pytest.raises(ValueError, match=r"^sft_full_share: a share in \[0, 1\] .* beside --sft-task-size"):
+            TrainConfig(task="digit_sum", **refused)

@@ -1,11 +1,14 @@
 """Every research script that the docs name (python -m research.<script>), checked as
-tests/run/test_documented_commands.py checks the reference's: its documented arguments parse with its
-own config, the cheap ones run here shortened, the rest are run, shortened, by the test named in RUN_BY."""
+tests/run/test_documented_commands.py checks the reference's: its documented arguments parse with the parser the
+script itself uses (research.cli's, which takes the studies' list flags; train.main's for research.train), the
+cheap ones run here shortened, the rest are run, shortened, by the test named in RUN_BY."""
 
 import importlib
 
 import pytest
 
+from research.cli import parse_config
+from tests.conftest import parse_train
 from tests.run.test_documented_commands import DOCS as REFERENCE_DOCS
 from tests.run.test_documented_commands import check_command, documented_commands, script_and_args
 
@@ -13,11 +16,13 @@ DOCS = [*REFERENCE_DOCS, "research/README.md", "research/bench/README.md", "rese
 
 
 def config_of(module: str, name: str):
-    return lambda: getattr(importlib.import_module(module), name)
+    """The parser of a study's config (imported when a command is checked)."""
+    return lambda args: parse_config(getattr(importlib.import_module(module), name), args)
 
 
+# Each script's parser: its documented arguments must parse with it.
 CONFIGS = {
-    "research.train": config_of("nano_respo.config", "TrainConfig"),  # train.py with the study rows registered
+    "research.train": parse_train,  # as train.main parses them; the study rows are registered by importing research
     "research.toy.run": config_of("research.toy.run", "RunConfig"),
     "research.toy.across": config_of("research.toy.across", "AcrossConfig"),
     "research.toy.select": config_of("research.toy.select", "SelectConfig"),

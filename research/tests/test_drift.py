@@ -8,8 +8,8 @@ import math
 import pytest
 
 from research import decision, digit_runs, drift, drift_rules as rules
-from nano_respo.config import TrainConfig
-from nano_respo.run.cli import parse_config
+from train import TrainConfig
+from research.cli import parse_config
 from tests.conftest import parity_reward  # noqa: F401  (the parity_runs fixture's reward)
 
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from nano_respo.run.cli import parse_config
-from nano_respo.config import TrainConfig
+from research.cli import parse_config
+from train import TrainConfig
 
 from research import across, common, gate2, select_lr as select, warm_start_stop
 from research import run as experiments

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from nano_respo.config import CONVERGED_SHARE
+from nano_respo.sft import CONVERGED_SHARE
 
 ROOT = Path(__file__).resolve().parents[2]
 from research import figures, gate1, gate2, warm_start_stop  # noqa: E402

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from nano_respo.rollout import RolloutBatch
-from nano_respo.run.cli import parse_config
+from research.cli import parse_config
 
 from research import offpolicy
 

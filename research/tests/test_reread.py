@@ -6,8 +6,8 @@ from pathlib import Path
 
 from research import gate2, reread
 from research.common import TRAIN_ENTRY, train_command
-from nano_respo.config import TrainConfig
-from nano_respo.run.cli import parse_config
+from train import TrainConfig
+from research.cli import parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

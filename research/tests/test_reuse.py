@@ -6,7 +6,7 @@ import math
 import pytest
 
 from research import reuse, reuse_rules as rules
-from nano_respo.run.cli import parse_config
+from research.cli import parse_config
 
 
 def test_each_stage_runs_its_cell_as_preregistered():

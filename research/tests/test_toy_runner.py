@@ -6,7 +6,7 @@ import math
 import pytest
 
 from nano_respo.kernel import LossConfig
-from nano_respo.run.cli import parse_config
+from research.cli import parse_config
 from research.lab.report import mean_ci, paired_table
 from research.toy.run import KNOBS, RunConfig, run_jobs
 from research.toy.run import main as toy_main

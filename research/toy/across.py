@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from nano_respo.run.cli import parse_config
+from research.cli import parse_config
 from research.lab.report import across_report, load_records
 
 

@@ -28,7 +28,7 @@ from multiprocessing import get_context
 
 from tqdm import tqdm
 
-from nano_respo.run.cli import parse_config
+from research.cli import parse_config
 from nano_respo.kernel import AGG_MODES, METHOD_TABLE, SCALES, LossConfig, reuse_split
 from toy.envs import ENVS
 from research.study_rows import StudyLossConfig

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from nano_respo.run.cli import parse_config
+from research.cli import parse_config
 from research.study_rows import StudyLossConfig
 from research.lab.report import mean_ci, mean_scores
 from research.toy.run import KNOBS, RunConfig, run_jobs

@@ -22,7 +22,7 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass
 
-from nano_respo.run.cli import parse_config
+from research.cli import parse_config
 from research.study_rows import StudyLossConfig
 from research.lab.report import fmt, is_stuck, load_records, mean_ci, save
 from research.toy.run import KNOBS
