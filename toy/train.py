@@ -1,11 +1,7 @@
 """One toy training run: sample a rollout batch, then R optimizer steps on it, repeat.
 
-Every update goes through nano_respo.kernel.policy_loss; this file only does the
-bookkeeping around it (groups, advantages, mini-batches, epochs, what to record).
-
-The toy pins its loss aggregation, TOY_AGG = seq-mean-token-sum-norm: LossConfig's default when every committed toy
-record was made (token-mean is today's), so that their commands rerun them as they ran. A job's `loss` may name
-another `agg`.
+Every update goes through nano_respo.kernel.policy_loss, with LossConfig's defaults unless a job's `loss` names
+others; this file only does the bookkeeping around it (groups, advantages, mini-batches, epochs, what to record).
 """
 
 from __future__ import annotations
@@ -19,8 +15,6 @@ import torch
 from nano_respo.diagnostics import DIAGNOSTIC_KEYS, diagnostics
 from nano_respo.kernel import LossConfig, group_advantages, minibatch_order, policy_loss, reuse_split
 from toy.envs import make_env
-
-TOY_AGG = "seq-mean-token-sum-norm"
 
 # Kernel statistics (docs/math.md §6) also kept per rollout batch (mean over its R steps), to
 # follow a run over time: where the low-w positives are, and how hard negatives are pushed.
@@ -57,7 +51,7 @@ class Job(RunSettings):
     reuse: int
     seed: int
     lr: float
-    loss: dict = field(default_factory=dict)  # LossConfig overrides, e.g. beta_neg (agg: TOY_AGG unless named)
+    loss: dict = field(default_factory=dict)  # LossConfig overrides, e.g. beta_neg or agg
 
     def key(self) -> str:
         extra = ",".join(f"{k}={v}" for k, v in sorted(self.loss.items()))
@@ -92,7 +86,7 @@ def train(job: Job, progress=None, policy=None, skip_silent_steps: bool = False,
     env = make_env(job.env, job.seed)
     policy = env.make_policy(job.hidden) if policy is None else policy
     optimizer = torch.optim.Adam(policy.parameters(), lr=job.lr)
-    cfg = config_class(method=job.method, **{"agg": TOY_AGG, **job.loss})
+    cfg = config_class(method=job.method, **job.loss)
     epochs, per_epoch = reuse_split(job.reuse, minibatches=job.minibatches)
 
     rewards, zero_var, lengths, entropies, grad_norms, tokens_per_s, update_norms = [], [], [], [], [], [], []

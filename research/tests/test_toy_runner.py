@@ -8,7 +8,7 @@ import pytest
 from nano_respo.kernel import LossConfig
 from research.cli import parse_config
 from research.lab.report import mean_ci, paired_table
-from research.toy.run import KNOBS, RunConfig, run_jobs
+from research.toy.run import KNOBS, TOY_AGG, RunConfig, run_jobs
 from research.toy.run import main as toy_main
 
 
@@ -45,7 +45,7 @@ def test_runner_cli_validates_and_resumes(tmp_path):
                                    "--iterations", "3", "--lrs", "grpo=0.05", "--alpha-neg", "2.5", "--out", str(tmp_path)])
     jobs = cfg.jobs()
     assert [(j.method, j.lr) for j in jobs] == [("respo", 0.01), ("grpo", 0.05)]
-    assert jobs[0].loss["alpha_neg"] == 2.5 and jobs[1].loss == {}
+    assert jobs[0].loss["alpha_neg"] == 2.5 and jobs[1].loss == {"agg": TOY_AGG}
     first = run_jobs(jobs, str(tmp_path))
     again = run_jobs(jobs, str(tmp_path))
     assert [r["key"] for r in first] == [r["key"] for r in again]
@@ -58,9 +58,10 @@ def test_each_respo_kernel_records_every_knob_of_its_own():
     cfg = parse_config(RunConfig, ["--methods", "respo", "respo_wtilt", "grpo", "--reuse", "4", "--seeds", "0",
                                    "--beta-pos", "0.3", "--wtilt-alpha-neg", "2"])
     respo, wtilt, grpo = cfg.jobs()
-    assert respo.loss == {k: 0.3 if k == "beta_pos" else getattr(LossConfig(), k) for k in KNOBS["respo"]}
-    assert wtilt.loss == {"wtilt_alpha_pos": 0.0, "wtilt_lambda_pos": 0.1, "wtilt_alpha_neg": 2.0,
+    assert respo.loss == {"agg": TOY_AGG} | {k: 0.3 if k == "beta_pos" else getattr(LossConfig(), k)
+                                          for k in KNOBS["respo"]}
+    assert wtilt.loss == {"agg": TOY_AGG, "wtilt_alpha_pos": 0.0, "wtilt_lambda_pos": 0.1, "wtilt_alpha_neg": 2.0,
                           "wtilt_lambda_neg": 2.0}
-    assert grpo.loss == {}
+    assert grpo.loss == {"agg": TOY_AGG}
     paper = parse_config(RunConfig, ["--methods", "respo", "grpo", "--seeds", "0", "--agg", "token-mean"]).jobs()
     assert all(job.loss["agg"] == "token-mean" for job in paper)  # a run off the toy's aggregation says so

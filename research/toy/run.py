@@ -13,8 +13,8 @@ the exit status is 1 when the check fails. --out must then be a folder of its ow
 Two ReSPO kernels run here: `respo`, the published one (its knobs --alpha-pos ... --lambda-neg, LossConfig's
 defaults unless given), and `respo_wtilt`, this project's reconstruction (--wtilt-alpha-pos ...), which every
 committed toy record ran. Each record's `loss` names every knob of its kernel. The paired differences subtract the
-others from the first method. The loss aggregation is the toy's own unless --agg names another (toy/train.py's
-TOY_AGG, as every committed record ran; --agg token-mean is LossConfig's default and the paper's).
+others from the first method. The loss aggregation is TOY_AGG unless --agg names another (as every committed record ran;
+--agg token-mean is LossConfig's default and the paper's).
 """
 
 from __future__ import annotations
@@ -34,7 +34,10 @@ from toy.envs import ENVS
 from research.study_rows import StudyLossConfig
 from research.lab.report import (check_report, claims_table, diagnostics_table, load_records, outcome_table, paired_table,
                                parse_claim, plot_low_w, plot_phi, plot_rewards)
-from toy.train import TOY_AGG, Job, RunSettings
+from toy.train import Job, RunSettings
+
+# The loss aggregation every committed toy record ran with (LossConfig's default then; token-mean is today's).
+TOY_AGG = "seq-mean-token-sum-norm"
 
 # The kernel knobs of each ReSPO method, in the order a record and research.toy.select's grid give them.
 KNOBS = {"respo": ("alpha_pos", "beta_pos", "lambda_pos", "alpha_neg", "beta_neg", "lambda_neg"),
@@ -85,8 +88,8 @@ class RunConfig(RunSettings):
     wtilt_lambda_neg: float | None = None
     """respo_wtilt, negative tilt; default: LossConfig's wtilt_lambda_neg."""
     agg: str = TOY_AGG
-    """Loss aggregation of every method: the toy's own (toy/train.py's TOY_AGG, as every committed record ran), or
-    e.g. token-mean, LossConfig's and the paper's (then named in each record's `loss`)."""
+    """Loss aggregation of every method: TOY_AGG (as every committed record ran), or
+    e.g. token-mean, LossConfig's and the paper's; named in each record's `loss`."""
     stuck_below: float = 0.1
     """A seed counts as stuck when its final training reward is below this."""
     workers: int = 1
@@ -144,7 +147,7 @@ class RunConfig(RunSettings):
     def jobs(self) -> list[Job]:
         shared = {f.name: getattr(self, f.name) for f in fields(RunSettings)}
         return [Job(env=self.env, method=method, reuse=reuse, seed=seed, lr=self.lr_of.get(method, self.lr),
-                    loss=self.kernel_overrides(method) | ({"agg": self.agg} if self.agg != TOY_AGG else {}), **shared)
+                    loss=self.kernel_overrides(method) | {"agg": self.agg}, **shared)
                 for reuse in self.reuse for method in self.methods for seed in self.seeds]
 
 

@@ -9,7 +9,7 @@ import torch
 from nano_respo.kernel import LossConfig, power_tilt, respo_branch, reuse_split
 from toy.envs import DigitSum, Episodes, FactorisedBandit, make_env
 from nano_respo.surrogate import phi_curve
-from toy.train import TOY_AGG, Job, train
+from toy.train import Job, train
 
 torch.set_num_threads(1)
 
@@ -101,7 +101,7 @@ def test_reuse_split_gives_epochs_and_minibatches_with_the_given_count_capped_at
         reuse_split(4, epochs=2, minibatches=2)
 
 
-@pytest.mark.parametrize("env,method,reuse,lr", [("seq", "respo", 4, 0.03), ("seq", "seq_clip", 4, 0.01),
+@pytest.mark.parametrize("env,method,reuse,lr", [("seq", "respo", 4, 0.01), ("seq", "seq_clip", 4, 0.01),
                                                  ("bandit", "respo", 4, 0.03)])
 def test_short_run_raises_reward(env, method, reuse, lr):
     record = train(Job(env=env, method=method, reuse=reuse, seed=7, lr=lr, iterations=30))
@@ -144,14 +144,13 @@ def test_phi_curve_reads_the_kernel_coefficient_back_from_the_gradient():
 
 
 
-def test_the_toy_keeps_its_own_aggregation():
-    """Every toy run aggregates by TOY_AGG, whatever LossConfig's default, unless its loss names another."""
+def test_the_toy_runs_the_kernels_defaults_unless_its_loss_names_another():
+    """A toy run aggregates as LossConfig's default does, unless its job's loss names another aggregation."""
     job = dict(env="seq", method="seq_clip", reuse=4, seed=3, lr=0.03, iterations=3)
 
     def run(**loss):
         record = train(Job(**job, loss=loss))
         return record["reward_curve"], record["grad_norm"]
-    pinned = run()
-    assert TOY_AGG != LossConfig().agg
-    assert run(agg=TOY_AGG) == pinned
-    assert run(agg=LossConfig().agg)[1] != pinned[1]  # another scale of the same gradient
+    default = run()
+    assert run(agg=LossConfig().agg) == default
+    assert run(agg="seq-mean-token-sum-norm")[1] != default[1]  # another scale of the same gradient
