@@ -123,13 +123,21 @@ short, long_ = lengths <= lengths.median(), lengths > lengths.median()
 print(f"mean |log w|: {log_rho[short].abs().mean():.4f} on the shorter half, {log_rho[long_].abs().mean():.4f} "
       f"on the longer half (log w sums one rounding difference per token)")
 halves = {"shorter": short, "longer": long_}
-per_token = {name: d.abs()[mask & rows[:, None]].mean().item() for name, rows in halves.items()}
+token_d = {name: d.abs()[mask & rows[:, None]] for name, rows in halves.items()}       # each half's |d_t|
+per_token = {name: values.mean().item() for name, values in token_d.items()}
 sqrt_rule = (lengths[long_].float().mean() / lengths[short].float().mean()).sqrt().item()
 ratio = (log_rho[long_].abs().mean() / log_rho[short].abs().mean()).item()
 print(f"mean length {lengths[short].float().mean():.1f} and {lengths[long_].float().mean():.1f} tokens; the longer half's "
       f"mean |log w| is {ratio:.1f}x the shorter's; sqrt of the length ratio is {sqrt_rule:.1f}x")
-print(f"per token: mean |d_t| {per_token['shorter']:.2e} and {per_token['longer']:.2e}, the largest |d_t| "
-      + " and ".join(f"{d.abs()[mask & rows[:, None]].max():.3f}" for rows in halves.values()) + " (shorter, longer)")
+larger = max(per_token, key=per_token.get)
+print(f"per token (shorter, longer): mean |d_t| {per_token['shorter']:.2e} and {per_token['longer']:.2e}, the {larger} "
+      f"half's {max(per_token.values()) / min(per_token.values()):.1f}x the other's; the largest |d_t| "
+      + " and ".join(f"{values.max():.3f}" for values in token_d.values()))
+# Added after reading the line above (the shorter half's mean came out larger): is the gap in the typical
+# token (the median) or in the few largest?
+print(f"per token, read after the means (shorter, longer): median |d_t| "
+      + " and ".join(f"{values.median():.2e}" for values in token_d.values()) + "; the largest |d_t| is "
+      + " and ".join(f"{values.max() / values.sum():.0%}" for values in token_d.values()) + " of its half's sum of |d_t|")
 top = log_rho.abs().argmax()
 in_half = "longer" if long_[top] else "shorter"
 rest = torch.ones_like(long_)
@@ -152,8 +160,6 @@ q10, q50, q90 = torch.quantile(torch.tensor(shuffled), torch.tensor([0.1, 0.5, 0
 print(f"control, each half's d_t shuffled with random signs (200 draws): ratio 10/50/90% {q10:.1f} / {q50:.1f} / {q90:.1f}x")
 confirm("the longer half's mean |log w| exceeds the shorter half's", max(0.0, (log_rho[short].abs().mean()
         - log_rho[long_].abs().mean()).item()), 1e-12)
-confirm("the longer half's mean per-token |d_t| exceeds the shorter half's",
-        max(0.0, per_token["shorter"] - per_token["longer"]), 1e-12)
 confirm("independent zero-mean errors of each half's own sizes reach the observed ratio (control's 90% >= it)",
         max(0.0, ratio - q90), 1e-12)
 fp32_sampler = LaggedPolicy(model, lag=0).sampler_for(model)
@@ -483,7 +489,7 @@ for m in MODELS:
 #    is the first step on a batch then on-policy?
 #    <details><summary>answer</summary>$\rho=\pi_{old}/\mu=1$ up to float noise (§1's fp32 control prints its size): the sampler is the learner at rollout time. At the first step $\pi=\pi_{old}$ too, so $w=1$ to the same noise; only later steps move $\pi/\pi_{old}$. In §3's records $\rho$ is exactly 1 there only because the reader sets $\pi_{old}=\mu$ when no separate sampler exists.</details>
 # 2. Why is the mismatch's $|\log w|$ larger on long responses (§1)?
-#    <details><summary>answer</summary>$\log w=\sum_t(\log\pi_{old}-\log\mu)$ adds one rounding difference per token, so a longer response sums more of them (the first check). How much larger is far beyond $\sqrt{}$ of the length ratio, and §1 prints why: the per-token differences are larger on the longer half (the second check) and heavy-tailed (the largest $|d_t|$ of each half, and the share of its half's sum that the single largest $|\log w|$ carries; without that one response the ratio is much smaller). The control shuffles each half's own $d_t$ across its responses with random signs, which makes them independent and zero-mean, and still reaches the observed ratio (the third check): nothing printed needs the errors to be dependent or biased. The $\sqrt{|y|}$ rule fails because it assumes one light-tailed error size on both halves; why the longer responses' tokens round worse is not shown here.</details>
+#    <details><summary>answer</summary>$\log w=\sum_t d_t$, $d_t=\log\pi_{old,t}-\log\mu_t$, adds one rounding difference per token, so a longer response sums more of them: on this batch the longer half's mean $|\log w|$ exceeds the shorter half's (the first check), 1.3x, below $\sqrt{}$ of the length ratio (1.5x). The per-token differences are not larger on the longer half here: the shorter half's mean $|d_t|$ is 1.6x the longer half's, and the shorter half holds the largest $|d_t|$ (0.387, against 0.171). Read after seeing those means (the second per-token line was added then): the two halves' median $|d_t|$ are nearly equal (1.73e-04 and 1.76e-04), and the shorter half's largest $|d_t|$ alone is 34% of its half's sum (the longer half's, 11%), so the gap between the means is in the tail, not in the typical token. The single largest $|\log w|$ (0.377, 27 tokens) is in the shorter half, 46% of that half's sum of $|\log w|$; without that one response the ratio is 2.3x. The control shuffles each half's own $d_t$ across its responses with random signs, which makes them independent and zero-mean; its 10-90% range, 1.1x to 1.4x, holds the observed 1.3x, and its 90% reaches it (the second check): nothing printed needs the errors to be dependent or biased. The $\sqrt{|y|}$ rule assumes one light-tailed error size on both halves, which this batch does not have: the largest $|d_t|$ sit far above the medians, and the two halves' means differ. Whether a token's rounding difference depends on the response's length is not shown here: on one batch, the per-token means differ by 1.6x in favour of the shorter half, and the difference is in the tail.</details>
 # 3. Under staleness alone, the sequence-level masked correction and the sequence clip give a starved positive about the same coefficient. Why, and is it starvation?
 #    <details><summary>answer</summary>At $R=1$, $\pi=\pi_{old}$, so GRPO's clipped coefficient on $\pi/\pi_{old}$ is 1 and the correction gives $\rho=\pi_{old}/\mu=w$ (kept while $\rho\le3$); the sequence clip gives $w$ too. That value is the exact importance weight, the unbiased correction, not an artefact; ReSPO's positive branch gives about $e^{\lambda_+(1-w)}\ge1$, a change of target (notebooks/deeper/derivation_details §1).</details>
 # 4. ReSPO in verl: which flag would apply the mismatch correction twice, and which would hide it?
