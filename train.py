@@ -39,8 +39,8 @@ from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 
-from nano_respo.checkpoint import (load_trainer_state, newest_intact_checkpoint, save_checkpoint,  # noqa: E402
-                                   set_rng_state)
+from nano_respo.checkpoint import (load_trainer_state, newest_intact_checkpoint,  # noqa: E402
+                                   remove_temporary_checkpoints, save_checkpoint, set_rng_state)
 from nano_respo.cli import flat, parse_config  # noqa: E402
 from nano_respo.diagnostics import diagnostics  # noqa: E402
 from nano_respo.evaluation import evaluate  # noqa: E402
@@ -465,6 +465,8 @@ def train(cfg: TrainConfig, watch=None) -> Path:
         raise ValueError(f"resume: no run in {run_dir}; drop --resume to start it")
     run_dir.mkdir(parents=True, exist_ok=True)  # run_lock makes it too, but --fsdp's ranks take no lock
     with Stop(run_dir) as stop, contextlib.nullcontext() if cfg.fsdp else run_lock(run_dir):
+        if not cfg.fsdp:  # what a save killed midway left behind (only the lock's holder may remove it)
+            remove_temporary_checkpoints(run_dir)
         task, model, tokenizer, optimizer, ranks, off_policy, start, step = set_up(cfg, run_dir)
         amp = torch.autocast("cuda", dtype=torch.bfloat16) if cfg.autocast else contextlib.nullcontext()
         logprobs = routes_of(cfg)[1]

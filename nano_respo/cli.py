@@ -76,7 +76,7 @@ def build_parser(cls, first=None, presets=None, choices=None, epilog=None, every
         elif not every_flag:  # --help: the docstring's first clause, so the list stays one screen
             doc = doc.split("; ")[0].rstrip(".")
         elif every_flag and owner not in groups:
-            groups[owner] = parser.add_argument_group(owner.__doc__.splitlines()[0])
+            groups[owner] = parser.add_argument_group(owner.__doc__.splitlines()[0].rstrip("."))
         target = groups.get(owner, parser)
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         kind, flag = element_type(hint), "--" + name.replace("_", "-")

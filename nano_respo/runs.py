@@ -63,7 +63,13 @@ class Stop:
         for sig, handler in previous.items():  # a third signal during the unwinding takes its default
             signal.signal(sig, handler)
         checkpoint = latest_checkpoint(self.run_dir)
-        raise Stopped(f"stopped at once; {'`--resume` continues from ' + checkpoint.name if checkpoint else 'nothing was saved yet: run it again, or --resume to start over'}", signum)
+        if checkpoint is not None:
+            hint = f"`--resume` continues from {checkpoint.name}"
+        elif (self.run_dir / "metrics.jsonl").exists():
+            hint = "no checkpoint yet, so `--resume` starts the run over"
+        else:
+            hint = "nothing was written yet, so the same command starts the run"
+        raise Stopped(f"stopped at once; {hint}", signum)
 
     def __exit__(self, *exc):
         for sig, handler in self.previous.items():

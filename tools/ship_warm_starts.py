@@ -2,12 +2,14 @@
 
     python tools/ship_warm_starts.py                          # both tiny models, into nano_respo/warm_starts/
     python tools/ship_warm_starts.py --models tiny-qwen3 --out /tmp/retrained
+    python tools/ship_warm_starts.py --reevaluate             # the shipped weights' held-out figures, evaluated here
 
 Each model's warm start is train.py's (its default settings on `reverse`), trained from scratch in an
 empty cache of its own (one torch thread), then evaluated as a run's first `eval` line evaluates it.
 It is written as a `from_pretrained` directory <out>/<model>-reverse/ with manifest.json: the command,
-the warm start's cache key (settings, data, code hash, library versions, CPU setting), its report
-(converged_at, steps, exact), the seconds it took and its held-out figures.
+the warm start's cache key (settings, data, code version, library versions, CPU setting), its report
+(converged_at, steps, exact), the seconds it took and its held-out figures with the CPU setting they were
+evaluated on (a change of the sampler changes them, not the weights: --reevaluate rewrites only them).
 tests/run/test_shipped_warm_starts.py runs this with --out and compares with the shipped files.
 """
 
@@ -29,7 +31,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 
-from nano_respo.sft import initial_model
+from nano_respo.models import load_model
+from nano_respo.sft import cpu_setting, initial_model
 from nano_respo.shipped import SHIPPED_DIR
 from nano_respo.tasks import make_task
 from train import TrainConfig, evaluate_heldout
@@ -57,21 +60,38 @@ def ship(model_name: str, out: Path, argv: list[str]) -> dict:
     manifest = {"command": shlex.join(["python", "tools/ship_warm_starts.py", *argv]), "key": made["key"],
                 "named_as": made["named_as"], "report": made["report"], "seconds": seconds,
                 "heldout": {k: v for k, v in heldout.items() if k.startswith("heldout_")},
-                "made": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                "heldout_evaluated_on": cpu_setting(), "made": time.strftime("%Y-%m-%dT%H:%M:%S")}
     (target / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     print(f"{target}: converged at step {made['report']['converged_at']} of {made['report']['steps']}, "
           f"held-out pass@1 {heldout['heldout_pass@1']:.3f}, {seconds} s")
     return manifest
 
 
+def reevaluate(model_name: str) -> None:
+    """Evaluate a shipped warm start's weights as a run's first `eval` line does, and rewrite its manifest's figures."""
+    cfg = TrainConfig(model=model_name, device="cpu")
+    task = make_task(cfg.task, cfg.task_size, cfg.eval_problems, cfg.heldout_file, seed=0)
+    path = SHIPPED_DIR / f"{model_name}-{task.name}"
+    model, tokenizer = load_model(str(path), cfg.dtype, "cpu")
+    heldout = evaluate_heldout(model, tokenizer, task, cfg, contextlib.nullcontext())
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest |= {"heldout": heldout, "heldout_evaluated_on": cpu_setting()}
+    (path / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    print(f"{path}: held-out pass@1 {heldout['heldout_pass@1']:.3f} on {cpu_setting()}")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
     parser.add_argument("--out", type=Path, default=SHIPPED_DIR, help="where the directories go")
+    parser.add_argument("--reevaluate", action="store_true", help="only evaluate the shipped weights again, here")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     for model_name in args.models:
-        ship(model_name, args.out, sys.argv[1:] if argv is None else argv)
+        if args.reevaluate:
+            reevaluate(model_name)
+        else:
+            ship(model_name, args.out, sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":

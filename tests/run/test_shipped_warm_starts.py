@@ -37,7 +37,9 @@ def test_retraining_a_shipped_warm_start_gives_it_back(name, retrained):
     assert shipped.settings(again["key"]) == shipped.settings(manifest["key"])
     assert again["key"]["code"] == f"v{WARM_START_VERSION}"  # recorded, not matched (nano_respo/shipped.py)
     if same_setting(manifest["key"]):
-        assert again["report"] == manifest["report"] and again["heldout"] == manifest["heldout"]
+        assert again["report"] == manifest["report"]
+        if manifest.get("heldout_evaluated_on") == cpu_setting():  # the figures are the sampler's, evaluated there
+            assert again["heldout"] == manifest["heldout"]
         ours, theirs = load_file(str(SHIPPED_DIR / name / "model.safetensors")), \
             load_file(str(retrained / name / "model.safetensors"))
         assert sorted(ours) == sorted(theirs)

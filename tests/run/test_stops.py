@@ -156,7 +156,7 @@ def test_ctrl_c_during_the_first_evaluation_stops_at_once_and_resume_completes(t
     child.send_signal(signal.SIGINT)
     code, _, err = finish(child)
     assert code == 130
-    assert last_line(err) == "Ctrl-C: stopped at once; nothing was saved yet: run it again, or --resume to start over"
+    assert last_line(err) == "Ctrl-C: stopped at once; no checkpoint yet, so `--resume` starts the run over"
     assert not (tmp_path / "run" / "latest").exists()
     code, out, err = finish(start(tmp_path, "none:0", "--resume"))
     assert code == 0, err[-3000:]
@@ -184,7 +184,7 @@ def test_sigterm_stops_at_once_before_the_loop_and_saves_in_it_never_saying_ctrl
     child.send_signal(signal.SIGTERM)
     code, _, err = finish(child)
     assert code == 128 + signal.SIGTERM
-    assert last_line(err) == "SIGTERM: stopped at once; nothing was saved yet: run it again, or --resume to start over"
+    assert last_line(err) == "SIGTERM: stopped at once; nothing was written yet, so the same command starts the run"
     assert not (tmp_path / "run" / "metrics.jsonl").exists() and not (tmp_path / "run" / "checkpoints").exists()
     child = start(tmp_path, "record:1")  # run again, the same command
     wait_for(child, "HOLDING")

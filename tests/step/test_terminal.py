@@ -44,7 +44,7 @@ def test_in_the_loop_the_first_signal_asks_to_finish_and_a_second_stops_at_once(
         assert name == "Ctrl-C" or "Ctrl-C" not in said
         with pytest.raises(Stopped) as stopped:
             os.kill(os.getpid(), signum)
-    assert str(stopped.value).startswith(f"{name}: stopped at once; nothing was saved yet")
+    assert str(stopped.value) == f"{name}: stopped at once; nothing was written yet, so the same command starts the run"
     assert stopped.value.exit_code == 128 + signum
 
 
