@@ -4,27 +4,23 @@
     python eval.py --model runs/<name> --summary    the paper's early / late scores and diagnostic, nothing sampled
 """
 
-import os
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+import json
+from dataclasses import dataclass
+from pathlib import Path
 
-import json  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from pathlib import Path  # noqa: E402
+import torch
 
-import torch  # noqa: E402
-
-from nano_respo.checkpoint import (STATE_FILE, checkpoint_dtype, checkpoint_problem,  # noqa: E402
+from nano_respo.checkpoint import (STATE_FILE, checkpoint_dtype, checkpoint_problem,
                                    checkpoints_newest_first, load_trainer_state)
-from nano_respo.cli import parse_config  # noqa: E402
-from nano_respo.evaluation import evaluate  # noqa: E402
-from nano_respo.models import (apply_prompt_format, is_run_directory, load_model, resolve_device,  # noqa: E402
+from nano_respo.cli import parse_config
+from nano_respo.evaluation import evaluate
+from nano_respo.models import (apply_prompt_format, is_run_directory, load_model, resolve_device,
                                resolve_model_path)
-from nano_respo.runs import run_command  # noqa: E402
-from nano_respo.summary import run_summary  # noqa: E402
-from nano_respo.tasks import make_task  # noqa: E402
-from train import TrainConfig  # noqa: E402
+from nano_respo.runs import run_command
+from nano_respo.summary import run_summary
+from nano_respo.tasks import make_task
+from train import TrainConfig
 
 
 @dataclass

@@ -17,45 +17,41 @@ One RL iteration (`rl_iteration`), repeated `iterations` times:
 
 Left out, on purpose: a KL penalty and an entropy bonus (the paper's runs use neither), a value model (advantages
 are group-relative), an inference engine (the sampler is a plain KV-cache loop, nano_respo/rollout.py) and every
-systems route that gives the same numbers faster: packed or shared-prompt forwards, a leaner sampler, chunked
+systems route that gives the same numbers faster or in less memory: packed or shared-prompt forwards, chunked
 log-probs, FSDP (nano_respo/scale/, each behind a flag and tested equal to the plain form). Three sources make
 the data off-policy from the first step, each opt-in: --lag (staleness), --sampler-dtype (a lower-precision
 sampler) and, on an MoE, the routers that such a sampler picks (nano_respo/offpolicy.py).
 A run survives Ctrl-C and SIGTERM: the iteration finishes, a checkpoint is saved, `--resume` continues.
 """
 
-import os
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch starts its thread pool
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+import contextlib
+import functools
+import json
+import math
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
-import contextlib  # noqa: E402
-import functools  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import time  # noqa: E402
-from dataclasses import dataclass, field, replace  # noqa: E402
-from pathlib import Path  # noqa: E402
+import torch
 
-import torch  # noqa: E402
-
-from nano_respo.checkpoint import (load_trainer_state, newest_intact_checkpoint,  # noqa: E402
+from nano_respo.checkpoint import (load_trainer_state, newest_intact_checkpoint,
                                    remove_temporary_checkpoints, save_checkpoint, set_rng_state)
-from nano_respo.cli import flat, parse_config  # noqa: E402
-from nano_respo.diagnostics import diagnostics  # noqa: E402
-from nano_respo.evaluation import evaluate  # noqa: E402
-from nano_respo.kernel import (AGG_MODES, METHOD_TABLE, SCALES, WEIGHT_AGAINST, LossConfig,  # noqa: E402
+from nano_respo.cli import flat, parse_config
+from nano_respo.diagnostics import diagnostics
+from nano_respo.evaluation import evaluate
+from nano_respo.kernel import (AGG_MODES, METHOD_TABLE, SCALES, WEIGHT_AGAINST, LossConfig,
                                compute_dtype, group_advantages, loss_denominator, minibatch_order, policy_loss,
                                reuse_split)
-from nano_respo.models import (PROMPT_FORMATS, TINY_MODELS, WEIGHT_DTYPES, apply_prompt_format,  # noqa: E402
+from nano_respo.models import (PROMPT_FORMATS, TINY_MODELS, WEIGHT_DTYPES, apply_prompt_format,
                                check_device, load_model, refuse_unknown_characters, resolve_device,
                                resolve_model_path)
-from nano_respo.plots import write_plots  # noqa: E402
-from nano_respo.protocol import PROTOCOLS  # noqa: E402
-from nano_respo.rollout import RolloutBatch, policy_logprobs, sample, score  # noqa: E402
-from nano_respo.runs import MetricsLog, Stop, Stopped, progress, run_command, run_lock  # noqa: E402
-from nano_respo.sft import initial_model  # noqa: E402
-from nano_respo.tasks import hash_seed, make_task  # noqa: E402
+from nano_respo.plots import write_plots
+from nano_respo.protocol import PROTOCOLS
+from nano_respo.rollout import RolloutBatch, policy_logprobs, sample, score
+from nano_respo.runs import MetricsLog, Stop, Stopped, progress, run_command, run_lock
+from nano_respo.sft import initial_model
+from nano_respo.tasks import hash_seed, make_task
 
 
 @dataclass

@@ -23,6 +23,7 @@ import torch
 from .checkpoint import (MANIFEST_FILE, STATE_FILE, newest_intact_checkpoint, publish_directory,
                              verify_checkpoint)
 
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # tokenizers' threads and a forked process do not mix
 PAD, EOS = "<|endoftext|>", "<|im_end|>"
 WEIGHT_DTYPES = ("float32", "bfloat16", "float16")
 DEVICES = "auto, cpu, cuda or cuda:N"
