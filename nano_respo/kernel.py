@@ -351,7 +351,7 @@ def check_inputs(logp, old_logp, advantages, mask, cfg, pi_old_logp):
     if needed_by and (pi_old_logp is None or pi_old_logp.shape != logp.shape):
         got = "none" if pi_old_logp is None else f"shape {tuple(pi_old_logp.shape)}"
         raise ValueError(f"pi_old_logp: {needed_by} needs the learner's log-probs {tuple(logp.shape)} of the batch, "
-                         f"recomputed at the start of its updates (trainer.rl_iteration fills them); got {got}")
+                         f"recomputed at the start of its updates (train.rl_iteration fills them); got {got}")
     return mask
 
 

@@ -12,8 +12,8 @@ pi_old (the learner's log-probs recomputed at the start of the updates on the ba
 no-grad forward) and pi (the learner now). The decoupled corrections (--correction) weigh
 pi_old / mu; pi_old is computed only when one is asked for or the sampler is separate.
 
-A run that needs none of this never imports this module: run.session builds an `OffPolicy`
-and hands it to trainer.rl_iteration only for --lag, --sampler-dtype, --correction or
+A run that needs none of this never imports this module: train.off_policy_of builds an `OffPolicy`
+and hands it to train.rl_iteration only for --lag, --sampler-dtype, --correction or
 --opsm-delta, as it hands over the systems routes.
 """
 
@@ -57,7 +57,7 @@ class LaggedPolicy:
 
 
 class OffPolicy:
-    """What the step adds when its data is off-policy from the start (trainer.rl_iteration's `off_policy`).
+    """What the step adds when its data is off-policy from the start (train.rl_iteration's `off_policy`).
 
     lagged: the separate sampler (--lag, --sampler-dtype), or None when the learner samples and only the
     loss asks for pi_old (--correction) or reads the sampler's log-probs (--opsm-delta).
