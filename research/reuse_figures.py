@@ -9,8 +9,8 @@ import functools
 from research import decision
 from research.common import ROOT
 from research.digit_runs import SETTINGS, load
-from research.reuse_rules import (NS, SEEDS, across, choose_lr, collapsed, collapsed_as_choose_final, read_setting,
-                                  shares, stopped_table)
+from research.reuse_rules import (NS, SEEDS, across, choose_lr, collapsed, collapsed_as_choose_final,
+                                  drift_by_method_table, read_setting, shares, stopped_table)
 
 RECORDS = ROOT / "research/results/reuse"
 RERUN = ROOT / "research/results/reuse-rerun"  # one record per setting, rerun by its command with --only
@@ -118,6 +118,44 @@ def other_runs() -> str:
     return "; ".join(out) or NOT_RUN
 
 
+def before_runs_finished() -> str:
+    """Per setting, when the last of the other methods' runs counted as before its last grpo run finished."""
+    out = []
+    for s in SETTINGS:
+        runs = records().get((s, "evaluate"), [])
+        last = max((r["finished"] for r in runs if r["method"] == "grpo"), default=None)
+        before = [r["finished"] for r in runs if r["method"] != "grpo" and last and r["finished"] <= last]
+        if before:
+            out.append(f"{s} {max(before)}")
+    return ", ".join(out) or NOT_RUN
+
+
+def grpo_finished() -> str:
+    """Per setting, when its last grpo run (the check's last record) finished, by the record's stamp."""
+    out = []
+    for s in SETTINGS:
+        stamps = [r["finished"] for r in records().get((s, "evaluate"), []) if r["method"] == "grpo"]
+        if stamps:
+            out.append(f"{s} {max(stamps)}")
+    return ", ".join(out) or NOT_RUN
+
+
+def deep_16_to_32(name: str) -> str:
+    """The check's pooled log W < -1 share of grpo's positives from N = 16 to N = 32 on a setting, and the change."""
+    x = setting(name)
+    if "check" not in x:
+        return NOT_RUN
+    a, b = (x["check"]["per_n"][n]["log_w_below_-1"] for n in NS[1:])
+    return f"{a:.2%} to {b:.2%}, {100 * (b - a):+.2f} points"
+
+
+def drift_by_method() -> str:
+    """Post hoc: the share of positives with log W < -1 per method and N over every committed run, both settings,
+    as a markdown table on lines of its own."""
+    runs = {s: records().get((s, "evaluate"), []) for s in SETTINGS}
+    return "\n\n" + drift_by_method_table(runs) + "\n\n" if any(runs.values()) else NOT_RUN
+
+
 def rerun_matches() -> str:
     """Whether each rerun record's per-update scores and held-out pass@1 equal the committed record's."""
     reruns = load(RERUN)
@@ -152,6 +190,13 @@ FIGURES = {
                          other_runs),
     "reuse_lr_collapse": ("lr-stage runs collapsed, by the late score (the code) and by choose_final's last 5 batches",
                           collapse_readings),
+    "reuse_other_runs_before_finished": ("the last of the other methods' runs counted as before the setting's last grpo "
+                                         "run finished at (the record's stamp)", before_runs_finished),
+    "reuse_grpo_finished": ("the setting's last grpo run finished at (the record's stamp)", grpo_finished),
+    "reuse_check_deep_16_32_unvectorised": ("the check's log W < -1 share from N = 16 to 32, unvectorised",
+                                            lambda: deep_16_to_32("unvectorised")),
+    "reuse_drift_by_method": ("post hoc: the share of positives with log W < -1 per method and N, updates 1-128, "
+                              "every committed run pooled as the check pools, seeds in brackets", drift_by_method),
     "reuse_rerun": ("one reuse record per setting rerun from its command: equal to the committed one?", rerun_matches),
     **{f"reuse_verdict_{c.replace('(', '').replace(')', '')}": (f"the reuse study's verdict {c} over both settings",
                                                                 functools.partial(verdict, c)) for c in CLAIMS},

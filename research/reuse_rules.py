@@ -314,6 +314,41 @@ def stopped_table(settings: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+# --- post hoc: read after the study stopped, by no pre-registered rule --------------------------------------------
+
+# Each method's coefficient on negatives (phi_-): only `respo` carries the published branch,
+# phi_-(W) = sqrt(W) exp(2 (1 - sqrt W)), which is above 1 for W between about 0.04 and 1 (each other method's is at
+# most 1 where its ratio, W or grpo's per token, is below 1). The split arms keep ReSPO's positive branch only.
+NEGATIVE_BRANCH = {"grpo": "the token clip", "gspo": "the sequence clip (length-normalised W)", "vespo": "VESPO's",
+                   "respo": "**the published phi_-**", "respo_pos_clip_neg": "the sequence clip",
+                   "respo_pos_vespo_neg": "VESPO's"}
+
+
+def drift_by_method(records: list[dict], updates: int = DIAGNOSTIC_UPDATES) -> dict[str, dict[int, tuple[float, int]]]:
+    """Post hoc, per method and N: (the share of positives with log W < -1, runs) over every committed run of the
+    cell, whole seed or not. Pooled as the check pools (`shares`): the positives with log W < -1 summed over the
+    runs and their updates 1 .. updates, over all positives summed alike (so a run weighs by its positives)."""
+    runs = cell(records)
+    return {m: {n: (shares(list(runs[m][n].values()), updates)["log_w_below_-1"], len(runs[m][n]))
+                for n in NS if runs.get(m, {}).get(n)} for m in METHODS if m in runs}
+
+
+def drift_by_method_table(settings: dict[str, list[dict]]) -> str:
+    """Post hoc: drift_by_method per setting (its evaluate records), one row per method, its negative branch named."""
+    lines = ["| setting | method | its negative branch | " + " | ".join(f"N = {n}: share (seeds)" for n in NS) + " |",
+             "|---|---|---|" + "---|" * len(NS)]
+    for s, records in settings.items():
+        for m, cells in drift_by_method(records).items():
+            lines.append(f"| {s} | `{m}` | {NEGATIVE_BRANCH[m]} | " + " | ".join(
+                f"{cells[n][0]:.1%} ({cells[n][1]})" if n in cells else "-" for n in NS) + " |")
+    return "\n".join(lines)
+
+
+POST_HOC = ("## Post hoc, read after the study stopped by no pre-registered rule: the share of positives with "
+            f"log W < -1 per method and N (updates 1-{DIAGNOSTIC_UPDATES}, every committed run pooled as the check "
+            "pools; seeds in brackets)")
+
+
 def paper_table(settings: dict[str, dict]) -> str:
     """The paper's early / late rows above, ours below, laid out alike (ours: mean (90% interval) over seeds)."""
     four = BASELINES + ("respo",)
@@ -360,7 +395,8 @@ def figure(settings: dict[str, dict], path: Path) -> None:
 def summarise(out: Path, figures: Path | None = None, seeds_needed: int = len(SEEDS)) -> str:
     """Every table in REUSE.md's order: the lr stage, the check (read first), then, for a setting whose cell is whole
     (or cut as declared), the contrasts, the verdicts and the tables beside the paper's. A setting still in progress
-    shows its interim check only: its methods' scores are withheld, so no reading of them can steer when to stop."""
+    shows its interim check only: its methods' scores are withheld, so no reading of them can steer when to stop.
+    Where the check failed on both settings: the stop, then one post-hoc table (the drift per method, by no rule)."""
     records = load(out)
     text = []
     for setting in SETTINGS:
@@ -388,7 +424,8 @@ def summarise(out: Path, figures: Path | None = None, seeds_needed: int = len(SE
     text += ["## Verdicts (stated only when both settings give them)"]
     text += [f"- {claim}: {across(settings, claim)}" for claim in claims]
     if len(stopped) == len(SETTINGS):
-        return "\n\n".join(text + ["The check failed on both settings: by REUSE.md the study stops here."])
+        return "\n\n".join(text + ["The check failed on both settings: by REUSE.md the study stops here.", POST_HOC,
+                                     drift_by_method_table({s: records.get((s, "evaluate"), []) for s in SETTINGS})])
     if not whole:
         return "\n\n".join(text + ["The tables of scores are withheld until a setting's cell is whole."])
     for metric in ("late", "early", "held-out"):

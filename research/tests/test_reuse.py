@@ -242,5 +242,25 @@ def test_a_check_failed_on_both_settings_stops_the_study_with_grpos_descriptive_
                 path.write_text(json.dumps(r))
     text = rules.summarise(tmp_path, None)
     assert "| default (16 seeds) | 32 | 0.200 (0.200 to 0.200) | 0.300 (0.300 to 0.300) |" in text and "0.118, 0.197; 0.362, 0.504" in text
-    assert "- B: check failed" in text and text.endswith("by REUSE.md the study stops here.")
+    assert "- B: check failed" in text and "by REUSE.md the study stops here.\n\n## Post hoc" in text
     assert "late per method" not in text and "## Contrasts" not in text
+    assert text.index("the study stops here") < text.index("| default | `respo` | **the published phi_-** |")
+
+
+def test_the_post_hoc_drift_table_pools_each_cells_positives_as_the_check_does():
+    """Made-up runs: the share pools positives over a cell's runs and their updates 1-128 (a run weighs by its
+    positives; updates after 128 are not read), counts every run of the cell, and names each negative branch."""
+    def run(method, n, seed, positives, deep, late_deep=0):
+        return {"method": method, "n": n, "seed": seed, "positives": [positives] * 128 + [positives] * 128,
+                "below_0.8": [deep] * 256, "log_w_below_-1": [deep] * 128 + [late_deep] * 128}
+    records = [run("respo", 8, 0, 10, 1, late_deep=10), run("respo", 8, 1, 30, 9),  # (128 + 1152) / (1280 + 3840)
+               run("grpo", 8, 0, 10, 0), run("grpo", 16, 0, 10, 2), run("grpo", 16, 1, 10, 0)]
+    table = rules.drift_by_method(records)
+    assert set(table) == {"grpo", "respo"} and set(table["respo"]) == {8}
+    assert table["respo"][8] == (pytest.approx((128 + 1152) / (1280 + 3840)), 2)
+    assert table["grpo"][16] == (pytest.approx(0.1), 2) and table["grpo"][8] == (0.0, 1)
+    text = rules.drift_by_method_table({"default": records, "unvectorised": records[2:3]})
+    assert "| default | `respo` | **the published phi_-** | 25.0% (2) | - | - |" in text
+    assert "| default | `grpo` | the token clip | 0.0% (1) | 10.0% (2) | - |" in text
+    assert "| unvectorised | `grpo` | the token clip | 0.0% (1) | - | - |" in text and text.count("\n") == 4
+    assert {m for m in rules.METHODS if "published" in rules.NEGATIVE_BRANCH[m]} == {"respo"}
