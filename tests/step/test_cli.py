@@ -97,7 +97,7 @@ def test_help_lists_the_first_flags_and_help_all_every_flag_under_the_class_that
         for flag in re.findall(r"^  (--[a-z0-9-]+)", line):
             under[flag] = heading
     for name, (_, _, _, owner) in cli.flat_fields(TrainConfig).items():
-        assert under.get(FLAGS[name]) == owner.__doc__.splitlines()[0], name
+        assert under.get(FLAGS[name]) == owner.__doc__.splitlines()[0].rstrip("."), name
     assert {cls for *_, cls in cli.flat_fields(TrainConfig).values()} == {TrainConfig, kernel.LossConfig}
 
 
