@@ -58,9 +58,9 @@ from nano_respo.tasks import hash_seed, make_task
 class TrainConfig:
     """Train a Qwen3 (the tiny offline default, a hub id or a local directory) with RLVR and rollout reuse."""
     model: str = "tiny-qwen3"
-    """tiny-qwen3, tiny-qwen3-moe, a hub id or a local directory; the tiny ones are offline, random-init and warm-started (Qwen/Qwen3-0.6B is a hub id)."""
+    """tiny-qwen3[-moe], a hub id or a local directory; the tiny ones are offline, random-init and warm-started (Qwen/Qwen3-0.6B is a hub id)."""
     task: str = "reverse"
-    """addition, reverse, a registered name or a .jsonl file; nano_respo.tasks.TASKS registers, reverse has long answers, a file holds {"prompt": ..., "answer": ...} lines."""
+    """addition, reverse, a task name or a .jsonl file; nano_respo.tasks.TASKS names them, reverse has long answers, a file holds {"prompt": ..., "answer": ...} lines."""
     iterations: int = 40
     """RL iterations; each samples one rollout batch and takes `reuse` optimizer steps on it."""
     reuse: int = 4
@@ -225,7 +225,6 @@ EXAMPLES = """examples:
   python train.py                                  # ReSPO at reuse 4 on the offline tiny Qwen3
   python train.py --method grpo --reuse 8          # a clipped baseline at the paper's reuse N = 8
   python train.py --protocol paper --reuse 16      # the authors' protocol (nano_respo/protocol.py)
-  python train.py --model tiny-qwen3-moe           # 8 experts, top-2
   python train.py --model Qwen/Qwen3-0.6B --task gsm8k_train.jsonl --device cuda --autocast
   torchrun --nproc_per_node 4 train.py --fsdp --model Qwen/Qwen3-0.6B --dtype bfloat16
 Every logged number: docs/training.md; the math: docs/math.md."""

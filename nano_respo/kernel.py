@@ -36,7 +36,7 @@ class LossConfig:
     alpha_pos: float = 2.0
     """ReSPO positive branch: order alpha_+ of the power mean phi_0 (2: the arithmetic mean (1 - beta) + beta W)."""
     beta_pos: float = 0.5
-    """ReSPO positive branch: beta_+, the weight of W in the power mean; in [0, 1], 1 - beta_+ on 1."""
+    """beta_+, the weight of W in ReSPO's positive power mean; in [0, 1], 1 - beta_+ on 1."""
     lambda_pos: float = 2.0
     """ReSPO positive branch: tilt lambda_+ >= 0; at alpha_+ > 1, lambda_+ >= (1 - beta_+)**(-1 / (alpha_+ - 1)) makes W = 0 its maximum (docs/math.md §4.4)."""
     alpha_neg: float = 1.0
@@ -74,7 +74,7 @@ class LossConfig:
     log_w_max: float = 20.0
     """Numerical guard: exp() never sees a log-weight or log-coefficient above this; respo clamps log W to +-this."""
     weight_against: str = "sampler"
-    """W's denominator: sampler (w = pi / mu, ours) or pi_old (the authors'); pi_old is the learner at the start of the batch's updates, and --correction then folds log c into log W (docs/math.md §7)."""
+    """W against sampler (ours) or pi_old (the authors'); sampler: w = pi / mu, pi_old is the learner at the start of the batch's updates, and --correction then folds log c into log W (docs/math.md §7)."""
     correction: str = "none"
     """Decoupled form (docs/math.md §7): weight pi_old/mu by token-/sequence- truncate or mask, trust region on pi/pi_old."""
     correction_min: float | None = None
