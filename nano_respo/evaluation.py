@@ -36,7 +36,7 @@ def evaluate(model, tokenizer, task: Task, max_new_tokens: int, temperature: flo
     problems = task.heldout_problems
     greedy_correct = 0.0
     chunks = range(0, len(problems), batch_size)
-    for start in tqdm(chunks, desc="held-out, greedy", leave=False, disable=len(chunks) < 2):
+    for start in tqdm(chunks, desc="held-out, greedy", leave=False, disable=len(chunks) < 4):
         chunk = problems[start:start + batch_size]
         texts = sample(model, tokenizer, [p.prompt for p in chunk], max_new_tokens, greedy=True).texts
         greedy_correct += score(task.reward, texts, [p.answer for p in chunk])[0].sum().item()
@@ -45,7 +45,7 @@ def evaluate(model, tokenizer, task: Task, max_new_tokens: int, temperature: flo
         torch.manual_seed(seed)
         per_batch = max(1, batch_size // samples)
         chunks = range(0, len(problems), per_batch)
-        for start in tqdm(chunks, desc="held-out, sampled", leave=False, disable=len(chunks) < 2):
+        for start in tqdm(chunks, desc="held-out, sampled", leave=False, disable=len(chunks) < 4):
             chunk = [p for p in problems[start:start + per_batch] for _ in range(samples)]
             texts = sample(model, tokenizer, [p.prompt for p in chunk], max_new_tokens, temperature).texts
             rewards = score(task.reward, texts, [p.answer for p in chunk])[0].view(-1, samples)  # [problems, samples]
