@@ -59,7 +59,7 @@ def test_every_help_example_works_after_a_default_run(tmp_path, monkeypatch, cap
         run_dirs.append(train(parse_train(TINY + args)))
         assert (run_dirs[-1] / "metrics.jsonl").is_file(), line
     fresh = [d for d, args in zip(run_dirs, examples(TRAIN_EXAMPLES, "train.py")) if "--resume" not in args]
-    assert len(set(fresh)) == len(fresh) >= 4, "two examples wrote into one run directory"
+    assert len(set(fresh)) == len(fresh) >= 3, "two examples wrote into one run directory"
     default = Path("runs") / TrainConfig().run_name
     assert run_dirs[0].resolve() == default.resolve() and "tiny-qwen3" in default.name
     capsys.readouterr()

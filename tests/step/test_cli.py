@@ -185,7 +185,7 @@ def test_bad_command_lines_are_refused_in_one_line_before_transformers_loads():
     import json
 
     argvs = [["--learn-rate", "1"], ["--method", "respoo"], ["--device", "gpu"], ["--reuse", "3"],
-             ["--model", "runs/nope"]]
+             ["--model", "./runs/nope"]]  # a path: a hub id (runs/nope in a clone without runs/) is the hub's to refuse
     done = subprocess.run([sys.executable, "-c", TRAIN_PY_THEN_MODULES, json.dumps(argvs)], cwd=ROOT,
                           capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-3000:]
@@ -196,7 +196,7 @@ def test_bad_command_lines_are_refused_in_one_line_before_transformers_loads():
         assert len(err.strip().splitlines()) == 2, (argv, err)  # usage, then the one line
         assert not transformers_loaded, argv
     assert answers[0][1].strip().endswith("error: unrecognized arguments: --learn-rate 1; did you mean --lr?")
-    assert answers[4][1].strip().endswith("error: model: 'runs/nope' does not exist")
+    assert answers[4][1].strip().endswith("error: model: './runs/nope' does not exist (runs is missing)")
 
 
 def test_bare_eval_py_is_refused_with_status_2_in_one_line(tmp_path):
