@@ -4,7 +4,7 @@ A reader who follows a default `python train.py` must never be led into FSDP cod
 the off-policy machinery (offpolicy.py): a default single-device run imports none of them and runs the plain
 forms (rollout.decode, rollout.policy_logprobs) that the routes are tested against; a flag that needs one imports
 it. The package stands below train.py and eval.py (it never imports them), and no module of it imports one that
-imports it back. How long the reading path is, tools/step_lines.py reports; it is advice, not a test.
+imports it back. How long the reading path is, an advisory script in tools/ reports; it is advice, not a test.
 """
 
 import ast
