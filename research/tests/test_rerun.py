@@ -92,4 +92,4 @@ def test_a_record_is_a_file_or_a_line_and_its_rerun_the_output_that_ends_most_li
 
 def test_one_place_names_the_commit_and_the_readme_points_at_it():
     readme = (Path(rerun.__file__).parent / "README.md").read_text()
-    assert f"`{rerun.COMMIT}`" in readme and "`research.rerun`" in readme and "results/rerun-9561567.md" in readme
+    assert f"`{rerun.COMMIT}`" in readme and "`research.rerun`" in readme and "(rerun-9561567.md)" in readme
