@@ -26,7 +26,7 @@ On a034ad5 the rule gives the core 157 min and core 03 36 min.
 A core notebook (notebooks/NN_*.py: notebooks/build.py) answers one question within these budgets:
 prose at most PROSE_BUDGET words, printed at most PRINTED_BUDGET words, at least MIN_FIGURES figures.
 The README's reading path states every notebook's times by this rule. The tool is advisory: it prints,
-and fails only when --check is asked for (tests/course/test_course_length.py runs the table, holds no length).
+and fails only when --check is asked for (.ci/run prints the table; nothing holds a length).
 """
 
 from __future__ import annotations
