@@ -1,7 +1,11 @@
 """RLVR with rollout reuse on a Qwen3, in one file: ReSPO (nano_respo/kernel.py) or a baseline it is compared with.
 
-    python train.py                      ReSPO at reuse 4 on the offline tiny Qwen3, task `reverse` (about a minute)
-    python train.py --help               the flags a run is set with first (--help-all: every flag)
+    python train.py                                # ReSPO at reuse 4 on the offline tiny Qwen3, task `reverse`
+    python train.py --method grpo --reuse 8        # a clipped baseline at the paper's reuse N = 8
+    python train.py --protocol paper --reuse 16    # the authors' protocol (nano_respo/protocol.py)
+    python train.py --model Qwen/Qwen3-0.6B --task gsm8k_train.jsonl --device cuda --autocast
+    torchrun --nproc_per_node 4 train.py --fsdp --model Qwen/Qwen3-0.6B --dtype bfloat16
+    python train.py --help                         # the flags set first (--help-all: every flag)
 
 One RL iteration (`rl_iteration`), repeated `iterations` times:
 
@@ -35,22 +39,21 @@ from pathlib import Path
 
 import torch
 
-from nano_respo.checkpoint import (load_trainer_state, newest_intact_checkpoint,
-                                   remove_temporary_checkpoints, save_checkpoint, set_rng_state)
-from nano_respo.cli import flat, parse_config
-from nano_respo.diagnostics import diagnostics
+from nano_respo.checkpoint import remove_temporary_checkpoints, resume_point, save_checkpoint, set_rng_state
+from nano_respo.cli import check_values, flat, parse_config
 from nano_respo.evaluation import evaluate
-from nano_respo.kernel import (AGG_MODES, METHOD_TABLE, SCALES, WEIGHT_AGAINST, LossConfig,
-                               compute_dtype, group_advantages, loss_denominator, minibatch_order, policy_loss,
+from nano_respo.kernel import (AGG_MODES, METHOD_TABLE, SCALES, WEIGHT_AGAINST, LossConfig, compute_dtype,
+                               diagnostics, group_advantages, loss_denominator, minibatch_order, policy_loss,
                                reuse_split)
 from nano_respo.models import (PROMPT_FORMATS, TINY_MODELS, WEIGHT_DTYPES, apply_prompt_format,
                                check_device, load_model, refuse_unknown_characters, resolve_device,
                                resolve_model_path)
 from nano_respo.plots import write_plots
 from nano_respo.protocol import PROTOCOLS
+from nano_respo.routes import RouteConfig
 from nano_respo.rollout import RolloutBatch, policy_logprobs, sample, score
 from nano_respo.runs import MetricsLog, Stop, Stopped, progress, run_command, run_lock
-from nano_respo.sft import initial_model
+from nano_respo.sft import WarmStartConfig, initial_model
 from nano_respo.tasks import hash_seed, make_task
 
 
@@ -131,79 +134,38 @@ class TrainConfig:
     """torch CPU threads (more threads on a loaded small machine can be many times slower)."""
     plots: bool = True
     """Write plots.png at the end."""
-    sft_steps: int | None = None
-    """Warm-start SFT budget (nano_respo/sft.py, cached); None = 2000 for the tiny models, 0 (none) otherwise."""
-    sft_anneal: str = "budget"
-    """Warm-start annealing length: budget (a quarter of --sft-steps), converged / converged-half (a quarter / half of the step it converged at)."""
-    sft_batch: int = 64
-    """Warm-start batch size (demonstrations per step)."""
-    sft_lr: float = 1e-3
-    """Warm-start AdamW peak learning rate."""
-    sft_label_smoothing: float = 0.01
-    """Warm-start label smoothing: the converged model keeps about this much off each answer token."""
-    sft_task_size: int | None = None
-    """Warm-start task size (shorter demonstrations than RL's task); None = --task-size. Generated tasks only."""
-    sft_full_share: float = 0.0
-    """Share of warm-start demonstrations drawn from the whole RL task instead of --sft-task-size."""
-    sft_seed: int = 0
-    """Warm-start seed, apart from --seed so that every RL seed starts from the same model."""
-    sft_from_scratch: bool = False
-    """Train the warm start here (or take it from the cache) even where one ships with the package (nano_respo/warm_starts/)."""
-    logprob_chunk_mb: float | None = None
-    """Opt-in route, large vocabularies: log-probs without the [B, T, V] logits, this many MB of float32 logits at a time (scale.logprobs)."""
-    packed_forward: bool = False
-    """Opt-in route: the training forward without padding, sequences packed into rows (scale.packed)."""
-    shared_prompts: bool = False
-    """Opt-in route: the training forward with each distinct prompt computed once (scale.shared_prompts)."""
-    fsdp: bool = False
-    """FSDP2 over torchrun's processes; torchrun --nproc_per_node N train.py --fsdp (scale.distributed)."""
     loss: LossConfig = field(default_factory=LossConfig)
     """The policy loss: its fields are flags of their own (--method, --beta-pos, ...)."""
+    sft: WarmStartConfig = field(default_factory=WarmStartConfig, metadata={"prefix": "sft_"})
+    """The warm start (nano_respo/sft.py): its fields are flags --sft-steps, --sft-lr, ..."""
+    routes: RouteConfig = field(default_factory=RouteConfig)
+    """Opt-in routes to the same numbers (nano_respo/routes.py): --packed-forward, --shared-prompts, --fsdp, ..."""
 
     def __post_init__(self):  # every value checked here, so a bad flag fails in one line before anything loads
-        positive = ("iterations", "reuse", "epochs", "prompts_per_iteration", "max_new_tokens", "eval_every",
-                    "eval_problems", "eval_samples", "save_every", "keep_checkpoints", "threads", "sft_batch",
-                    "micro_batch", "rollout_batch")
-        choices = {"adv_scale": SCALES, "dtype": WEIGHT_DTYPES, "sampler_dtype": WEIGHT_DTYPES,
-                   "prompt_format": PROMPT_FORMATS, "sft_anneal": ("budget", "converged", "converged-half")}
-        for name, value in vars(self).items():
-            if name in positive and value is not None and value < 1:
-                raise ValueError(f"{name}: must be >= 1, got {value}")
-            if name in choices and value not in choices[name]:
-                raise ValueError(f"{name}: choose one of {', '.join(choices[name])}, got {value!r}")
-            if name in ("lr", "sft_lr", "max_grad_norm", "temperature") and not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name}: must be > 0, got {value}")
-            below = {"lr_warmup_ratio": 1, "sft_label_smoothing": 1, "weight_decay": math.inf}
-            if name in below and not 0 <= value < below[name]:
-                raise ValueError(f"{name}: must lie in [0, {below[name]}), got {value}")
+        check_values(self, at_least_one=("iterations", "reuse", "epochs", "prompts_per_iteration", "max_new_tokens",
+                                         "eval_every", "eval_problems", "eval_samples", "save_every",
+                                         "keep_checkpoints", "threads", "micro_batch", "rollout_batch"),
+                     positive=("lr", "max_grad_norm", "temperature"),
+                     in_range={"lr_warmup_ratio": (0, 1), "weight_decay": (0, math.inf), "lag": (0, math.inf)},
+                     choices={"adv_scale": SCALES, "dtype": WEIGHT_DTYPES, "sampler_dtype": WEIGHT_DTYPES,
+                              "prompt_format": PROMPT_FORMATS})
         if self.group_size < 2:  # an advantage is a reward minus its group's mean: a group of one has 0
             raise ValueError(f"group_size: must be >= 2, got {self.group_size}; a group of one learns nothing")
-        if self.lag < 0 or (self.sft_steps or 0) < 0:
-            raise ValueError("lag, sft_steps: must be >= 0")
         epochs, minibatches = reuse_split(self.reuse, self.epochs)
         if self.prompts_per_iteration % minibatches:
             fits = [m for m in range(1, self.prompts_per_iteration + 1) if self.prompts_per_iteration % m == 0]
             raise ValueError(f"reuse: {self.prompts_per_iteration} prompts do not split into {minibatches} "
                              f"mini-batches of whole groups; give --reuse {epochs * max(m for m in fits if m < minibatches)} "
                              f"or another --prompts-per-iteration")
-        if (self.lag or self.sampler_dtype != "float32") and self.fsdp:
+        if (self.lag or self.sampler_dtype != "float32") and self.routes.fsdp:
             raise ValueError("lag, sampler_dtype: a separate sampler is not supported under --fsdp")
-        if self.shared_prompts and (self.packed_forward or self.logprob_chunk_mb is not None or self.fsdp):
-            raise ValueError("shared_prompts: a route of its own, not combined with --packed-forward, "
-                             "--logprob-chunk-mb or --fsdp")
-        if self.sft_task_size is not None and self.task.endswith(".jsonl"):
+        if self.sft.task_size is not None and self.task.endswith(".jsonl"):
             raise ValueError("sft_task_size: only generated tasks have a size; a .jsonl task warms up on its file")
-        if not 0 <= self.sft_full_share <= 1 or (self.sft_full_share and self.sft_task_size is None):
-            raise ValueError("sft_full_share: a share in [0, 1] of the whole task's demonstrations beside --sft-task-size's")
         check_device(self.device)
         if not self.model.strip():
             raise ValueError("model: empty model name")
         if self.model not in TINY_MODELS:  # a missing local directory is named now, before anything loads
             resolve_model_path(self.model)
-
-    @property
-    def minibatches(self) -> int:
-        return reuse_split(self.reuse, self.epochs)[1]
 
     @property
     def run_name(self) -> str:
@@ -221,13 +183,9 @@ class TrainConfig:
 FIRST_FLAGS = ("model", "task", "iterations", "reuse", "epochs", "group_size", "prompts_per_iteration", "lr",
                "max_new_tokens", "seed", "name", "resume", "device", "dtype", "autocast", "gradient_checkpointing",
                "micro_batch", "fsdp", "method", "beta_pos", "weight_against")
-EXAMPLES = """examples:
-  python train.py                                  # ReSPO at reuse 4 on the offline tiny Qwen3
-  python train.py --method grpo --reuse 8          # a clipped baseline at the paper's reuse N = 8
-  python train.py --protocol paper --reuse 16      # the authors' protocol (nano_respo/protocol.py)
-  python train.py --model Qwen/Qwen3-0.6B --task gsm8k_train.jsonl --device cuda --autocast
-  torchrun --nproc_per_node 4 train.py --fsdp --model Qwen/Qwen3-0.6B --dtype bfloat16
-Every logged number: docs/training.md; the math: docs/math.md."""
+EXAMPLES = "\n".join(["examples:", *(line for line in __doc__.splitlines()  # the docstring's commands
+                                    if line.lstrip().startswith(("python train", "torchrun")) and "help" not in line),
+                      "Every logged number: docs/training.md; the math: docs/math.md."])
 
 
 # --- one RL iteration ----------------------------------------------------------------------------------------
@@ -361,17 +319,17 @@ RESUMABLE = {"iterations", "resume", "threads", "plots", "save_every", "keep_che
              "out_dir", "name", "sft_from_scratch"}
 
 
-def routes_of(cfg: TrainConfig):
+def routes_of(routes: RouteConfig):
     """(warm start's forward, RL's training forward): rollout.policy_logprobs unless a flag asks for a faster route
     to the same numbers (nano_respo/scale/, imported only when asked)."""
     logprobs = policy_logprobs
-    if cfg.logprob_chunk_mb is not None:
+    if routes.logprob_chunk_mb is not None:
         from nano_respo.scale.logprobs import chunked_policy_logprobs
-        logprobs = functools.partial(chunked_policy_logprobs, chunk_mb=cfg.logprob_chunk_mb)
-    rl_logprobs = functools.partial(logprobs, packed=True) if cfg.packed_forward and cfg.logprob_chunk_mb else logprobs
-    if cfg.packed_forward and cfg.logprob_chunk_mb is None:
+        logprobs = functools.partial(chunked_policy_logprobs, chunk_mb=routes.logprob_chunk_mb)
+    rl_logprobs = functools.partial(logprobs, packed=True) if routes.packed_forward and routes.logprob_chunk_mb else logprobs
+    if routes.packed_forward and routes.logprob_chunk_mb is None:
         from nano_respo.scale.packed import packed_policy_logprobs as rl_logprobs
-    if cfg.shared_prompts:
+    if routes.shared_prompts:
         from nano_respo.scale.shared_prompts import shared_prompt_policy_logprobs as rl_logprobs
     return logprobs, rl_logprobs
 
@@ -391,32 +349,20 @@ def set_up(cfg: TrainConfig, run_dir: Path):
     torch.set_num_threads(cfg.threads)
     task = make_task(cfg.task, cfg.task_size, cfg.eval_problems, cfg.heldout_file, seed=0)
     task.check_budget(cfg.max_new_tokens)
-    if cfg.fsdp:
+    if cfg.routes.fsdp:
         from nano_respo.scale import distributed
-        device = str(distributed.check_split(cfg.prompts_per_iteration, cfg.minibatches))
+        device = str(distributed.check_split(cfg.prompts_per_iteration, reuse_split(cfg.reuse, cfg.epochs)[1]))
     else:
         device = resolve_device(cfg.device)
     if cfg.autocast and not device.startswith("cuda"):
         raise ValueError(f"autocast: bfloat16 autocast is for CUDA devices, not {device!r}")
-    checkpoint, skipped = newest_intact_checkpoint(run_dir) if cfg.resume else (None, [])
-    for note in skipped:
-        print(f"resume: {note}")
-    if cfg.resume and checkpoint is None:
-        print(f"resume: {run_dir} has no intact checkpoint yet; starting the run over from iteration 0")
-        (run_dir / "metrics.jsonl").unlink(missing_ok=True)
-    if not cfg.resume and (run_dir / "metrics.jsonl").exists():
-        raise ValueError(f"name: {run_dir} already holds a run; pass --resume or another --name")
+    checkpoint, state = resume_point(run_dir, flat(cfg), cfg.resume, RESUMABLE)
     torch.manual_seed(cfg.seed)
-    state, iteration, step = None, 0, 0
+    iteration, step = (state["iteration"], state["step"]) if state else (0, 0)
     if checkpoint is None:
-        model, tokenizer = initial_model(cfg, task, device, routes_of(cfg)[0])
+        model, tokenizer = initial_model(cfg, task, device, routes_of(cfg.routes)[0])
     else:
-        state = load_trainer_state(checkpoint)
-        changed = sorted(k for k, v in flat(cfg).items() if k not in RESUMABLE and state["config"].get(k) != v)
-        if changed:
-            raise ValueError(f"resume: flags differ from the checkpoint's run: {', '.join(changed)}")
         model, tokenizer = load_model(str(checkpoint), cfg.dtype, device, cfg.gradient_checkpointing)
-        iteration, step = state["iteration"], state["step"]
         print(f"resume: continuing from iteration {iteration} of {cfg.iterations} ({checkpoint.name}, step {step})")
     apply_prompt_format(tokenizer, cfg.prompt_format)
     refuse_unknown_characters(tokenizer, (task.train_pool or []) + task.heldout_problems)
@@ -426,18 +372,16 @@ def set_up(cfg: TrainConfig, run_dir: Path):
         set_rng_state(state["rng"])
     off_policy = off_policy_of(cfg, model, state and state.get("lagged_weights"))
     ranks = OneDevice()
-    if cfg.fsdp:  # join the process group and shard; the same loop runs on every rank
+    if cfg.routes.fsdp:  # join the process group and shard; the same loop runs on every rank
         model, optimizer, ranks = distributed.shard(model, optimizer, checkpoint, cfg.seed, iteration)
     return task, model, tokenizer, optimizer, ranks, off_policy, iteration, step
 
 
 def save(run_dir, model, tokenizer, optimizer, iteration, step, cfg, ranks, off_policy) -> Path:
     """An atomic checkpoint (written aside, then renamed); under FSDP the full weights and every rank's shards."""
-    if cfg.fsdp:
-        from nano_respo.scale.distributed import checkpoint_state
-        weights, optimizer_state, shards = checkpoint_state(model, optimizer)
-        return save_checkpoint(run_dir, model, tokenizer, iteration, step, flat(cfg), optimizer_state,
-                               model_state=weights, payload=shards, ranks=ranks, keep=cfg.keep_checkpoints)
+    if cfg.routes.fsdp:
+        from nano_respo.scale.distributed import save_sharded
+        return save_sharded(run_dir, model, tokenizer, optimizer, iteration, step, flat(cfg), ranks, cfg.keep_checkpoints)
     lagged = off_policy.lagged if off_policy else None
     return save_checkpoint(run_dir, model, tokenizer, iteration, step, flat(cfg), optimizer.state_dict(),
                            keep=cfg.keep_checkpoints, extra={"lagged_weights": list(lagged.kept)} if lagged else None)
@@ -459,12 +403,12 @@ def train(cfg: TrainConfig, watch=None) -> Path:
     if cfg.resume and not run_dir.is_dir():
         raise ValueError(f"resume: no run in {run_dir}; drop --resume to start it")
     run_dir.mkdir(parents=True, exist_ok=True)  # run_lock makes it too, but --fsdp's ranks take no lock
-    with Stop(run_dir) as stop, contextlib.nullcontext() if cfg.fsdp else run_lock(run_dir):
-        if not cfg.fsdp:  # what a save killed midway left behind (only the lock's holder may remove it)
+    with Stop(run_dir) as stop, contextlib.nullcontext() if cfg.routes.fsdp else run_lock(run_dir):
+        if not cfg.routes.fsdp:  # what a save killed midway left behind (only the lock's holder may remove it)
             remove_temporary_checkpoints(run_dir)
         task, model, tokenizer, optimizer, ranks, off_policy, start, step = set_up(cfg, run_dir)
         amp = torch.autocast("cuda", dtype=torch.bfloat16) if cfg.autocast else contextlib.nullcontext()
-        logprobs = routes_of(cfg)[1]
+        logprobs = routes_of(cfg.routes)[1]
         log = MetricsLog(run_dir, keep_until_iteration=start if cfg.resume else None, write=ranks.rank == 0)
         if ranks.rank == 0:
             (run_dir / "config.json").write_text(json.dumps(flat(cfg), indent=1))

@@ -277,6 +277,29 @@ def newest_intact_checkpoint(run_dir: Path) -> tuple[Path | None, list[str]]:
     return None, skipped
 
 
+def resume_point(run_dir: Path, config: dict, resume: bool, resumable=()) -> tuple[Path | None, dict | None]:
+    """(checkpoint, trainer state) a run continues from: (None, None) for a fresh start, or under --resume the newest
+    intact checkpoint, refused if the run's flags other than `resumable` differ from the checkpoint's. A --resume
+    of a run stopped before its first save starts it over; a fresh start into a run's directory is refused."""
+    metrics = Path(run_dir) / "metrics.jsonl"
+    if not resume:
+        if metrics.exists():
+            raise ValueError(f"name: {run_dir} already holds a run; pass --resume or another --name")
+        return None, None
+    checkpoint, skipped = newest_intact_checkpoint(run_dir)
+    for note in skipped:
+        print(f"resume: {note}")
+    if checkpoint is None:
+        print(f"resume: {run_dir} has no intact checkpoint yet; starting the run over from iteration 0")
+        metrics.unlink(missing_ok=True)
+        return None, None
+    state = load_trainer_state(checkpoint)
+    changed = sorted(k for k, v in config.items() if k not in resumable and state["config"].get(k) != v)
+    if changed:
+        raise ValueError(f"resume: flags differ from the checkpoint's run: {', '.join(changed)}")
+    return checkpoint, state
+
+
 def checkpoint_dtype(path: Path) -> str | None:
     """The dtype a checkpoint's weights were trained in (eval.py evaluates in it), if recorded."""
     for name, key in ((MANIFEST_FILE, "dtype"), ("config.json", "dtype"), ("config.json", "torch_dtype")):

@@ -3,7 +3,8 @@
     cfg = parse_config(TrainConfig, first=FIRST_FLAGS, presets=PROTOCOLS)
 
 A field that is itself a dataclass (TrainConfig.loss: the kernel's LossConfig) gives its fields as flags of
-their own, so the command line stays flat (--method, not --loss.method). `--help` lists the `first` flags,
+their own, so the command line stays flat (--method, not --loss.method); a prefix in the field's metadata names
+them (TrainConfig.sft: the warm start's WarmStartConfig, whose `steps` is --sft-steps). `--help` lists the `first` flags,
 `--help-all` every one; all of them parse either way. A mistyped flag is answered in one line with the
 nearest flag (and the names other trainers use, KNOWN_AS, with ours); a value the config refuses (its
 __post_init__ raises ValueError) likewise, before anything heavy loads.
@@ -21,6 +22,7 @@ import ast
 import dataclasses
 import difflib
 import inspect
+import math
 import sys
 import textwrap
 import typing
@@ -39,14 +41,15 @@ def field_docs(cls) -> dict[str, str]:
             and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)}
 
 
-def flat_fields(cls) -> dict[str, tuple]:
-    """name -> (field, type, docstring, the dataclass that declares it), a composed config's fields in its place."""
+def flat_fields(cls, prefix: str = "") -> dict[str, tuple]:
+    """name -> (field, type, docstring, the dataclass that declares it), a composed config's fields in its place,
+    each name after the composing field's metadata["prefix"] if it has one (TrainConfig.sft: --sft-steps)."""
     hints, docs, out = typing.get_type_hints(cls), field_docs(cls), {}
     for f in dataclasses.fields(cls):
         if dataclasses.is_dataclass(hints[f.name]):
-            out.update(flat_fields(hints[f.name]))
+            out.update(flat_fields(hints[f.name], prefix + f.metadata.get("prefix", "")))
         else:
-            out[f.name] = (f, hints[f.name], docs.get(f.name, ""), cls)
+            out[prefix + f.name] = (f, hints[f.name], docs.get(f.name, ""), cls)
     return out
 
 
@@ -141,18 +144,42 @@ def unrecognized(cls, words: list[str]) -> str:
     return f"unrecognized arguments: {' '.join(words)}" + (f"; did you mean {', '.join(meant)}?" if meant else "")
 
 
-def from_flat(cls, values: dict):
-    """cls from one flat dict of field values, a composed config built from the names it declares."""
-    hints = typing.get_type_hints(cls)
-    return cls(**{f.name: from_flat(hints[f.name], values) if dataclasses.is_dataclass(hints[f.name])
-                  else values[f.name] for f in dataclasses.fields(cls)
-                  if f.name in values or dataclasses.is_dataclass(hints[f.name])})
+def from_flat(cls, values: dict, prefix: str = ""):
+    """cls from one flat dict of field values (flat_fields' names; those not given keep their defaults)."""
+    hints, given = typing.get_type_hints(cls), {}
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]) and not dataclasses.is_dataclass(values.get(prefix + f.name)):
+            given[f.name] = from_flat(hints[f.name], values, prefix + f.metadata.get("prefix", ""))
+        elif prefix + f.name in values:  # a value, or a composed config given whole (loss=LossConfig(...))
+            given[f.name] = values[prefix + f.name]
+    return cls(**given)
 
 
-def flat(config) -> dict:
+def flat(config, prefix: str = "") -> dict:
     """The inverse of from_flat: one dict of every field, a composed config's fields at the top."""
     values = {}
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
-        values.update(flat(value) if dataclasses.is_dataclass(value) else {f.name: value})
+        values.update(flat(value, prefix + f.metadata.get("prefix", "")) if dataclasses.is_dataclass(value)
+                      else {prefix + f.name: value})
     return values
+
+
+def check_values(config, at_least_one=(), positive=(), in_range=None, choices=None, prefix: str = "") -> None:
+    """A config's __post_init__ checks: a ValueError naming the first field (as its flag's name, after `prefix`) out
+    of bounds: ints at least 1, finite floats above 0, values in [low, high) (None passes these), one of choices."""
+    in_range, choices = in_range or {}, choices or {}
+    for name, value in vars(config).items():
+        if value is None or not (name in at_least_one or name in positive or name in in_range or name in choices):
+            continue
+        flag = prefix + name
+        if name in at_least_one and value < 1:
+            raise ValueError(f"{flag}: must be >= 1, got {value}")
+        if name in positive and not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{flag}: must be > 0, got {value}")
+        low, high = in_range.get(name, (-math.inf, math.inf))
+        if name in in_range and not low <= value < high:
+            raise ValueError(f"{flag}: must " + (f"be >= {low}" if high == math.inf else f"lie in [{low}, {high})")
+                             + f", got {value}")
+        if name in choices and value not in choices[name]:
+            raise ValueError(f"{flag}: choose one of {', '.join(choices[name])}, got {value!r}")

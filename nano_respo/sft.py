@@ -38,6 +38,7 @@ import math
 import os
 import platform
 from collections import deque
+from dataclasses import dataclass
 from importlib.metadata import version
 
 import torch
@@ -47,6 +48,7 @@ from tqdm import tqdm
 from .models import TINY_WARM_START_STEPS, cache_dir, load_model, refuse_unknown_characters
 from .rollout import RolloutBatch, encode_prompts, policy_logprobs, training_forward
 from .checkpoint import publish_directory
+from .cli import check_values
 from .shipped import describe, shipped_warm_start
 from .tasks import Task, hash_seed, make_task, mixed_task
 
@@ -54,6 +56,35 @@ from .tasks import Task, hash_seed, make_task, mixed_task
 # step the model converged at, so it stops about when it has what it needs (research/WARMSTART.md).
 CONVERGED_SHARE = {"converged": 4, "converged-half": 2}  # annealing = convergence step // this
 ANNEALS = ("budget", *CONVERGED_SHARE)
+
+
+@dataclass
+class WarmStartConfig:
+    """The warm start: supervised training before RL (train.py's --sft-* flags)."""
+    steps: int | None = None
+    """Warm-start SFT budget (cached); None = 2000 for the tiny models, 0 (none) otherwise."""
+    anneal: str = "budget"
+    """Warm-start annealing length: budget (a quarter of --sft-steps), converged / converged-half (a quarter / half of the step it converged at)."""
+    batch: int = 64
+    """Warm-start batch size (demonstrations per step)."""
+    lr: float = 1e-3
+    """Warm-start AdamW peak learning rate."""
+    label_smoothing: float = 0.01
+    """Warm-start label smoothing: the converged model keeps about this much off each answer token."""
+    task_size: int | None = None
+    """Warm-start task size (shorter demonstrations than RL's task); None = --task-size. Generated tasks only."""
+    full_share: float = 0.0
+    """Share of warm-start demonstrations drawn from the whole RL task instead of --sft-task-size."""
+    seed: int = 0
+    """Warm-start seed, apart from --seed so that every RL seed starts from the same model."""
+    from_scratch: bool = False
+    """Train the warm start here (or take it from the cache) even where one ships with the package (nano_respo/warm_starts/)."""
+
+    def __post_init__(self):
+        check_values(self, at_least_one=("batch",), positive=("lr",), in_range={"steps": (0, math.inf),
+                     "label_smoothing": (0, 1)}, choices={"anneal": ANNEALS}, prefix="sft_")
+        if not 0 <= self.full_share <= 1 or (self.full_share and self.task_size is None):
+            raise ValueError("sft_full_share: a share in [0, 1] of the whole task's demonstrations beside --sft-task-size's")
 
 
 def teacher_forced_batch(tokenizer, prompts: list[str], answers: list[str], device) -> RolloutBatch:
@@ -242,20 +273,20 @@ def warm_start(model_name: str, task: Task, task_key: dict, steps: int, batch_si
 
 def initial_model(cfg, task: Task, device: str, logprobs=policy_logprobs):
     """(model, tokenizer) where RL starts: the tiny models' warm start (shipped, cached or trained here), else the
-    model as loaded. cfg: train.py's TrainConfig (its sft_* fields)."""
-    steps = cfg.sft_steps if cfg.sft_steps is not None else TINY_WARM_START_STEPS.get(cfg.model, 0)
+    model as loaded. cfg: train.py's TrainConfig (cfg.sft, a WarmStartConfig)."""
+    ws = cfg.sft
+    steps = ws.steps if ws.steps is not None else TINY_WARM_START_STEPS.get(cfg.model, 0)
     if steps == 0:
         return load_model(cfg.model, cfg.dtype, device, cfg.gradient_checkpointing)
     # A smaller size draws from the same training split (held-out prompts are excluded by hash).
-    sft_task = task if cfg.sft_task_size is None else make_task(cfg.task, cfg.sft_task_size, cfg.eval_problems,
-                                                                cfg.heldout_file, seed=0)
-    if cfg.sft_full_share:
-        sft_task = mixed_task(sft_task, task, cfg.sft_full_share)
-    named_as = {"task": cfg.task, "task_size": cfg.sft_task_size or cfg.task_size,
-                **({"full_share": cfg.sft_full_share} if cfg.sft_full_share else {})}
-    model, tokenizer = warm_start(cfg.model, sft_task, named_as, steps, cfg.sft_batch, cfg.sft_lr, cfg.sft_seed,
-                                  cfg.dtype, device, logprobs, cfg.sft_label_smoothing, cfg.sft_anneal,
-                                  shipped=not cfg.sft_from_scratch)
+    sft_task = task if ws.task_size is None else make_task(cfg.task, ws.task_size, cfg.eval_problems,
+                                                           cfg.heldout_file, seed=0)
+    if ws.full_share:
+        sft_task = mixed_task(sft_task, task, ws.full_share)
+    named_as = {"task": cfg.task, "task_size": ws.task_size or cfg.task_size,
+                **({"full_share": ws.full_share} if ws.full_share else {})}
+    model, tokenizer = warm_start(cfg.model, sft_task, named_as, steps, ws.batch, ws.lr, ws.seed, cfg.dtype, device,
+                                  logprobs, ws.label_smoothing, ws.anneal, shipped=not ws.from_scratch)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return model, tokenizer

@@ -23,8 +23,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nano_respo.diagnostics import DIAGNOSTIC_KEYS
-from nano_respo.kernel import reuse_split
+from nano_respo.kernel import DIAGNOSTIC_KEYS, reuse_split
 from nano_respo.models import cache_dir
 from nano_respo.runs import read_metrics
 from nano_respo.sft import initial_model

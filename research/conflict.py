@@ -28,6 +28,7 @@ from research.conflict_report import LAG, READ_METHODS
 from research.digit_runs import (EARLY_BATCHES, GROUP, LR_GRID, MAX_NEW_TOKENS, MODEL, PROMPTS, SELECTION_SEEDS,
                                     SFT_STEPS, SFT_TASK_SIZE, gate1, run_all, run_record)
 from train import TrainConfig
+from nano_respo.cli import from_flat
 from nano_respo.kernel import LossConfig
 from research.cli import parse_config
 
@@ -76,12 +77,13 @@ def train_config(cfg: ConflictConfig, method: str, reuse: int, lag: int, seed: i
                  sampler_dtype: str = "float32") -> TrainConfig:
     """One run of the study: the lag's batches, then EARLY_BATCHES whose sampler has moved. Its aggregation is the
     one the study ran under (the default of the time), 2 epochs x 2 mini-batches at R = 4."""
-    return TrainConfig(model=MODEL, task="digit_conflict", sft_task_size=SFT_TASK_SIZE,
-                       sft_full_share=cfg.sft_full_share, sft_steps=SFT_STEPS, max_new_tokens=MAX_NEW_TOKENS,
-                       loss=LossConfig(method=method, agg=AS_RECORDED_AGG), reuse=reuse, epochs=min(2, reuse), lag=lag,
-                       sampler_dtype=sampler_dtype, lr=lr, seed=seed, iterations=cfg.lag + 1 + EARLY_BATCHES,
-                       prompts_per_iteration=PROMPTS, group_size=GROUP, eval_problems=24, eval_samples=8, plots=False,
-                       **AS_RECORDED)
+    return from_flat(TrainConfig, dict(model=MODEL, task="digit_conflict", sft_task_size=SFT_TASK_SIZE,
+                                       sft_full_share=cfg.sft_full_share, sft_steps=SFT_STEPS,
+                                       max_new_tokens=MAX_NEW_TOKENS,
+                                       loss=LossConfig(method=method, agg=AS_RECORDED_AGG), reuse=reuse,
+                                       epochs=min(2, reuse), lag=lag, sampler_dtype=sampler_dtype, lr=lr, seed=seed,
+                                       iterations=cfg.lag + 1 + EARLY_BATCHES, prompts_per_iteration=PROMPTS,
+                                       group_size=GROUP, eval_problems=24, eval_samples=8, plots=False, **AS_RECORDED))
 
 
 def run_name(train_cfg: TrainConfig) -> str:

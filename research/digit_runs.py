@@ -157,7 +157,7 @@ def gate1(train_cfg: TrainConfig, seeds, samples: int, out: Path, script: str, a
               "success_long": success, "pass@8_long": pass8, "gate": outcome, "per_target": per_target,
               "seconds": round(time.perf_counter() - start), "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
     write_record(record, str(out))
-    print(f"gate 1 {outcome} ({record['cpu_setting']}, {train_cfg.model}, share {train_cfg.sft_full_share:g}): "
+    print(f"gate 1 {outcome} ({record['cpu_setting']}, {train_cfg.model}, share {train_cfg.sft.full_share:g}): "
           f"success on ones t >= {ONES_LONG_FROM} {success:.3f} (needs 0.01 to 0.15), pass@8 {pass8:.3f} (needs >= 0.25)")
     return record
 

@@ -29,6 +29,7 @@ from research.drift_rules import (DENSE_METHODS, DENSE_SEEDS, EXTRA_METHODS, LAG
                                      LONG_SEEDS, MOE_METHODS, MOE_SEEDS, READINGS, cell_runs, complete, manipulation,
                                      summarise)
 from train import TrainConfig
+from nano_respo.cli import from_flat
 from nano_respo.kernel import LossConfig
 from nano_respo.models import cache_dir
 from research.cli import parse_config
@@ -76,11 +77,11 @@ def train_config(model: str, method: str, seed: int, lr: float, reuse: int = 4, 
                  batches: int = LAG + 9) -> TrainConfig:
     """One run: Study 3's task, warm start and batch shape; the paper's reuse (one-epoch mini-batches) and
     aggregation (token-mean, the default)."""
-    return TrainConfig(model=model, task="digit_conflict", sft_task_size=SFT_TASK_SIZE, sft_full_share=SHARE,
-                       sft_steps=SFT_STEPS, max_new_tokens=MAX_NEW_TOKENS, loss=LossConfig(method=method),
-                       reuse=reuse, epochs=epochs, lag=lag, lr=lr, seed=seed, iterations=batches,
-                       prompts_per_iteration=PROMPTS, group_size=GROUP, eval_problems=24, eval_samples=8, plots=False,
-                       **AS_RECORDED)
+    return from_flat(TrainConfig, dict(model=model, task="digit_conflict", sft_task_size=SFT_TASK_SIZE,
+                                       sft_full_share=SHARE, sft_steps=SFT_STEPS, max_new_tokens=MAX_NEW_TOKENS,
+                                       loss=LossConfig(method=method), reuse=reuse, epochs=epochs, lag=lag, lr=lr,
+                                       seed=seed, iterations=batches, prompts_per_iteration=PROMPTS,
+                                       group_size=GROUP, eval_problems=24, eval_samples=8, plots=False, **AS_RECORDED))
 
 
 def anchor(model: str, seed: int, lr: float, batches: int = LAG + 9) -> tuple[str, TrainConfig]:

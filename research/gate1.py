@@ -26,6 +26,7 @@ import torch
 
 from research.common import AS_RECORDED, provenance, require_empty_cache, task_of, warm_start_here
 from research.lab.records import write_record
+from nano_respo.cli import from_flat
 from nano_respo.evaluation import pass_at_k
 from nano_respo.rollout import sample, score
 from research.cli import parse_config
@@ -128,10 +129,10 @@ def main(argv=None) -> dict:
         return {}
     require_empty_cache()  # before anything is built
     torch.set_num_threads(1)
-    train_cfg = TrainConfig(model=cfg.model, task="digit_sum", task_size=cfg.task_size,
-                            sft_task_size=cfg.sft_task_size, sft_full_share=cfg.sft_full_share,
-                            sft_steps=cfg.sft_steps, sft_seed=cfg.sft_seed,
-                            max_new_tokens=cfg.max_new_tokens, device="cpu", **AS_RECORDED)
+    train_cfg = from_flat(TrainConfig, dict(model=cfg.model, task="digit_sum", task_size=cfg.task_size,
+                                            sft_task_size=cfg.sft_task_size, sft_full_share=cfg.sft_full_share,
+                                            sft_steps=cfg.sft_steps, sft_seed=cfg.sft_seed,
+                                            max_new_tokens=cfg.max_new_tokens, device="cpu", **AS_RECORDED))
     task = task_of(train_cfg)
     start = time.perf_counter()
     model, tokenizer, warm = warm_start_here(train_cfg, task)

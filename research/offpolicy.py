@@ -37,9 +37,9 @@ from pathlib import Path
 
 import torch
 
-from nano_respo.diagnostics import effective_sample_share
 from nano_respo.kernel import (LossConfig, coefficients, correction_log_ratio, decoupled_coefficients,
-                               loss_denominator, off_policy_sequence_mask, outside_bounds, sequence_log_weight)
+                               effective_sample_share, loss_denominator, off_policy_sequence_mask, outside_bounds,
+                               sequence_log_weight)
 from research.cli import parse_config
 from research.common import AS_RECORDED, AS_RECORDED_AGG, ROOT
 from research.responses import watched_run
@@ -128,14 +128,15 @@ def record_path(cfg: OffPolicyConfig, model: str, source: str, arm: str, seed: i
 
 
 def train_config(cfg: OffPolicyConfig, model: str, source: str, arm: str, seed: int):
+    from nano_respo.cli import from_flat
     from train import TrainConfig
 
     knobs = SOURCES[source]
-    return TrainConfig(model=model, loss=ARMS[arm], seed=seed, iterations=cfg.iterations, lr=cfg.lr,
-                       prompts_per_iteration=cfg.prompts_per_iteration, group_size=cfg.group_size,
-                       reuse=knobs["reuse"], epochs=min(2, knobs["reuse"]), lag=knobs["lag"],
-                       sampler_dtype=knobs["sampler_dtype"], sft_steps=cfg.sft_steps, eval_problems=16, plots=False,
-                       **AS_RECORDED)
+    return from_flat(TrainConfig, dict(model=model, loss=ARMS[arm], seed=seed, iterations=cfg.iterations, lr=cfg.lr,
+                                       prompts_per_iteration=cfg.prompts_per_iteration, group_size=cfg.group_size,
+                                       reuse=knobs["reuse"], epochs=min(2, knobs["reuse"]), lag=knobs["lag"],
+                                       sampler_dtype=knobs["sampler_dtype"], sft_steps=cfg.sft_steps,
+                                       eval_problems=16, plots=False, **AS_RECORDED))
 
 
 # --- reading one optimizer step's mini-batch with every arm --------------------------------

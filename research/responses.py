@@ -53,7 +53,7 @@ def watched_run(cfg: TrainConfig, watch, quiet: bool = True) -> tuple[list[dict]
     saw them, the run's tokenizer from its last checkpoint). quiet: train.py's printing left out."""
     from transformers import AutoTokenizer
 
-    if cfg.fsdp or cfg.resume:
+    if cfg.routes.fsdp or cfg.resume:
         raise ValueError("watched_run: one process, from the start (no --fsdp, --resume)")
     with tempfile.TemporaryDirectory() as out:
         with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():

@@ -31,6 +31,7 @@ from research.common import AS_RECORDED, provenance, require_empty_cache, task_o
 from research.lab.records import write_record
 from research.cli import parse_config
 from train import TrainConfig, evaluate_heldout
+from nano_respo.cli import from_flat
 from nano_respo.sft import CONVERGED_SHARE
 
 
@@ -113,8 +114,8 @@ def main(argv=None) -> dict:
         return {}
     require_empty_cache()  # before anything is built
     torch.set_num_threads(1)
-    train_cfg = TrainConfig(model=cfg.model, sft_seed=cfg.sft_seed, sft_anneal=cfg.sft_anneal, device="cpu",
-                            **AS_RECORDED)
+    train_cfg = from_flat(TrainConfig, dict(model=cfg.model, sft_seed=cfg.sft_seed, sft_anneal=cfg.sft_anneal,
+                                            device="cpu", **AS_RECORDED))
     task = task_of(train_cfg)
     torch.manual_seed(train_cfg.seed)  # as train.set_up does before the model is built
     model, tokenizer, warm = warm_start_here(train_cfg, task)

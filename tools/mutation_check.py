@@ -5,9 +5,8 @@
     python tools/mutation_check.py --fail-fast --workers 2  # each test run stops at its first failure,
                                                             # two at a time (what CI runs)
 
-Each mutant is one textual edit of nano_respo/kernel.py (or of the diagnostics it is watched by,
-nano_respo/diagnostics.py, or of the surrogate the tests compare it with, nano_respo/surrogate.py), applied to a
-temporary copy of the package; the kernel
+Each mutant is one textual edit of nano_respo/kernel.py (its §6 diagnostics included) or of the
+surrogate the tests compare it with, nano_respo/surrogate.py, applied to a temporary copy of the package; the kernel
 tests run against the copy and the families that fail are printed. A mutant that no test
 catches is a hole in the suite. The property tests run with the quick profile (tests/conftest.py),
 what a user's `python -m pytest -q` runs, so a mutant must be caught with the fewer examples. Every
@@ -48,7 +47,7 @@ FAMILIES = {  # test-name prefix -> its family number in tests/derivations/test_
     "test_mu_times": "12", "test_the_tilt": "12", "test_lambda_plus": "12", "test_the_slope": "12",
     "test_the_closed_form": "13", "test_the_loss_gradient": "13",
 }  # tests/derivations/test_kernel_decoupled.py's families print as §7
-KERNEL, DIAGNOSTICS, SURROGATE = "nano_respo/kernel.py", "nano_respo/diagnostics.py", "nano_respo/surrogate.py"
+KERNEL, SURROGATE = "nano_respo/kernel.py", "nano_respo/surrogate.py"
 MUTANTS = [
     ("flip the sign of the loss", KERNEL, "terms = -(phi * advantages", "terms = (phi * advantages"),
     ("drop the tilt", KERNEL, "log_phi = alpha * log_w - lam * torch.expm1", "log_phi = alpha * log_w - 0 * torch.expm1"),
@@ -68,7 +67,7 @@ MUTANTS = [
      "torch.exp(log_phi0 + lam * torch.expm1(log_phi0))"),
     ("log W not clamped below", KERNEL, "power_mean_log(log_w.clamp(-log_w_max, log_w_max), alpha, beta)",
      "power_mean_log(log_w.clamp(max=log_w_max), alpha, beta)"),
-    ("the paper's tail at log W < 0", DIAGNOSTICS, "deep = pos & (true_log_w < -1.0)", "deep = pos & (true_log_w < 0.0)"),
+    ("the paper's tail at log W < 0", KERNEL, "deep = pos & (true_log_w < -1.0)", "deep = pos & (true_log_w < 0.0)"),
     ("surrogate Phi without 1 / lambda", SURROGATE, "- torch.expm1(k * (1 - w)) / lam)", "- torch.expm1(k * (1 - w)))"),
     ("token mean where the sum belongs", KERNEL, "    if length_norm:\n        s = s / mask", "    if True:\n        s = s / mask"),
     ("tilt on w instead of w - 1", KERNEL, "lam * torch.expm1(log_w", "lam * torch.exp(log_w"),

@@ -31,6 +31,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 
+from nano_respo.cli import from_flat
 from nano_respo.models import load_model
 from nano_respo.sft import cpu_setting, initial_model
 from nano_respo.shipped import SHIPPED_DIR
@@ -42,7 +43,7 @@ MODELS = ("tiny-qwen3", "tiny-qwen3-moe")
 
 def ship(model_name: str, out: Path, argv: list[str]) -> dict:
     """Train `model_name`'s default warm start in a new empty cache and write it with its manifest under `out`."""
-    cfg = TrainConfig(model=model_name, sft_from_scratch=True, device="cpu")
+    cfg = from_flat(TrainConfig, dict(model=model_name, sft_from_scratch=True, device="cpu"))
     task = make_task(cfg.task, cfg.task_size, cfg.eval_problems, cfg.heldout_file, seed=0)  # as train.set_up does
     task.check_budget(cfg.max_new_tokens)
     with tempfile.TemporaryDirectory() as cache:

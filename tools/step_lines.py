@@ -49,7 +49,7 @@ def called_in_one_iteration() -> set[tuple[Path, int]]:
             called.add((Path(frame.f_code.co_filename), frame.f_code.co_firstlineno))
     sys.setprofile(profile)
     with contextlib.redirect_stdout(io.StringIO()):  # a random-init model's batch: its notes are not the point
-        train.rl_iteration(model, tokenizer, task, optimizer, cfg, 0, 0, logprobs=train.routes_of(cfg)[1],
+        train.rl_iteration(model, tokenizer, task, optimizer, cfg, 0, 0, logprobs=train.routes_of(cfg.routes)[1],
                            off_policy=train.off_policy_of(cfg, model))
     sys.setprofile(None)
     return called

@@ -4,7 +4,7 @@
     python -m toy --seeds 0 1 2 --reuse 16 --env bandit
 
 Each method trains the same toy policy (toy/train.py, every update through kernel.policy_loss) and is read by
-the diagnostics every step records (nano_respo/diagnostics.py): the share of correct answers (A > 0) whose
+the diagnostics every step records (nano_respo/kernel.py, `diagnostics`): the share of correct answers (A > 0) whose
 weight w = pi / mu fell below 0.8 while the batch was reused, the coefficient those answers kept (1 on-policy),
 and the final training reward. Means over the run's optimizer steps, then over seeds. One learning rate for
 both (the sequence clip's, as the toy study selected it: research/toy/README.md); the study's many-seed

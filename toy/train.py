@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from nano_respo.diagnostics import DIAGNOSTIC_KEYS, diagnostics
-from nano_respo.kernel import LossConfig, group_advantages, minibatch_order, policy_loss, reuse_split
+from nano_respo.kernel import (DIAGNOSTIC_KEYS, LossConfig, diagnostics, group_advantages, minibatch_order,
+                               policy_loss, reuse_split)
 from toy.envs import make_env
 
 # Kernel statistics (docs/math.md §6) also kept per rollout batch (mean over its R steps), to

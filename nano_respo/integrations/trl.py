@@ -27,8 +27,7 @@ from __future__ import annotations
 import torch
 from trl import GRPOTrainer
 
-from nano_respo.diagnostics import diagnostics
-from nano_respo.kernel import LossConfig, policy_loss
+from nano_respo.kernel import LossConfig, diagnostics, policy_loss
 
 
 class ReSPOGRPOTrainer(GRPOTrainer):

@@ -36,8 +36,7 @@ import torch
 from verl.trainer.ppo.core_algos import register_policy_loss
 from verl.workers.config import PolicyLossConfig
 
-from nano_respo.diagnostics import diagnostics
-from nano_respo.kernel import AGG_MODES, METHODS, LossConfig, loss_denominator, policy_loss
+from nano_respo.kernel import AGG_MODES, METHODS, LossConfig, diagnostics, loss_denominator, policy_loss
 
 SET_BY_VERL = ("method", "agg", "norm_len")  # from loss_mode, loss_agg_mode, loss_scale_factor
 LOSS_MODES = {"respo": "respo", **{f"nano_respo_{m}": m for m in METHODS if m != "respo"}}

@@ -35,7 +35,7 @@ from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model
                                                      set_optimizer_state_dict, set_state_dict)
 from torch.distributed.fsdp import FSDPModule, fully_shard
 
-from ..checkpoint import SHARDS, is_sharded
+from ..checkpoint import SHARDS, is_sharded, save_checkpoint
 from ..tasks import hash_seed
 
 
@@ -201,6 +201,14 @@ def checkpoint_state(model, optimizer):
         dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=Path(directory) / SHARDS)
 
     return full, empty, write_shards
+
+
+def save_sharded(run_dir: Path, model, tokenizer, optimizer, iteration: int, step: int, config: dict, ranks,
+                 keep: int) -> Path:
+    """train.save under --fsdp: the full weights (eval.py and --model load them) and every rank's shards."""
+    weights, optimizer_state, shards = checkpoint_state(model, optimizer)
+    return save_checkpoint(run_dir, model, tokenizer, iteration, step, config, optimizer_state, model_state=weights,
+                           payload=shards, ranks=ranks, keep=keep)
 
 
 def load_sharded(checkpoint: Path, model, optimizer) -> None:

@@ -18,8 +18,7 @@ import time
 
 import torch
 
-from nano_respo.diagnostics import diagnostics
-from nano_respo.kernel import LossConfig, policy_loss
+from nano_respo.kernel import LossConfig, diagnostics, policy_loss
 from research.lab.records import measurement, write_record
 
 

@@ -40,6 +40,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch
 
+from nano_respo.cli import from_flat
 from nano_respo.kernel import LossConfig, minibatch_order, reuse_split
 from research.lab.records import measurement, write_record
 from nano_respo.models import load_model, resolve_model_path
@@ -79,18 +80,18 @@ VARIANTS = {"ours": {}, "shared": {"shared_prompts": True}, "packed": {"packed_f
 
 
 def our_config(args) -> TrainConfig:
-    return TrainConfig(loss=LossConfig(method="grpo", agg="token-mean", norm_len=args.max_new_tokens),
-                       model=args.model, task="reverse", prompts_per_iteration=args.prompts,
-                       group_size=args.group_size, reuse=args.epochs * args.minibatches, epochs=args.epochs,
-                       max_new_tokens=args.max_new_tokens, lr=1e-5, sft_steps=0, device="cpu",
-                       threads=args.threads, plots=False)
+    return from_flat(TrainConfig, dict(loss=LossConfig(method="grpo", agg="token-mean", norm_len=args.max_new_tokens),
+                                       model=args.model, task="reverse", prompts_per_iteration=args.prompts,
+                                       group_size=args.group_size, reuse=args.epochs * args.minibatches,
+                                       epochs=args.epochs, max_new_tokens=args.max_new_tokens, lr=1e-5, sft_steps=0,
+                                       device="cpu", threads=args.threads, plots=False))
 
 
 def our_step(model, optimizer, tokenizer, task, cfg, iteration):
     """One RL step exactly as train.train runs it; returns (seconds, the rollout batch, its mini-batches)."""
     start = time.perf_counter()
     model.train()
-    logprobs = routes_of(cfg)[1]  # the training forward its flags choose, as train() runs
+    logprobs = routes_of(cfg.routes)[1]  # the training forward its flags choose, as train() runs
     batch, _, _ = rl_iteration(model, tokenizer, task, optimizer, cfg, iteration, 0, logprobs)
     seconds = time.perf_counter() - start
     epochs, per_epoch = reuse_split(cfg.reuse, cfg.epochs)
@@ -159,7 +160,7 @@ def main():
     task = task_of(cfg) if args.warm_start else make_task(cfg.task, n_heldout=8)
     torch.manual_seed(0)
     if args.warm_start:  # train.py's own warm start (cached), and TRL loads the same directory
-        model, tokenizer = initial_model(replace(cfg, sft_steps=None), task, "cpu")
+        model, tokenizer = initial_model(replace(cfg, sft=replace(cfg.sft, steps=None)), task, "cpu")
         model_path = model.name_or_path
     else:
         model, tokenizer = load_model(args.model)

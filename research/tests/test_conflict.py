@@ -22,7 +22,7 @@ def test_each_stage_runs_its_cells_as_preregistered():
     assert [(c.loss.method, c.reuse, c.lag, c.sampler_dtype) for _, c in gate[:2]] == \
         [("seq_clip", 4, 4, "float32"), ("seq_clip", 1, 0, "bfloat16")]
     for name, c in gate + conflict.stage_runs(config("--stage", "lr")):  # as the study ran: 2 x 2, its aggregation
-        assert (c.task, c.sft_task_size, c.sft_steps, c.max_new_tokens) == ("digit_conflict", 11, 1000, 32)
+        assert (c.task, c.sft.task_size, c.sft.steps, c.max_new_tokens) == ("digit_conflict", 11, 1000, 32)
         assert (c.prompts_per_iteration, c.group_size, c.iterations) == (32, 8, 13)
         assert c.epochs == min(2, c.reuse) and c.loss.agg == "seq-mean-token-sum-norm"
         assert c.loss.method in ("seq_clip", "respo_wtilt")

@@ -7,6 +7,7 @@ import types
 import pytest
 import torch
 
+from nano_respo.cli import from_flat
 from nano_respo.models import build_char_tokenizer, refuse_unknown_characters
 from nano_respo.rollout import sample, score
 from nano_respo.tasks import hash_seed
@@ -151,4 +152,4 @@ def test_a_full_share_mixes_long_demonstrations_in_at_that_rate_and_names_anothe
     assert mixed.heldout_problems == small.heldout_problems
     for refused in ({"sft_full_share": 0.1}, {"sft_task_size": 20, "sft_full_share": 1.5}):  # no size, or no share
         with pytest.raises(ValueError, match=r"^sft_full_share: a share in \[0, 1\] .* beside --sft-task-size"):
-            TrainConfig(task="digit_sum", **refused)
+            from_flat(TrainConfig, {"task": "digit_sum", **refused})

@@ -20,7 +20,7 @@ def test_each_stage_runs_its_cells_as_preregistered():
     dense = drift.stage_runs("evaluate", 3e-4, cfg)
     assert len(dense) == 24 * 8 and "anchor-seed23" in [n for n, _ in dense]
     for name, c in dense:
-        assert (c.model, c.task, c.sft_full_share, c.max_new_tokens, c.prompts_per_iteration) == \
+        assert (c.model, c.task, c.sft.full_share, c.max_new_tokens, c.prompts_per_iteration) == \
             ("tiny-qwen3", "digit_conflict", 0.04, 32, 32)
         assert (c.iterations, c.lr, c.loss.agg) == (13, 3e-4, "token-mean")
         assert (c.reuse, c.epochs, c.lag) == ((1, 1, 0) if name.startswith("anchor") else (4, 1, 4))

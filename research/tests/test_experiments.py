@@ -88,12 +88,12 @@ def test_the_preregistered_lr_rule_skips_collapsed_learning_rates_and_breaks_nea
     selection = select.SelectConfig(task="digit_sum", sft_task_size=20, sft_full_share=0.02)
     command = common.train_command(select.grid_at(selection, 1e-3), "tiny-qwen3", "respo", 1, 0, 900, resume=False)
     run_cfg = parse_config(TrainConfig, command[len(common.TRAIN_ENTRY):])
-    assert (run_cfg.task, run_cfg.sft_task_size, run_cfg.sft_full_share, run_cfg.task_size) == ("digit_sum", 20, 0.02,
+    assert (run_cfg.task, run_cfg.sft.task_size, run_cfg.sft.full_share, run_cfg.task_size) == ("digit_sum", 20, 0.02,
                                                                                                    None)
     gate2_cfg = parse_config(TrainConfig, common.train_command(
         gate2.experiment(gate2.Gate2Config(lr=1e-4, sft_task_size=20, sft_full_share=0.02)), "tiny-qwen3", "seq_clip",
         8, 0, 900, resume=False)[len(common.TRAIN_ENTRY):])
-    assert (gate2_cfg.sft_task_size, gate2_cfg.sft_full_share, gate2_cfg.reuse) == (20, 0.02, 8)
+    assert (gate2_cfg.sft.task_size, gate2_cfg.sft.full_share, gate2_cfg.reuse) == (20, 0.02, 8)
     with pytest.raises(ValueError, match="^rule:"):
         select.SelectConfig(rule="best")
 

@@ -25,7 +25,7 @@ def test_each_stage_runs_its_cell_as_preregistered():
         assert (c.epochs, c.lag, c.prompts_per_iteration, c.iterations * n, c.group_size) == (1, 0, 4 * n, 256, 8)
         assert (c.loss.weight_against, c.loss.agg, c.adv_scale, c.temperature) == ("pi_old", "token-mean", "std", 1.0)
         assert (c.lr, c.lr_warmup_ratio, c.weight_decay, c.max_grad_norm) == (1e-3, 0.05, 0.1, 1.0)
-        assert (c.model, c.task, c.sft_steps, c.sft_task_size, c.sft_full_share, c.max_new_tokens) == \
+        assert (c.model, c.task, c.sft.steps, c.sft.task_size, c.sft.full_share, c.max_new_tokens) == \
             ("tiny-qwen3", "digit_conflict", 1000, 11, 0.04, 32)
         assert name.startswith(c.loss.method + f"-N{n}-")
     assert len(reuse.stage_runs("evaluate", 1e-3, 8)) == 8 * 18

@@ -14,9 +14,8 @@ import torch
 
 from test_kernel_derivations import BASELINE_EPS, grad_of, random_batch, surrogate_terms
 
-from nano_respo.diagnostics import diagnostics
-from nano_respo.kernel import (CORRECTIONS, METHOD_TABLE, METHODS, SEQUENCE, LossConfig, aggregate, correction_log_ratio,
-                               policy_loss, sequence_log_weight)
+from nano_respo.kernel import (CORRECTIONS, METHODS, METHOD_TABLE, SEQUENCE, LossConfig, aggregate,
+                               correction_log_ratio, diagnostics, policy_loss, sequence_log_weight)
 from nano_respo.surrogate import respo_surrogate
 from nano_respo.offpolicy import off_policy_diagnostics
 

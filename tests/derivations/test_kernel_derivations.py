@@ -14,8 +14,7 @@ import math
 import pytest
 import torch
 
-from nano_respo.diagnostics import diagnostics
-from nano_respo.kernel import (AGG_MODES, METHODS, LossConfig, aggregate, policy_loss, power_tilt,
+from nano_respo.kernel import (AGG_MODES, METHODS, LossConfig, aggregate, diagnostics, policy_loss, power_tilt,
                                sequence_log_weight, vespo_coefficient)
 from nano_respo.surrogate import power_tilt_surrogate
 

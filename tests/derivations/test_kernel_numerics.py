@@ -10,8 +10,7 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from nano_respo.diagnostics import diagnostics
-from nano_respo.kernel import AGG_MODES, METHODS, LossConfig, group_advantages, policy_loss
+from nano_respo.kernel import AGG_MODES, METHODS, LossConfig, diagnostics, group_advantages, policy_loss
 
 finite_log_ratio = st.floats(min_value=-1e4, max_value=1e4, allow_nan=False, allow_infinity=False)
 

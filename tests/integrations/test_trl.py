@@ -12,8 +12,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 from trl import GRPOConfig  # noqa: E402
 
 from nano_respo.integrations.trl import ReSPOGRPOTrainer  # noqa: E402
-from nano_respo.diagnostics import diagnostics  # noqa: E402
-from nano_respo.kernel import LossConfig, policy_loss  # noqa: E402
+from nano_respo.kernel import LossConfig, diagnostics, policy_loss  # noqa: E402
 
 PROMPTS = ["1+2=", "3+4=", "5+1=", "2+2=", "7+1=", "4+4=", "6+2=", "1+1="]
 TEMPERATURE = 0.7

@@ -12,8 +12,7 @@ from verl.trainer.ppo.core_algos import agg_loss, get_policy_loss_fn  # noqa: E4
 from verl.utils.config import omega_conf_to_dataclass  # noqa: E402
 
 import nano_respo.integrations.verl as respo_verl  # noqa: E402  (registers the losses)
-from nano_respo.diagnostics import diagnostics  # noqa: E402
-from nano_respo.kernel import AGG_MODES, METHODS, LossConfig, coefficients, policy_loss  # noqa: E402
+from nano_respo.kernel import (AGG_MODES, METHODS, LossConfig, coefficients, diagnostics, policy_loss)  # noqa: E402
 
 B, T = 6, 7
 

@@ -389,7 +389,7 @@ def run_args(**overrides):
 @pytest.mark.parametrize("overrides, message", [
     (dict(lr=-0.1), "lr: must be > 0, got -0.1"),
     (dict(lr=float("nan")), "lr: must be > 0, got nan"),
-    (dict(weight_decay=-1.0), "weight_decay: must lie in [0, inf), got -1.0"),
+    (dict(weight_decay=-1.0), "weight_decay: must be >= 0, got -1.0"),
     (dict(group_size=1), "group_size: must be >= 2, got 1; a group of one learns nothing"),
     (dict(device="gpu"), "device: unknown device 'gpu'; choose auto, cpu, cuda or cuda:N"),
     (dict(keep_checkpoints=0), "keep_checkpoints: must be >= 1, got 0"),

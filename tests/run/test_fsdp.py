@@ -29,6 +29,7 @@ from nano_respo.checkpoint import latest_checkpoint
 from nano_respo.kernel import LossConfig
 from nano_respo.models import build_char_tokenizer
 from nano_respo.rollout import RolloutBatch, decode
+from nano_respo.routes import RouteConfig
 from train import OneDevice, TrainConfig, rl_step, save
 
 WORLD = 2
@@ -132,7 +133,7 @@ def worker(rank, world, port, tmp):
             optimizer = make_optimizer(model)
             losses = train(model, optimizer, batch, family, range(0, STEPS // 2), ranks)
             save(Path(tmp) / f"{family}-run", model, build_char_tokenizer(), optimizer, STEPS // 2, STEPS // 2,
-                 TrainConfig(fsdp=True), ranks, None)  # train.py's own save under --fsdp
+                 TrainConfig(routes=RouteConfig(fsdp=True)), ranks, None)  # train.py's own save under --fsdp
             losses += train(model, optimizer, batch, family, range(STEPS // 2, STEPS), ranks)
             full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
             # Gathered once, the sampler runs with no collectives: rank 1 decodes 4 more steps than rank 0.

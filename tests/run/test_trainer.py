@@ -212,7 +212,7 @@ def test_a_nan_loss_skips_the_step_and_leaves_weights_and_optimizer_untouched():
     optimizer = torch.optim.AdamW(net.parameters(), lr=1e-2)
     batch = batch_of(sample(net, tokenizer, ["1+1=", "2+2="] * 2, 5), torch.tensor([1.0, 0, 0, 1]),
                      torch.tensor([0.5, -0.5, -0.5, 0.5]))
-    cfg = TrainConfig(sft_steps=0, group_size=2)  # rl_step's mini-batches are whole groups
+    cfg = from_flat(TrainConfig, dict(sft_steps=0, group_size=2))  # rl_step's mini-batches are whole groups
     before = [p.detach().clone() for p in net.parameters()]
     hook = net.model.norm.register_forward_hook(lambda module, inputs, out: out * float("nan"))  # NaN hidden states
     stats = step(net, optimizer, batch, cfg)
@@ -279,11 +279,15 @@ def test_unknown_task_or_model_fails_with_one_line_messages(tmp_path, overrides,
 
 
 def test_cli_has_a_flag_for_every_kernel_and_trainer_field():
-    fields = {f.name for f in dataclasses.fields(LossConfig)} | {f.name for f in dataclasses.fields(TrainConfig)}
-    assert set(flat_fields(TrainConfig)) == fields - {"loss"}
+    from nano_respo.routes import RouteConfig
+    from nano_respo.sft import WarmStartConfig
+    names = lambda cls, prefix="": {prefix + f.name for f in dataclasses.fields(cls)}  # noqa: E731
+    fields = names(TrainConfig) | names(LossConfig) | names(WarmStartConfig, "sft_") | names(RouteConfig)
+    assert set(flat_fields(TrainConfig)) == fields - {"loss", "sft", "routes"}
     cfg = parse_train(["--method", "grpo", "--reuse", "8", "--group-size", "4", "--alpha-pos", "0.5", "--eps-high",
-                       "0.28"])
+                       "0.28", "--sft-steps", "7", "--packed-forward"])
     assert (cfg.loss.method, cfg.reuse, cfg.group_size, cfg.loss.alpha_pos, cfg.loss.eps_high) == ("grpo", 8, 4, 0.5, 0.28)
+    assert (cfg.sft.steps, cfg.routes.packed_forward) == (7, True)
     assert not isinstance(cfg, LossConfig)  # a TrainConfig cannot be passed as the loss's config by mistake
 
 
@@ -303,7 +307,7 @@ def test_micro_batches_accumulate_to_the_same_update_and_statistics():
     for micro_batch in (None, 4, 1):
         model = copy.deepcopy(net)
         optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
-        cfg = TrainConfig(sft_steps=0, group_size=2, micro_batch=micro_batch, max_grad_norm=1e9)
+        cfg = from_flat(TrainConfig, dict(sft_steps=0, group_size=2, micro_batch=micro_batch, max_grad_norm=1e9))
         stats = step(model, optimizer, batch, cfg)
         results.append((stats, torch.cat([p.detach().flatten() for p in model.parameters()])))
     (full_stats, full_params), *others = results

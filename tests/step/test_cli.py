@@ -98,7 +98,10 @@ def test_help_lists_the_first_flags_and_help_all_every_flag_under_the_class_that
             under[flag] = heading
     for name, (_, _, _, owner) in cli.flat_fields(TrainConfig).items():
         assert under.get(FLAGS[name]) == owner.__doc__.splitlines()[0].rstrip("."), name
-    assert {cls for *_, cls in cli.flat_fields(TrainConfig).values()} == {TrainConfig, kernel.LossConfig}
+    from nano_respo.routes import RouteConfig
+    from nano_respo.sft import WarmStartConfig
+    assert {cls for *_, cls in cli.flat_fields(TrainConfig).values()} == {TrainConfig, kernel.LossConfig,
+                                                                         WarmStartConfig, RouteConfig}
 
 
 # Flags whose value needs another beside it.

@@ -14,6 +14,7 @@ from nano_respo.cli import from_flat
 from nano_respo.models import load_model
 from nano_respo.offpolicy import LaggedPolicy, OffPolicy
 from nano_respo.rollout import policy_logprobs
+from nano_respo.routes import RouteConfig
 from nano_respo.runs import read_metrics
 from nano_respo.tasks import make_task
 from train import TrainConfig, rl_iteration, train
@@ -84,4 +85,4 @@ def test_lag_is_refused_under_fsdp_and_when_negative():
     with pytest.raises(ValueError, match=r"^lag\b.*must be >= 0"):
         TrainConfig(lag=-1)
     with pytest.raises(ValueError, match=r"^lag\b.*not supported under --fsdp"):
-        TrainConfig(lag=1, fsdp=True)
+        TrainConfig(lag=1, routes=RouteConfig(fsdp=True))

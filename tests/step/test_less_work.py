@@ -139,10 +139,10 @@ def test_a_shared_row_read_causally_would_differ():
 
 
 def test_the_shared_prompt_forward_is_a_route_of_its_own():
-    from train import TrainConfig
-    for other in ({"packed_forward": True}, {"logprob_chunk_mb": 16}):
+    from nano_respo.routes import RouteConfig
+    for other in ({"packed_forward": True}, {"logprob_chunk_mb": 16}, {"fsdp": True}):
         with pytest.raises(ValueError, match="shared_prompts: a route of its own"):
-            TrainConfig(shared_prompts=True, **other)
+            RouteConfig(shared_prompts=True, **other)
 
 
 def test_packing_without_restarting_positions_would_differ():

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nano_respo.diagnostics import GROUP_KEYS, length_excess_in_group
+from nano_respo.kernel import GROUP_KEYS, length_excess_in_group
 from nano_respo.models import load_model
 from nano_respo.tasks import make_task
 from train import TrainConfig, rl_iteration

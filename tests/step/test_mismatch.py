@@ -16,6 +16,7 @@ from nano_respo.kernel import LossConfig
 from nano_respo.models import load_model
 from nano_respo.offpolicy import LaggedPolicy, OffPolicy
 from nano_respo.rollout import policy_logprobs
+from nano_respo.routes import RouteConfig
 from nano_respo.runs import read_metrics
 from nano_respo.tasks import make_task
 from train import TrainConfig, rl_iteration, train
@@ -144,4 +145,4 @@ def test_sampler_dtype_is_checked():
     with pytest.raises(ValueError, match="^sampler_dtype:"):
         TrainConfig(sampler_dtype="int8")
     with pytest.raises(ValueError, match=r"sampler_dtype: .*not supported under --fsdp"):
-        TrainConfig(sampler_dtype="bfloat16", fsdp=True)
+        TrainConfig(sampler_dtype="bfloat16", routes=RouteConfig(fsdp=True))

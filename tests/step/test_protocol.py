@@ -10,6 +10,7 @@ import pytest
 import train as train_module
 from conftest import parse_train
 from nano_respo.cli import from_flat
+from nano_respo.kernel import reuse_split
 from train import TrainConfig
 
 LAUNCHER = {
@@ -39,7 +40,7 @@ def test_the_paper_protocol_is_the_authors_launcher():
     n = LAUNCHER["train_batch_n"]
     assert cfg.reuse == n and cfg.epochs == VERL_DEFAULTS["actor.ppo_epochs"]  # one epoch of N mini-batches
     assert cfg.prompts_per_iteration == LAUNCHER["ppo_mini_batch_size"] * n
-    assert cfg.prompts_per_iteration // cfg.minibatches == LAUNCHER["ppo_mini_batch_size"]
+    assert cfg.prompts_per_iteration // reuse_split(cfg.reuse, cfg.epochs)[1] == LAUNCHER["ppo_mini_batch_size"]
     assert cfg.iterations * cfg.reuse == 1024 and cfg.iterations == 1024 // n
     assert cfg.group_size == LAUNCHER["n_resp_per_prompt"]
     assert cfg.temperature == LAUNCHER["temperature"]

@@ -16,6 +16,7 @@ import torch  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 
 from nano_respo import sft, shipped  # noqa: E402
+from nano_respo.cli import from_flat  # noqa: E402
 from nano_respo.models import cache_dir  # noqa: E402
 from nano_respo.sft import initial_model  # noqa: E402
 from nano_respo.tasks import make_task  # noqa: E402
@@ -69,7 +70,7 @@ def test_sft_from_scratch_trains_the_same_settings_instead(monkeypatch, capsys):
         calls.append(args)
         return {"exact": 0.0, "converged_at": None, "steps": 0}
     monkeypatch.setattr(sft, "sft", quick_sft)
-    cfg = TrainConfig(model="tiny-qwen3", device="cpu", sft_from_scratch=True)
+    cfg = from_flat(TrainConfig, dict(model="tiny-qwen3", device="cpu", sft_from_scratch=True))
     initial_model(cfg, task_of(cfg), "cpu")
     assert len(calls) == 1 and "shipped" not in capsys.readouterr().out
     assert len(list((cache_dir() / "sft").glob("tiny-qwen3-reverse-*/warm_start.json"))) == 1

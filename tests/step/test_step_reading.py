@@ -21,9 +21,10 @@ NOT_DEFAULT = ("nano_respo.scale", "nano_respo.offpolicy")  # scale.distributed:
 TINY_DEFAULT_RUN = r'''
 import sys
 import train
-cfg = train.TrainConfig(task="addition", sft_steps=0, iterations=1, prompts_per_iteration=4, group_size=2, reuse=2,
-                        max_new_tokens=8, eval_problems=8, eval_samples=2, plots=False, out_dir=sys.argv[1],
-                        device="cpu")
+from nano_respo.cli import from_flat
+cfg = from_flat(train.TrainConfig, dict(task="addition", sft_steps=0, iterations=1, prompts_per_iteration=4,
+                                        group_size=2, reuse=2, max_new_tokens=8, eval_problems=8, eval_samples=2,
+                                        plots=False, out_dir=sys.argv[1], device="cpu"))
 run_dir = train.train(cfg)
 assert (run_dir / "latest").is_file()
 open(sys.argv[2], "w").write(repr(sorted(m for m in sys.modules if m.startswith({not_default!r}))))
@@ -41,8 +42,9 @@ def test_a_tiny_default_run_imports_no_route_and_no_off_policy_code(tmp_path, mo
 # (train.off_policy_of), then the modules loaded.
 ROUTES_OF = r'''
 import sys, torch, train
-cfg = train.TrainConfig({flags})
-train.routes_of(cfg), train.off_policy_of(cfg, torch.nn.Linear(1, 1))
+from nano_respo.cli import from_flat
+cfg = from_flat(train.TrainConfig, dict({flags}))
+train.routes_of(cfg.routes), train.off_policy_of(cfg, torch.nn.Linear(1, 1))
 print(sorted(m for m in sys.modules if m.startswith({not_default!r})))
 '''
 
@@ -57,7 +59,7 @@ def test_the_default_takes_the_plain_forms_and_a_flag_that_needs_a_route_imports
     from nano_respo import rollout
     from train import TrainConfig, routes_of
 
-    assert routes_of(TrainConfig()) == (rollout.policy_logprobs, rollout.policy_logprobs)
+    assert routes_of(TrainConfig().routes) == (rollout.policy_logprobs, rollout.policy_logprobs)
     assert modules_for("") == []
     assert modules_for("packed_forward=True") == ["nano_respo.scale", "nano_respo.scale.packed"]
     assert "nano_respo.scale.shared_prompts" in modules_for("shared_prompts=True")

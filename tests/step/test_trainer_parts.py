@@ -296,15 +296,16 @@ def test_at_reuse_1_without_lag_every_method_takes_the_same_first_step(tmp_path,
     from nano_respo.kernel import LossConfig, group_advantages
     from nano_respo.models import load_model
     from nano_respo.rollout import RolloutBatch
+    from nano_respo.routes import RouteConfig
     from train import TrainConfig, collect_rollouts, rl_step, routes_of
 
     monkeypatch.setenv("NANO_RESPO_CACHE", str(tmp_path))
     model, tokenizer = load_model("tiny-qwen3")
     task = make_task("addition")
     task.reward = lambda completion, answer: float(len(completion) % 2)  # any reward with spread will do
-    cfg = TrainConfig(prompts_per_iteration=4, reuse=1, epochs=1, seed=0, packed_forward=route == "packed",
-                      shared_prompts=route == "shared-prompts")
-    logprobs = routes_of(cfg)[1]
+    cfg = TrainConfig(prompts_per_iteration=4, reuse=1, epochs=1, seed=0,
+                      routes=RouteConfig(packed_forward=route == "packed", shared_prompts=route == "shared-prompts"))
+    logprobs = routes_of(cfg.routes)[1]
     torch.manual_seed(0)
     samples, rewards, _ = collect_rollouts(model, tokenizer, task, cfg, iteration=0)
     advantages, _ = group_advantages(rewards, cfg.group_size)

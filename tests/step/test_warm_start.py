@@ -16,6 +16,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from nano_respo import sft  # noqa: E402
+from nano_respo.cli import from_flat  # noqa: E402
 from nano_respo.models import load_model  # noqa: E402
 from nano_respo.rollout import sample  # noqa: E402
 from nano_respo.tasks import Problem, Task, make_task  # noqa: E402
@@ -156,7 +157,7 @@ def test_a_smaller_sft_task_size_warms_up_on_short_strings_of_the_same_training_
     seen = {}
     monkeypatch.setattr(sft, "warm_start",
                         lambda name, task, task_key, *args, **kwargs: seen.update(task=task, key=task_key) or (None, None))
-    cfg = TrainConfig(task="reverse", task_size=40, sft_task_size=12, sft_steps=10)
+    cfg = from_flat(TrainConfig, dict(task="reverse", task_size=40, sft_task_size=12, sft_steps=10))
     rl_task = make_task(cfg.task, cfg.task_size, cfg.eval_problems, cfg.heldout_file, seed=0)
     sft.initial_model(cfg, rl_task, "cpu", None)
     demos = seen["task"].train_batch(500, seed=0, size=None)
@@ -164,7 +165,7 @@ def test_a_smaller_sft_task_size_warms_up_on_short_strings_of_the_same_training_
     assert not {p.prompt for p in demos} & {p.prompt for p in rl_task.heldout_problems}
     assert seen["key"]["task_size"] == 12 and seen["task"].fingerprint() != rl_task.fingerprint()
     with pytest.raises(ValueError, match="sft_task_size"):
-        TrainConfig(task="data.jsonl", sft_task_size=12)
+        from_flat(TrainConfig, dict(task="data.jsonl", sft_task_size=12))
 
 
 def test_the_warm_start_is_cached_where_docs_training_says_and_deleting_it_trains_afresh(capsys, monkeypatch):
