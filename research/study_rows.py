@@ -5,6 +5,8 @@
                          (docs/math.md §8); the earlier studies and the toy's selection ran it
     respo_pos_clip_neg   the branch ablation: ReSPO's phi_+ on positives, the sequence clip on negatives
     respo_pos_vespo_neg  the other ablation: ReSPO's phi_+ on positives, VESPO's phi_- on negatives
+    clip_pos_respo_neg   the mirror of respo_pos_clip_neg: the sequence clip on positives, ReSPO's published phi_-
+                         on negatives (research/TABLE.md, the tail's source)
     seq_clip_lowpos1     the sequence clip, but 1 for a positive below 1 - eps_low: it differs from seq_clip only
                          on the starved (the drift study's dose-response arm)
 
@@ -64,6 +66,12 @@ def respo_pos_vespo_neg_coefficient(log_w, positive, cfg, eps):
                        power_tilt(log_w, cfg.vespo_k_neg, cfg.vespo_lambda_neg, cfg.log_w_max))
 
 
+def clip_pos_respo_neg_coefficient(log_w, positive, cfg, eps):
+    """The mirror ablation: the sequence clip's w (0 above 1 + eps_high) on positives, ReSPO's phi_- on negatives."""
+    return torch.where(positive, clip_coefficient(log_w, positive, cfg, eps),
+                       respo_branch(log_w, cfg.alpha_neg, cfg.beta_neg, cfg.lambda_neg, cfg.log_w_max))
+
+
 def seq_clip_lowpos1_coefficient(log_w, positive, cfg, eps):
     """The sequence clip, but 1 for a positive below 1 - eps_low: it differs from seq_clip only on the starved."""
     starved = positive & (torch.exp(log_w.clamp(max=cfg.log_w_max)) < 1 - eps[0])
@@ -76,4 +84,5 @@ METHOD_TABLE.update({
     "respo_pos_clip_neg":  (SEQUENCE, respo_pos_clip_neg_coefficient,  (0.2, 0.2),   False),
     "respo_pos_vespo_neg": (SEQUENCE, respo_pos_vespo_neg_coefficient, (0.2, 0.2),   False),
     "seq_clip_lowpos1":    (SEQUENCE, seq_clip_lowpos1_coefficient,    (0.2, 0.2),   False),
+    "clip_pos_respo_neg":  (SEQUENCE, clip_pos_respo_neg_coefficient,  (0.2, 0.2),   False),
 })

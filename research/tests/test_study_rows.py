@@ -11,7 +11,7 @@ from research.study_rows import StudyLossConfig
 from tests.derivations.test_kernel_derivations import grad_of, kernel_grad, random_batch
 
 pytestmark = pytest.mark.usefixtures("float64")  # tests/conftest.py
-ROWS = ("respo_wtilt", "respo_pos_clip_neg", "respo_pos_vespo_neg", "seq_clip_lowpos1")
+ROWS = ("respo_wtilt", "respo_pos_clip_neg", "respo_pos_vespo_neg", "seq_clip_lowpos1", "clip_pos_respo_neg")
 
 
 def study_surrogate(method, logp, old_logp, adv, mask, eps=(0.2, 0.2)):
@@ -24,6 +24,8 @@ def study_surrogate(method, logp, old_logp, adv, mask, eps=(0.2, 0.2)):
         return torch.where(adv > 0, power_tilt_surrogate(log_w, 0.0, 0.1), power_tilt_surrogate(log_w, 3.0, 2.0)) * adv
     if method == "respo_pos_clip_neg":  # ReSPO's positive surrogate, the sequence clip's negative objective
         return torch.where(adv > 0, respo_surrogate(log_w, 2.0, 0.5, 2.0) * adv, clip)
+    if method == "clip_pos_respo_neg":  # the sequence clip's positive objective, ReSPO's negative surrogate
+        return torch.where(adv > 0, clip, respo_surrogate(log_w, 1.0, 0.5, 2.0) * adv)
     if method == "respo_pos_vespo_neg":  # ReSPO's positive surrogate, VESPO's negative one at (3, 2)
         return torch.where(adv > 0, respo_surrogate(log_w, 2.0, 0.5, 2.0), power_tilt_surrogate(log_w, 3.0, 2.0)) * adv
     return torch.where((adv > 0) & (w < 1 - eps[0]), adv * log_pi_y, clip)  # seq_clip_lowpos1
@@ -103,3 +105,26 @@ def test_each_split_arm_is_respo_on_positives_and_its_donor_on_negatives(arm, ne
     assert (adv > 0).any() and (adv < 0).any()
     for other in ("respo", negatives):
         assert not torch.allclose(kernel_grad(mixed, method=arm), kernel_grad(mixed, method=other))
+
+
+def test_the_mirror_arm_is_the_clip_on_positives_and_respo_on_negatives():
+    """The table study's mirror arm (research/TABLE.md): on a batch of positives its gradient is seq_clip's, on
+    negatives respo's; with both signs it is neither. And its coefficient, on a grid of weights of each sign: the
+    sequence clip's w (0 above 1 + eps_high) on positives, the published phi_-(W) = sqrt(W) exp(2 (1 - sqrt W)) on
+    negatives, which lies above 1 between about W = 0.04 and 1."""
+    params, logp_fn, old_logp, adv, mask = random_batch(7, drift=0.8)
+    for sign, same_as in ((1.0, "seq_clip"), (-1.0, "respo")):
+        signed = (params, logp_fn, old_logp, adv.abs() * sign, mask)
+        torch.testing.assert_close(kernel_grad(signed, method="clip_pos_respo_neg"), kernel_grad(signed, method=same_as))
+    mixed = (params, logp_fn, old_logp, adv, mask)
+    for other in ("seq_clip", "respo"):
+        assert not torch.allclose(kernel_grad(mixed, method="clip_pos_respo_neg"), kernel_grad(mixed, method=other))
+    log_w = torch.linspace(-4, 1.5, 111)
+    w = torch.exp(log_w)
+    _, compute, eps, _ = METHOD_TABLE["clip_pos_respo_neg"]
+    cfg = LossConfig(method="clip_pos_respo_neg")
+    positive = compute(log_w, torch.ones(111, dtype=torch.bool), cfg, eps)
+    negative = compute(log_w, torch.zeros(111, dtype=torch.bool), cfg, eps)
+    torch.testing.assert_close(positive, torch.where(w > 1.2, torch.zeros_like(w), w))
+    torch.testing.assert_close(negative, w.sqrt() * torch.exp(2 * (1 - w.sqrt())))
+    assert (negative[(w > 0.05) & (w < 0.99)] > 1).all()
