@@ -7,8 +7,9 @@ A RECORD is a JSON file holding one record with its "command", or one line of a 
 counted from 1). Two kinds of record name no command, and their command is the documented one rebuilt from the
 record: a run of the off-policy study (research/offpolicy.py, one cell) and a toy run (research/toy/run.py, one job).
 
-Every committed record was made at or before COMMIT (research/README.md, "Which commit each study's records ran
-on"). Each record's command runs in a detached worktree of --commit (default COMMIT) made, or reused, at
+The records of every study before the table study were made at or before COMMIT (research/README.md, "Which
+commit each study's records ran on"); a record that names its own "commit" (the table study's) reruns at it. Each
+record's command runs in a detached worktree of --commit (default: the record's commit, else COMMIT) made, or reused, at
 /tmp/nano-respo-<commit>, with only that tree on PYTHONPATH, one torch thread, a new empty NANO_RESPO_CACHE, the
 CPU variables the command names (none else) and its output sent to a scratch folder. A command that names
 `experiments/<script>.py` (the path of its time) runs as `python -m research.<script>` where that file is gone.
@@ -35,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-COMMIT = "9561567"  # every committed record was made at or before this commit, and reruns there
+COMMIT = "9561567"  # the records of the studies before the table study were made at or before it, and rerun there
 ROOT = Path(__file__).resolve().parents[1]
 TIMING = {"seconds", "wall_s", "gen_tokens_per_s", "train_tokens_per_s", "tokens_per_s", "iteration_s", "finished",
           "load_average", "made"}
@@ -164,9 +165,11 @@ def differences(committed, rerun, where: str = "") -> list[str]:
     return [f"{where.rstrip('.')}: {json.dumps(committed)[:80]} != {json.dumps(rerun)[:80]}"]
 
 
-def rerun(spec: str, commit: str) -> tuple[float, list[str], str]:
-    """Run the record's command at the commit: (seconds, differences from the committed record, failure or "")."""
+def rerun(spec: str, commit: str | None) -> tuple[float, list[str], str, str]:
+    """Run the record's command at the commit (None: the one the record names, else COMMIT): (seconds, differences
+    from the committed record, failure or "", the commit)."""
     path, line, record = load(spec)
+    commit = commit or (record.get("commit") if line is None else None) or COMMIT
     tree = worktree(commit)
     with tempfile.TemporaryDirectory(prefix="rerun-") as scratch:
         scratch = Path(scratch)
@@ -178,7 +181,7 @@ def rerun(spec: str, commit: str) -> tuple[float, list[str], str]:
         failed = failed if done.returncode else ""
         made = counterpart(path.resolve(), scratch / "out")
         if made is None:
-            return seconds, [f"the rerun wrote no {path.name}"], failed
+            return seconds, [f"the rerun wrote no {path.name}"], failed, commit
         if line is None:
             found = differences(record, json.loads(made.read_text()))
         else:
@@ -189,19 +192,20 @@ def rerun(spec: str, commit: str) -> tuple[float, list[str], str]:
                 beside = made.parent / name
                 found += (differences(read_lines(path.parent / name), read_lines(beside), f"{name}:")
                           if beside.exists() else [f"the rerun wrote no {name}"])
-    return seconds, found, failed
+    return seconds, found, failed, commit
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m research.rerun", description=__doc__.split("\n")[0])
     parser.add_argument("records", nargs="+", metavar="RECORD", help="a record file, or PATH:LINE of a runs.jsonl")
-    parser.add_argument("--commit", default=COMMIT, help=f"the commit to rerun at (default {COMMIT})")
+    parser.add_argument("--commit", default=None,
+                        help=f"the commit to rerun at (default: the one the record names, else {COMMIT})")
     args = parser.parse_args(argv)
     status = 0
     for spec in args.records:
-        seconds, found, failed = rerun(spec, args.commit)
+        seconds, found, failed, commit = rerun(spec, args.commit)
         verdict = f"differs ({len(found)} values; first {found[0]})" if found else "bit for bit"
-        print(f"{spec}: {verdict}{'; ' + failed if failed else ''}; {seconds:.0f} s at {args.commit}", flush=True)
+        print(f"{spec}: {verdict}{'; ' + failed if failed else ''}; {seconds:.0f} s at {commit}", flush=True)
         status |= bool(found or failed)
     return status
 

@@ -38,6 +38,7 @@ CONFIGS = {
     "research.default_run": config_of("research.default_run", "DefaultRunConfig"),
     "research.drift": config_of("research.drift", "DriftConfig"),
     "research.reuse": config_of("research.reuse", "ReuseConfig"),
+    "research.table": config_of("research.table", "TableConfig"),
 }
 # Scripts this file runs, each with the flags that make it cheap (appended: argparse keeps the last value).
 SHORTENED = {
@@ -65,6 +66,8 @@ RUN_BY = {
     "research.conflict": "research/tests/test_conflict.py",  # every stage's runs and rule, on made-up records
     "research.drift": "research/tests/test_drift.py",  # its stages' runs, one tiny run, every rule
     "research.reuse": "research/tests/test_reuse.py",  # its stages' runs, one tiny run, every rule, --summarise
+    "research.table": "research/tests/test_table.py",  # its stages' runs, two tiny runs, every rule, --summarise
+    "research.rerun": "research/tests/test_rerun.py",  # on made-up records (a real rerun takes minutes)
     "research.default_run": "research/tests/test_default_run_record.py",  # one iteration of it
     "research.bench.newcomer": "research/tests/test_benchmarks.py",  # one step of a fresh clone
     "research.bench.train_check": "research/tests/test_train_check.py",  # its --cpu-smoke (a GPU runs the rest)

@@ -39,8 +39,23 @@ def git(*args) -> subprocess.CompletedProcess:
 def test_each_commit_named_made_its_records_before_the_one_they_rerun_at():
     if git("cat-file", "-e", f"{RERUN_AT}^{{commit}}").returncode:
         pytest.skip(f"this clone does not hold commit {RERUN_AT}")
-    named = [sha for *_, made in rows() for sha in re.findall(r"\b[0-9a-f]{7}\b", made)]
-    assert len(named) >= len(rows())
+    before = [made for *_, made in rows() if not made.startswith("ran at ")]
+    named = [sha for made in before for sha in re.findall(r"\b[0-9a-f]{7}\b", made)]
+    assert len(named) >= len(before)
     for sha in named:
         assert git("merge-base", "--is-ancestor", sha, RERUN_AT).returncode == 0, f"{sha} is after {RERUN_AT}"
     assert git("merge-base", "--is-ancestor", RERUN_AT, "HEAD").returncode == 0
+
+
+def test_a_study_that_names_its_commit_ran_every_record_there():
+    """The table study's row says "ran at <sha>": each of its records names that commit, an ancestor of HEAD."""
+    import json
+    ran_at = [(records, made) for _, records, made in rows() if made.startswith("ran at ")]
+    assert ran_at, "the table study's row is missing"
+    for records, made in ran_at:
+        sha = re.findall(r"\b[0-9a-f]{7}\b", made)[0]
+        for folder in re.findall(r"`([^`]+)`", records):
+            for path in (ROOT / "research" / folder).rglob("*.json"):
+                assert json.loads(path.read_text())["commit"].startswith(sha), path
+        if git("cat-file", "-e", f"{sha}^{{commit}}").returncode == 0:
+            assert git("merge-base", "--is-ancestor", sha, "HEAD").returncode == 0, f"{sha} is not in HEAD's history"
