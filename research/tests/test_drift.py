@@ -4,7 +4,9 @@ to end, and every pre-registered rule on records made up to exercise it."""
 import itertools
 import os
 import math
+import random
 
+import numpy as np
 import pytest
 
 from research import decision, digit_runs, drift, drift_rules as rules
@@ -53,6 +55,33 @@ def test_the_exact_sign_flip_test_counts_every_assignment():
                 for signs in itertools.product((1, -1), repeat=len(d))) / 2 ** len(d)
     assert rules.sign_flip_p(d) == brute == decision.sign_flip_p(d)
     assert rules.sign_flip_p([0.01] * 24) == pytest.approx(2 / 2 ** 24)  # only all-plus and all-minus reach it
+
+
+def every_assignment_p(differences: list[float]) -> float:
+    """The sign-flip p by brute force, as rules.sign_flip_p computed it before it met in the middle: each of the
+    2^n assignments' sums, compared with the observed |sum| less 1e-12."""
+    d = np.asarray(differences, dtype=np.float64)
+    signs = 1.0 - 2.0 * ((np.arange(1 << len(d), dtype=np.int64)[:, None] >> np.arange(len(d), dtype=np.int64)) & 1)
+    return int((np.abs(signs @ d) >= abs(d.sum()) - 1e-12).sum()) / (1 << len(d))
+
+
+def test_the_sign_flip_count_by_halves_is_the_brute_force_count():
+    """Exactly the brute force's p on vectors with ties, zeros, equal magnitudes and sums of ~0 (p = 1)."""
+    rng = random.Random(0)
+    pools = ([0.0, 0.01, -0.01, 0.02, -0.02, 0.05, -0.05, 0.1, -0.1, 0.25, -0.25, 1 / 3, -1 / 3], [0, 1, -1, 2, -2, 3],
+             [0.1, -0.1], [0.3, 0.1, 0.2, -0.6], [0.0])
+    vectors = [[], [0.0] * 5, [0.1, -0.1], [0.1, 0.2, 0.3, -0.6], [0.05] * 14, [0.05, -0.05] * 7]
+    for trial in range(1200):
+        n = 1 + trial % 14
+        magnitude = rng.choice([0.01, 0.03, 0.125, 0.1])
+        vectors.append([rng.choice(rng.choice(pools)) for _ in range(n)] if trial % 4 == 0 else
+                       [rng.gauss(0, 0.1) for _ in range(n)] if trial % 4 == 1 else
+                       [round(rng.gauss(0, 0.1), 2) for _ in range(n)] if trial % 4 == 2 else
+                       [magnitude * rng.choice([1, -1, 0]) for _ in range(n)])
+    mismatched = [(d, rules.sign_flip_p(d), every_assignment_p(d)) for d in vectors
+                  if rules.sign_flip_p(d) != every_assignment_p(d)]
+    assert not mismatched, mismatched[:3]
+    assert sum(every_assignment_p(d) == 1.0 for d in vectors) > 100  # the ~0 sums are among them
 
 
 def record_with(low_share, low_length, length, keeps, seed=0, n=100):
