@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.run.test_documented_commands import run_once
+
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
@@ -16,8 +18,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 def test_the_gpu_benchmark_times_each_route_on_a_tiny_cpu_shape():
     """research/bench/gpu.py --cpu-smoke (the GPU script, run on a GPU when one is lent) at a tiny size on the CPU:
     rollout.decode, the padded against the packed step, each with tokens/s, and the training time ratio."""
-    out = subprocess.run([sys.executable, "-m", "research.bench.gpu", "--cpu-smoke"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=300, env=ENV)
+    out = run_once(["-m", "research.bench.gpu", "--cpu-smoke"], timeout=300)  # the documented command's run, shared
     assert out.returncode == 0, out.stderr[-2000:]
     for route in ("generation decode ", "training padded", "training packed"):
         assert re.search(rf"{route}\s+\d+ tokens/s", out.stdout), (route, out.stdout)
@@ -25,8 +26,9 @@ def test_the_gpu_benchmark_times_each_route_on_a_tiny_cpu_shape():
 
 
 def test_the_readmes_parameter_and_flop_counts_are_what_the_dry_run_prints():
-    out = subprocess.run([sys.executable, "-m", "research.bench.gpu", "--dry-run"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=300, env=ENV, check=True).stdout
+    done = run_once(["-m", "research.bench.gpu", "--dry-run"], timeout=300)  # the documented command's run, shared
+    done.check_returncode()
+    out = done.stdout
     row = next(line for line in (ROOT / "research" / "bench" / "README.md").read_text().splitlines()
                if line.startswith("| parameter and FLOP counts"))
     figures = row.split("|")[2]

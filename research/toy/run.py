@@ -23,6 +23,7 @@ import json
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields
 from multiprocessing import get_context
 
@@ -167,9 +168,15 @@ def job_id(job: Job, skip_silent_steps: bool = False) -> str:
     return json.dumps(asdict(job), sort_keys=True) + (" skip_silent_steps" if skip_silent_steps else "")
 
 
+def worker_pool(workers: int, threads: int = 1) -> ProcessPoolExecutor:
+    """`workers` spawned processes, each with `threads` torch threads, for run_jobs."""
+    return ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=init_worker, initargs=(threads,))
+
+
 def run_jobs(jobs: list[Job], out: str, workers: int = 1, threads: int = 1, desc: str = "runs",
-             skip_silent_steps: bool = False) -> list[dict]:
-    """Run what <out>/runs.jsonl does not hold yet; append each record the moment it is done."""
+             skip_silent_steps: bool = False, pool: ProcessPoolExecutor | None = None) -> list[dict]:
+    """Run what <out>/runs.jsonl does not hold yet; append each record the moment it is done. With workers > 1 the
+    runs go to `pool` (a worker_pool(workers, threads) a caller keeps for several calls), or to a pool of their own."""
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "runs.jsonl")
     held = [p for p in (path, path + ".gz") if os.path.exists(p)]
@@ -189,9 +196,8 @@ def run_jobs(jobs: list[Job], out: str, workers: int = 1, threads: int = 1, desc
                 keep(job, run_one(job, skip_silent_steps))
                 bar.update()
         else:
-            with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=init_worker,
-                                     initargs=(threads,)) as pool:
-                futures = {pool.submit(run_one, job, skip_silent_steps): job for job in todo}
+            with (nullcontext(pool) if pool is not None else worker_pool(workers, threads)) as runner:
+                futures = {runner.submit(run_one, job, skip_silent_steps): job for job in todo}
                 for future in as_completed(futures):
                     keep(futures[future], future.result())
                     bar.update()

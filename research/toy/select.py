@@ -21,12 +21,13 @@ published kernel (research.toy.run's KNOBS give the order).
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from research.cli import parse_config
 from research.study_rows import StudyLossConfig
 from research.lab.report import mean_ci, mean_scores
-from research.toy.run import KNOBS, RunConfig, run_jobs
+from research.toy.run import KNOBS, RunConfig, run_jobs, worker_pool
 
 
 @dataclass
@@ -71,21 +72,28 @@ def kernel_setting(record, kernel: str) -> tuple:
     return tuple(record["loss"].get(k, getattr(defaults, k)) for k in KNOBS[kernel])
 
 
-def runs(cfg: SelectConfig, methods, lrs, respo: dict | None = None, desc: str = "") -> list[dict]:
+def runs(cfg: SelectConfig, methods, lrs, respo: dict | None = None, desc: str = "", pool=None) -> list[dict]:
     records = []
     for lr in lrs:
         run = RunConfig(env=cfg.env, methods=methods, reuse=cfg.reuse, seeds=cfg.seeds, lr=lr,
                         iterations=cfg.iterations, out=cfg.out, **(respo or {}))
-        records += run_jobs(run.jobs(), cfg.out, cfg.workers, desc=f"{desc} lr={lr:g}")
+        records += run_jobs(run.jobs(), cfg.out, cfg.workers, desc=f"{desc} lr={lr:g}", pool=pool)
     return records
 
 
 def main(argv=None):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     cfg = parse_config(SelectConfig, argv)
+    # One pool of workers for every stage's runs (each run seeds itself: which worker runs it changes nothing).
+    with worker_pool(cfg.workers) if cfg.workers > 1 else nullcontext() as pool:
+        stages(cfg, pool)
+
+
+def stages(cfg: SelectConfig, pool=None) -> None:
+    """The three stages, the chosen values and the command that evaluates them (printed, and <out>/selection.md)."""
     lines = [f"# Selection ({cfg.env}; seeds {cfg.seeds}; R {cfg.reuse}; score = (early AUC + final + held-out) / 3)"]
 
-    stage1 = runs(cfg, cfg.methods, cfg.lr_grid, desc="stage 1")
+    stage1 = runs(cfg, cfg.methods, cfg.lr_grid, desc="stage 1", pool=pool)
     lr_scores = mean_scores(stage1, lambda r: (r["method"], r["lr"]))
     best_lr = {m: max(cfg.lr_grid, key=lambda lr: lr_scores[(m, lr)][0]) for m in cfg.methods}
     lines += ["", "## Stage 1: learning rate per method", "", "| method | " + " | ".join(f"lr {lr:g}" for lr in cfg.lr_grid) + " | chosen |",
@@ -98,7 +106,8 @@ def main(argv=None):
     grid = [tuple(float(x) for x in item.split(",")) for item in cfg.respo_grid]
     stage2 = []
     for setting in grid:
-        stage2 += runs(cfg, [kernel], [best_lr[kernel]], dict(zip(knobs, setting)), desc=f"stage 2 {setting}")
+        stage2 += runs(cfg, [kernel], [best_lr[kernel]], dict(zip(knobs, setting)), desc=f"stage 2 {setting}",
+                       pool=pool)
     kernel_scores = mean_scores(stage2, lambda r: kernel_setting(r, kernel))
     best = max(grid, key=lambda s: kernel_scores[s][0])
     lines += ["", f"## Stage 2: {kernel} kernel grid at lr {best_lr[kernel]:g}", "",
@@ -110,7 +119,7 @@ def main(argv=None):
                      + f" | {kernel_scores[setting][0]:.3f} ± {kernel_scores[setting][1]:.3f} | "
                      + " | ".join(f"{x:.3f}" for x in parts) + " |")
 
-    stage3 = runs(cfg, [kernel], cfg.lr_grid, dict(zip(knobs, best)), desc="stage 3")
+    stage3 = runs(cfg, [kernel], cfg.lr_grid, dict(zip(knobs, best)), desc="stage 3", pool=pool)
     final_scores = mean_scores(stage3, lambda r: r["lr"])
     best_lr[kernel] = max(cfg.lr_grid, key=lambda lr: final_scores[lr][0])
     lines += ["", f"## Stage 3: learning rate for {kernel} {best}", "",

@@ -13,6 +13,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,29 @@ def is_module(script: str) -> bool:
 
 COMMANDS = documented_commands()
 
+# One execution per identical command in a session: the same script with the same arguments (a test's tmp folder
+# read as {tmp}), from the same folder, in the same environment (but for the names below) runs once; every test
+# that runs it again reads that run's real output (research/tests/test_benchmarks.py shares it too).
+RUNS: dict[tuple, tuple[subprocess.CompletedProcess, float]] = {}
+PER_TEST = {"PYTEST_CURRENT_TEST", "NANO_RESPO_CACHE"}  # the test's name; the private cache each module is given
+
+
+def run_once(argv: list[str], timeout: float, tmp_path: Path | None = None) -> subprocess.CompletedProcess:
+    """`python <argv>` from the clone's root with OMP_NUM_THREADS=1, output captured: the first identical
+    command's run, if this session had one (a timeout shorter than that run took raises as the run would have)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    key = (tuple(arg.replace(str(tmp_path), "{tmp}") if tmp_path else arg for arg in argv),
+           tuple(sorted((k, v) for k, v in env.items() if k not in PER_TEST)))
+    if key not in RUNS:
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                              env=env)
+        RUNS[key] = done, time.perf_counter() - started
+    done, seconds = RUNS[key]
+    if seconds > timeout:
+        raise subprocess.TimeoutExpired([sys.executable, *argv], timeout)
+    return done
+
 
 def test_the_docs_name_commands_of_every_kind():
     scripts = {script_and_args(command)[0] for _, command in COMMANDS}
@@ -129,12 +153,11 @@ def check_command(doc, command, tmp_path, configs, shortened, run_by, stand_ins=
     if script in shortened:
         run = ["-m", script] if is_module(script) else [script]
         extra = [arg.replace("{tmp}", str(tmp_path)) for arg in shortened[script]]
-        if script == "research.bench.gpu" and not {"--device", "--cpu-smoke"} & set(args):  # the measurement needs
-            extra.append("--dry-run")  # CUDA: here its flags, shapes and counts are checked on the meta device
+        if script == "research.bench.gpu" and not {"--device", "--cpu-smoke", "--dry-run"} & set(args):  # the
+            extra.append("--dry-run")  # measurement needs CUDA: here its flags, shapes and counts are checked on meta
         if "--record" in args:  # a shortened run never overwrites the committed record it names
             extra += ["--record", str(tmp_path / "record.json")]
-        done = subprocess.run([sys.executable, *run, *args, *extra], cwd=ROOT, capture_output=True,
-                              text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        done = run_once([*run, *args, *extra], timeout=600, tmp_path=tmp_path)
         assert done.returncode == 0, f"{doc}: `{command}` failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
         assert done.stdout.strip()
     if script == "research.bench.step":
